@@ -1,0 +1,181 @@
+"""Typed, frozen configuration: one dataclass per stage composed into `RunConfig`, plus presets.
+
+Overrides use dotted keys (`train.lr=1e-3`); an unknown key or a value of the wrong type is an
+error naming the valid keys. Mods are applied last (`mods.apply_config`), so `overparam`'s sizes
+win over a preset's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+
+from .errors import MinimultError
+from .masking import MaskConfig
+from .model import ModelConfig
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    train: str = "bbe-nt"  # built-in corpus name or a one-sentence-per-line file
+    dev: str = "kjv-ot-10k"
+    train_sentences: int = 0  # 0 = all
+    dev_sentences: int = 10_000
+    vocab_size: int = 2048  # per language, specials included
+    fake: str = "shift"  # "shift": ids + k*vocab_size; "unicode": code points shifted (K et al.)
+    n_langs: int = 2
+    max_len: int = 128  # pieces per sequence incl. [CLS]/[SEP]; positions per language
+    lang_positions: bool = False  # mod lang-pos
+    shift_special: bool = False  # mod shift-special
+    knn_k: int = 1  # neighbours per id for knn-replace
+
+    def __post_init__(self):
+        if self.fake not in ("shift", "unicode"):
+            raise MinimultError(f"unknown --fake {self.fake!r}: use shift or unicode")
+        if self.max_len < 3:
+            raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
+        if self.n_langs != 2:
+            raise MinimultError("only two languages (English + one more) are supported so far")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 100
+    batch_size: int = 256
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    adam_eps: float = 1e-6
+    warmup_steps: int = 50
+    clip: float = 1.0
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
+    checkpoint_every: int = 0  # steps; 0 = once per epoch
+    eval_every: int = 0  # steps between multilinguality evaluations during training; 0 = never
+    eval_sentences: int = 1000  # dev sentences used by those evaluations
+
+    def __post_init__(self):
+        if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
+            raise MinimultError("epochs must be >= 0, batch_size >= 1 and lr > 0")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    mask: MaskConfig = field(default_factory=MaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    mods: str = "original"  # canonical mod list, filled in by `resolve`
+    preset: str = "paper"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        def build(tp, values):
+            known = {f.name: f for f in dataclasses.fields(tp)}
+            kwargs = {}
+            for k, v in values.items():
+                if k not in known:
+                    continue  # a key from a newer/older version: ignore rather than fail to load
+                hint = typing.get_type_hints(tp)[k]
+                kwargs[k] = build(hint, v) if dataclasses.is_dataclass(hint) else (
+                    tuple(v) if isinstance(v, list) else v)
+            return tp(**kwargs)
+
+        return build(cls, d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+
+# Presets: overrides applied to the defaults before the user's own and before the mods.
+PRESETS: dict[str, dict[str, object]] = {
+    "paper": {},
+    # Meaningful on a 2-core CPU in well under an hour: BERT-small, fewer epochs, its own schedule.
+    "quick": {"train.epochs": 25},
+    # Exercises the whole pipeline in seconds: for tests and dry runs.
+    "tiny": {"model.hidden": 16, "model.intermediate": 32, "model.heads": 1, "model.layers": 2,
+             "train.epochs": 2, "train.batch_size": 32, "train.warmup_steps": 5,
+             "data.train_sentences": 400, "data.dev_sentences": 200, "train.eval_sentences": 100},
+}
+
+
+def _coerce(value, tp, key: str):
+    origin = typing.get_origin(tp)
+    try:
+        if tp is bool:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if tp in (int, float, str):
+            if tp is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return tp(value)
+        if origin is tuple:
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(float(x) for x in items)
+    except (TypeError, ValueError):
+        pass
+    raise MinimultError(f"bad value for {key}: {value!r} is not a {getattr(tp, '__name__', tp)}")
+
+
+def valid_keys() -> list[str]:
+    out = []
+    for section in dataclasses.fields(RunConfig):
+        if dataclasses.is_dataclass(section.default_factory if section.default_factory is not
+                                    dataclasses.MISSING else None):
+            tp = section.default_factory
+            out += [f"{section.name}.{f.name}" for f in dataclasses.fields(tp)]
+    return out
+
+
+def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
+    """Apply dotted-key overrides, checking every key and value."""
+    hints = typing.get_type_hints(RunConfig)
+    for key, value in overrides.items():
+        section, _, name = key.partition(".")
+        tp = hints.get(section)
+        if not dataclasses.is_dataclass(tp) or name not in {f.name for f in dataclasses.fields(tp)}:
+            raise MinimultError(f"unknown setting {key!r}; valid settings: {', '.join(valid_keys())}")
+        current = getattr(cfg, section)
+        value = _coerce(value, typing.get_type_hints(tp)[name], key)
+        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(current, **{name: value})})
+    return cfg
+
+
+def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise MinimultError(f"bad --set {item!r}: use section.key=value, e.g. train.lr=1e-3")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | None = None) -> tuple[RunConfig, tuple]:
+    """Defaults -> preset -> user overrides -> mods. Returns (config, active mods)."""
+    from .mods import apply_config, canonical, parse_mods
+
+    if preset not in PRESETS:
+        raise MinimultError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    active = parse_mods(mods)
+    cfg = override(RunConfig(preset=preset), PRESETS[preset])
+    cfg = override(cfg, overrides or {})
+    cfg = apply_config(cfg, active)
+    if cfg.data.shift_special and cfg.data.fake == "unicode":
+        raise MinimultError("contradictory settings: shift-special needs --fake shift (unicode Fake-English "
+                            "shares one vocabulary)")
+    d = cfg.data
+    model = dataclasses.replace(cfg.model, vocab_size=d.n_langs * d.vocab_size,
+                                max_positions=d.max_len * (d.n_langs if d.lang_positions else 1),
+                                type_vocab_size=max(cfg.model.type_vocab_size, d.n_langs))
+    return dataclasses.replace(cfg, model=model, mods=canonical(active)), active

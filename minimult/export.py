@@ -1,0 +1,97 @@
+"""Export a trained `Bert` to a HuggingFace `BertForMaskedLM` (in memory or as a folder).
+
+transformers is imported inside the functions: it is an export/test dependency, never a training one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from minimult.model import Bert, ModelConfig
+
+
+def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Our parameter names -> HF BertForMaskedLM names (fused QKV split back into query/key/value)."""
+    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    H = cfg.hidden
+    token = sd["embeddings.lookups.token.weight"]
+    segment = sd.get("embeddings.lookups.segment.weight", torch.zeros(1, H))  # no table: one zero row
+    out = {
+        "bert.embeddings.word_embeddings.weight": token,
+        "bert.embeddings.position_embeddings.weight": sd["embeddings.lookups.position.weight"],
+        "bert.embeddings.token_type_embeddings.weight": segment,
+        "bert.embeddings.LayerNorm.weight": sd["embeddings.ln.weight"],
+        "bert.embeddings.LayerNorm.bias": sd["embeddings.ln.bias"],
+        "cls.predictions.transform.dense.weight": sd["head.dense.weight"],
+        "cls.predictions.transform.dense.bias": sd["head.dense.bias"],
+        "cls.predictions.transform.LayerNorm.weight": sd["head.ln.weight"],
+        "cls.predictions.transform.LayerNorm.bias": sd["head.ln.bias"],
+        "cls.predictions.decoder.weight": token,  # tied
+        "cls.predictions.decoder.bias": sd["head.bias"],
+        "cls.predictions.bias": sd["head.bias"],
+    }
+    for i in range(cfg.layers):
+        ours, hf = f"blocks.{i}.", f"bert.encoder.layer.{i}."
+        for part, w, b in zip(("query", "key", "value"), sd[ours + "attn.qkv.weight"].split(H), sd[ours + "attn.qkv.bias"].split(H)):
+            out[f"{hf}attention.self.{part}.weight"], out[f"{hf}attention.self.{part}.bias"] = w, b
+        for theirs, mine in {
+            "attention.output.dense": "attn.proj",
+            "attention.output.LayerNorm": "ln_attn",
+            "intermediate.dense": "fc_in",
+            "output.dense": "fc_out",
+            "output.LayerNorm": "ln_ffn",
+        }.items():
+            out[f"{hf}{theirs}.weight"], out[f"{hf}{theirs}.bias"] = sd[f"{ours}{mine}.weight"], sd[f"{ours}{mine}.bias"]
+    return {k: v.clone() for k, v in out.items()}
+
+
+def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager"):
+    """A `transformers.BertForMaskedLM` (float32, CPU, eval mode) holding a copy of `model`'s weights."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    model = getattr(model, "_orig_mod", model)  # accept a torch.compile'd model too
+    hf_cfg = BertConfig(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        intermediate_size=cfg.intermediate,
+        hidden_act="gelu",
+        hidden_dropout_prob=cfg.dropout,
+        attention_probs_dropout_prob=cfg.dropout,
+        max_position_embeddings=cfg.max_positions,
+        type_vocab_size=max(cfg.type_vocab_size, 1),
+        initializer_range=cfg.init_std,
+        layer_norm_eps=cfg.layer_norm_eps,
+        tie_word_embeddings=True,
+        attn_implementation=attn_implementation,
+    )
+    hf = BertForMaskedLM(hf_cfg)
+    hf.load_state_dict(_hf_state_dict(model, cfg), strict=True)
+    return hf.eval()
+
+
+def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | None = None) -> Path:
+    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads; atomically replaces out_dir."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    try:
+        to_hf(model, cfg).save_pretrained(tmp)
+        if vocab_file is not None:
+            shutil.copyfile(vocab_file, tmp / "vocab.txt")
+        old = None
+        if out_dir.exists():  # os.replace cannot overwrite a non-empty folder: move the old one aside first
+            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir

@@ -1,0 +1,179 @@
+"""Language views: English and its second-language versions, with the gold alignment between them.
+
+Public entry: `build_sides(prepared, data_cfg, mods, split, seed) -> (english, second)`.
+Fake-English is made at the id level (`id + vocab_size`, so its tokenization equals English's) or,
+with `--fake unicode`, from text whose code points were shifted (its own tokenization). The mods'
+`reorder` hooks act on the second language of every split; `resample` hooks only on training data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .vocab import CLS, MASK, N_SPECIAL, PAD, SEP, Encoded
+
+UNICODE_SHIFT = 0x2C00  # K et al.'s Fake-English: every character moved to an unused script range
+
+
+def shift_text(word: str, shift: int = UNICODE_SHIFT) -> str:
+    return "".join(chr(ord(c) + shift) for c in word)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One language's version of a split: its sentences as global ids and how they align to English."""
+
+    lang: int
+    ids: np.ndarray  # (P,) int32 global ids
+    offsets: np.ndarray  # (S+1,) int64
+    word_starts: np.ndarray  # (P,) bool
+    source: np.ndarray  # (S,) index of the English sentence this one translates; -1 = none
+    gold: np.ndarray  # (P,) position in the source English sentence each piece aligns to; -1 = none
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def sentence(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+    def alignment(self, i: int) -> np.ndarray:
+        """Gold links of sentence i as (K, 2) pairs (English position, this side's position)."""
+        g = self.gold[self.offsets[i] : self.offsets[i + 1]]
+        j = np.flatnonzero(g >= 0)
+        return np.stack([g[j], j], axis=1)
+
+    def subset(self, index: np.ndarray) -> "Side":
+        starts, ends = self.offsets[index], self.offsets[index + 1]
+        take = _ranges(starts, ends)
+        offsets = np.zeros(len(index) + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=offsets[1:])
+        return Side(self.lang, self.ids[take], offsets, self.word_starts[take], self.source[index],
+                    self.gold[take])
+
+    def reordered(self, perms: list[np.ndarray]) -> "Side":
+        """Sentence i becomes its pieces in order perms[i]; the gold alignment follows."""
+        take = np.concatenate([p + o for p, o in zip(perms, self.offsets[:-1])]) if perms else np.zeros(0, int)
+        starts = np.zeros(len(self.ids), dtype=bool)
+        starts[self.offsets[:-1][self.lengths > 0]] = True  # word boundaries lose meaning: sentence starts
+        return dataclasses.replace(self, ids=self.ids[take], gold=self.gold[take], word_starts=starts)
+
+    def unigram_resample(self, rng: np.random.Generator) -> "Side":
+        """Each sentence replaced by as many words drawn from the side's unigram word distribution."""
+        word_index = np.cumsum(self.word_starts) - 1  # piece -> word number
+        word_bounds = np.append(np.flatnonzero(self.word_starts), len(self.ids))
+        words = [tuple(self.ids[a:b]) for a, b in zip(word_bounds[:-1], word_bounds[1:])]
+        types, inverse = np.unique(np.array([hash(w) for w in words]), return_inverse=True)
+        first = np.zeros(len(types), dtype=np.int64)
+        first[inverse[::-1]] = np.arange(len(words))[::-1]  # one occurrence per type
+        freq = np.bincount(inverse) / len(words)
+        words_per_sentence = np.add.reduceat(self.word_starts.astype(np.int64), self.offsets[:-1]) \
+            if len(self.ids) else np.zeros(self.num_sentences, np.int64)
+        words_per_sentence[self.lengths == 0] = 0
+        drawn = first[rng.choice(len(types), size=int(words_per_sentence.sum()), p=freq)]
+        pieces = [words[w] for w in drawn]
+        ids = np.fromiter((i for p in pieces for i in p), dtype=np.int32)
+        starts = np.fromiter((j == 0 for p in pieces for j in range(len(p))), dtype=bool)
+        sent_of_word = np.repeat(np.arange(self.num_sentences), words_per_sentence)
+        lengths = np.bincount(sent_of_word, weights=[len(p) for p in pieces],
+                              minlength=self.num_sentences).astype(np.int64)
+        offsets = np.zeros(self.num_sentences + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        n = self.num_sentences
+        return Side(self.lang, ids, offsets, starts, np.full(n, -1), np.full(len(ids), -1))
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, e) for each pair, without a Python loop."""
+    lengths = ends - starts
+    if lengths.sum() == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return np.arange(lengths.sum()) + offsets
+
+
+def positions_within(offsets: np.ndarray) -> np.ndarray:
+    """For every piece, its position inside its sentence."""
+    lengths = np.diff(offsets)
+    return np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+
+
+def english_side(enc: Encoded) -> Side:
+    n = len(enc)
+    return Side(0, enc.ids.astype(np.int32), enc.offsets, enc.word_starts, np.arange(n),
+                positions_within(enc.offsets))
+
+
+def shifted_side(enc: Encoded, lang: int, vocab_size: int) -> Side:
+    """Fake-English by id shift: identical tokenization, identity alignment."""
+    base = english_side(enc)
+    return dataclasses.replace(base, lang=lang, ids=base.ids + lang * vocab_size)
+
+
+def unicode_side(english: Encoded, second: Encoded, lang: int) -> Side:
+    """Fake-English from shifted text: its own tokenization, aligned piece by piece within words.
+
+    Piece m of word w is aligned to piece m of the same word in English when it exists.
+    """
+    def word_piece_keys(enc: Encoded):
+        word = np.cumsum(enc.word_starts) - 1
+        sent = np.repeat(np.arange(len(enc)), enc.lengths)
+        first_word = np.zeros(len(enc), dtype=np.int64)
+        has = enc.lengths > 0
+        first_word[has] = word[enc.offsets[:-1][has]]
+        word_in_sent = word - first_word[sent]
+        word_first_piece = np.flatnonzero(enc.word_starts)
+        piece_in_word = np.arange(len(enc.ids)) - word_first_piece[word]
+        return sent, word_in_sent, piece_in_word
+
+    es, ew, ep = word_piece_keys(english)
+    ss, sw, sp = word_piece_keys(second)
+    english_pos = positions_within(english.offsets)
+    lookup = {(int(a), int(b), int(c)): int(p) for a, b, c, p in zip(es, ew, ep, english_pos)}
+    gold = np.array([lookup.get((int(a), int(b), int(c)), -1) for a, b, c in zip(ss, sw, sp)], dtype=np.int64)
+    return Side(lang, second.ids.astype(np.int32), second.offsets, second.word_starts,
+                np.arange(len(second)), gold)
+
+
+def build_sides(prepared, data_cfg, mods, split: str, seed: int) -> tuple[Side, Side]:
+    """(English, second language) for `split` ('train' or 'dev'), with the mods' hooks applied."""
+    enc = prepared.train if split == "train" else prepared.dev
+    english = english_side(enc)
+    if data_cfg.fake == "unicode":
+        second = unicode_side(enc, prepared.train_fake if split == "train" else prepared.dev_fake, 1)
+    else:
+        second = shifted_side(enc, 1, data_cfg.vocab_size)
+    rng = np.random.default_rng([seed, 0 if split == "train" else 1])
+    for a in mods:
+        if a.mod.reorder is not None:
+            second = second.reordered([a.mod.reorder(int(n), rng, a.value) for n in second.lengths])
+    if split == "train":
+        for a in mods:
+            if a.mod.resample is not None:
+                english, second = a.mod.resample(english, second, rng, a.value)
+    return english, second
+
+
+# ---------------------------------------------------------------------------------------------
+# Special ids per language.
+
+
+def special_id(token: int, lang: int, data_cfg) -> int:
+    """The id of special `token` (PAD, CLS, SEP, MASK, ...) as language `lang` uses it."""
+    return token + lang * data_cfg.vocab_size if data_cfg.shift_special else token
+
+
+def special_ids(data_cfg) -> dict[str, list[int]]:
+    return {name: [special_id(t, k, data_cfg) for k in range(data_cfg.n_langs)]
+            for name, t in (("pad", PAD), ("cls", CLS), ("sep", SEP), ("mask", MASK))}
+
+
+def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    return (ids % vocab_size) < N_SPECIAL

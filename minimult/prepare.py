@@ -1,0 +1,135 @@
+"""`minimult prepare`: corpora -> sentences -> WordPiece vocabulary -> encoded ids, cached by content.
+
+Public entry: `prepare(data_cfg, progress) -> Prepared`. A second call with the same inputs reuses the
+cache entry (named by a hash of everything that determines it) and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import corpus as corpus_mod
+from .cache import cached
+from .errors import MinimultError
+from .languages import shift_text
+from .vocab import Encoded, Vocab, train_wordpiece
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Prepared:
+    path: Path
+    vocab: Vocab
+    train: Encoded
+    dev: Encoded
+    train_fake: Encoded | None  # only for --fake unicode (its own tokenization)
+    dev_fake: Encoded | None
+    stats: dict
+    reused: bool
+
+    @property
+    def vocab_hash(self) -> str:
+        return self.stats["vocab_sha256"]
+
+
+def cache_key(cfg) -> dict:
+    return {
+        "format": FORMAT_VERSION,
+        "train": corpus_mod.source_fingerprint(cfg.train),
+        "dev": corpus_mod.source_fingerprint(cfg.dev),
+        "train_sentences": cfg.train_sentences,
+        "dev_sentences": cfg.dev_sentences,
+        "vocab_size": cfg.vocab_size,
+        "fake": cfg.fake,
+    }
+
+
+def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
+    def one(c):
+        lengths = [len(s) for s in c.sentences]
+        return {"name": c.name, "sentences": len(c), "words": sum(lengths),
+                "types": len({w for s in c.sentences for w in s}),
+                "characters": sum(len(w) for s in c.sentences for w in s),
+                "median_words": float(statistics.median(lengths))}
+
+    train_types = {w for s in train.sentences for w in s}
+    dev_tokens = [w for s in dev.sentences for w in s]
+    oov = sum(w not in train_types for w in dev_tokens) / max(len(dev_tokens), 1)
+    return {"train": one(train), "dev": one(dev), "dev_oov_rate": oov}
+
+
+def _build(cfg, progress: Callable[[str], None]):
+    def build(tmp: Path) -> None:
+        progress(f"reading training corpus {cfg.train} ...")
+        train = corpus_mod.load_corpus(cfg.train, cfg.train_sentences or None)
+        progress(f"reading development corpus {cfg.dev} ...")
+        dev = corpus_mod.load_corpus(cfg.dev, cfg.dev_sentences or None)
+        stats = corpus_stats(train, dev)
+        progress(f"training a WordPiece vocabulary of {cfg.vocab_size} ...")
+        if cfg.fake == "unicode":
+            fake = [[shift_text(w) for w in s] for s in train.sentences]
+            vocab = train_wordpiece(train.sentences + fake, cfg.vocab_size * cfg.n_langs)
+            vocab.encode(fake, train.verse_ids).save(tmp / "train_fake.npz")
+            vocab.encode([[shift_text(w) for w in s] for s in dev.sentences], dev.verse_ids).save(tmp / "dev_fake.npz")
+        else:
+            vocab = train_wordpiece(train.sentences, cfg.vocab_size)
+        vocab.save(tmp)
+        enc_train = vocab.encode(train.sentences, train.verse_ids)
+        enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
+        enc_train.save(tmp / "train.npz")
+        enc_dev.save(tmp / "dev.npz")
+        stats["vocab_entries"] = len(vocab)
+        stats["vocab_sha256"] = hashlib.sha256((tmp / "vocab.txt").read_bytes()).hexdigest()
+        stats["train"]["pieces"] = int(len(enc_train.ids))
+        stats["train"]["median_pieces"] = float(np.median(enc_train.lengths))
+        stats["train"]["max_pieces"] = int(enc_train.lengths.max())
+        stats["dev"]["pieces"] = int(len(enc_dev.ids))
+        stats["dev"]["unk_rate"] = float(np.mean(enc_dev.ids == 1)) if len(enc_dev.ids) else 0.0
+        (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
+        for name in ("train", "dev"):  # the words, for fastText and for reading
+            c = train if name == "train" else dev
+            (tmp / f"{name}.words.txt").write_text("\n".join(" ".join(s) for s in c.sentences) + "\n",
+                                                   encoding="utf-8")
+    return build
+
+
+def prepare(cfg, progress: Callable[[str], None] = lambda s: None) -> Prepared:
+    path, reused = cached("prepared", cache_key(cfg), _build(cfg, progress))
+    return load_prepared(path, cfg, reused)
+
+
+def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
+    path = Path(path)
+    try:
+        stats = json.loads((path / "stats.json").read_text())
+        size = cfg.vocab_size * (cfg.n_langs if cfg.fake == "unicode" else 1)
+        vocab = Vocab.load(path, size)
+        fake = cfg.fake == "unicode"
+        return Prepared(path, vocab, Encoded.load(path / "train.npz"), Encoded.load(path / "dev.npz"),
+                        Encoded.load(path / "train_fake.npz") if fake else None,
+                        Encoded.load(path / "dev_fake.npz") if fake else None, stats, reused)
+    except (OSError, ValueError, KeyError) as e:
+        raise MinimultError(f"prepared data at {path} is unreadable ({e}); delete it to rebuild") from None
+
+
+def summary(p: Prepared) -> str:
+    s = p.stats
+    rows = [("", "sentences", "words", "types", "characters", "median words", "pieces")]
+    for name in ("train", "dev"):
+        d = s[name]
+        rows.append((f"{name} ({d['name']})", f"{d['sentences']:,}", f"{d['words']:,}", f"{d['types']:,}",
+                     f"{d['characters']:,}", f"{d['median_words']:g}", f"{d['pieces']:,}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.append(f"vocabulary: {s['vocab_entries']} WordPiece entries (sha256 {s['vocab_sha256'][:12]}); "
+                 f"dev OOV words {s['dev_oov_rate']:.1%}, dev [UNK] pieces {s['dev']['unk_rate']:.2%}")
+    lines.append(f"cache: {p.path} ({'reused' if p.reused else 'built'})")
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""WordPiece vocabulary (HF `tokenizers`) and compact encoded corpora.
+
+Public entries: `train_wordpiece(sentences, size) -> Vocab`, `Vocab.encode(corpus) -> Encoded`.
+Ids of language k are `id + k * vocab.size`; they are displayed with a `::` prefix per language
+(`He` -> `::He`), and `Vocab.parse` reads that display form back.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import MinimultError
+
+# Deterministic training: one thread for the Rust pool (must be set before tokenizers starts it).
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PAD, UNK, CLS, SEP, MASK = range(len(SPECIALS))
+N_SPECIAL = len(SPECIALS)
+LANG_PREFIX = "::"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Sentences as one flat uint16 array of piece ids plus offsets (sentence i = ids[o[i]:o[i+1]])."""
+
+    ids: np.ndarray  # (P,) uint16
+    offsets: np.ndarray  # (S+1,) int64
+    word_starts: np.ndarray  # (P,) bool: the piece begins a word
+    verse_ids: np.ndarray  # (S,) int64
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def sentence(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+    def save(self, path: Path) -> None:
+        with open(path, "wb") as f:  # np.savez would append .npz to a temp name
+            np.savez(f, ids=self.ids, offsets=self.offsets, word_starts=self.word_starts,
+                     verse_ids=self.verse_ids)
+
+    @classmethod
+    def load(cls, path: Path) -> "Encoded":
+        with np.load(path) as z:
+            return cls(z["ids"], z["offsets"], z["word_starts"], z["verse_ids"])
+
+    @classmethod
+    def from_lists(cls, pieces: list[list[int]], starts: list[list[bool]], verse_ids) -> "Encoded":
+        lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
+        offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        ids = np.fromiter((i for p in pieces for i in p), dtype=np.uint16, count=int(offsets[-1]))
+        ws = np.fromiter((s for p in starts for s in p), dtype=bool, count=int(offsets[-1]))
+        return cls(ids, offsets, ws, np.asarray(verse_ids, dtype=np.int64))
+
+
+class Vocab:
+    """A trained WordPiece tokenizer plus the id conventions of the lab."""
+
+    def __init__(self, tokenizer, size: int):
+        self.tokenizer = tokenizer
+        self.size = size  # ids per language (the stride of the id shift)
+        self.pieces = [tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size())]
+        self.index = {p: i for i, p in enumerate(self.pieces)}
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def encode(self, sentences: list[list[str]], verse_ids) -> Encoded:
+        if not sentences:
+            raise MinimultError("nothing to encode: the corpus has no sentences")
+        out = self.tokenizer.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
+        pieces = [e.ids for e in out]
+        starts = [[w is not None and (j == 0 or e.word_ids[j - 1] != w) for j, w in enumerate(e.word_ids)]
+                  for e in out]
+        return Encoded.from_lists(pieces, starts, verse_ids)
+
+    def display(self, ids) -> list[str]:
+        """Global ids to pieces; language k's pieces get k `::` prefixes."""
+        return [LANG_PREFIX * (int(i) // self.size) + self.pieces[int(i) % self.size] for i in ids]
+
+    def parse(self, tokens: list[str]) -> list[int]:
+        """Inverse of `display`."""
+        out = []
+        for t in tokens:
+            k = 0
+            while t.startswith(LANG_PREFIX) and t[len(LANG_PREFIX):] and t not in self.index:
+                t, k = t[len(LANG_PREFIX):], k + 1
+            if t not in self.index:
+                raise MinimultError(f"not in the vocabulary: {t!r}")
+            out.append(self.index[t] + k * self.size)
+        return out
+
+    def save(self, directory: Path) -> None:
+        self.tokenizer.save(str(directory / "tokenizer.json"))
+        (directory / "vocab.txt").write_text("\n".join(self.pieces) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path, size: int) -> "Vocab":
+        from tokenizers import Tokenizer
+
+        path = Path(directory) / "tokenizer.json"
+        if not path.is_file():
+            raise MinimultError(f"no vocabulary at {path}")
+        return cls(Tokenizer.from_file(str(path)), size)
+
+
+def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
+    """A cased WordPiece vocabulary of at most `size` entries, specials first (ids 0-4).
+
+    Input is sorted first: the trainer's result depends on input order, and sorting (with one
+    Rust thread) makes two builds of the same corpus give the same vocabulary.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    if size <= N_SPECIAL:
+        raise MinimultError(f"vocabulary size {size} leaves no room: it must exceed the {N_SPECIAL} special tokens")
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # input is already word-tokenized
+    trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=list(SPECIALS),
+                                        show_progress=False, min_frequency=1)
+    tokenizer.train_from_iterator(sorted(" ".join(s) for s in sentences), trainer=trainer)
+    if [tokenizer.token_to_id(s) for s in SPECIALS] != list(range(N_SPECIAL)):
+        raise MinimultError("the trained vocabulary does not put the special tokens at ids 0-4")
+    return Vocab(tokenizer, size)

@@ -1,0 +1,159 @@
+"""The model against HuggingFace BertForMaskedLM with copied weights, plus its small contracts."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minimult.errors import MinimultError
+from minimult.export import save_hf, to_hf
+from minimult.model import Bert, ModelConfig
+
+ATOL = 1e-5
+CONFIGS = {
+    "1head": ModelConfig(vocab_size=100, hidden=32, intermediate=64, heads=1, layers=3, max_positions=32),
+    "4heads": ModelConfig(vocab_size=100, hidden=32, intermediate=64, heads=4, layers=3, max_positions=32),
+    "no-segments": ModelConfig(vocab_size=100, hidden=32, intermediate=64, heads=2, layers=3, max_positions=32,
+                               type_vocab_size=0),
+}
+
+
+def make_batch(cfg: ModelConfig, seed: int = 0):
+    """Three sequences of lengths 10, 7, 4 padded with id 0; row 1 uses offset (language-specific) positions."""
+    g = torch.Generator().manual_seed(seed)
+    B, T, lengths = 3, 10, torch.tensor([10, 7, 4])
+    mask = torch.arange(T)[None, :] < lengths[:, None]  # (B, T) bool, True = real token
+    input_ids = torch.randint(1, cfg.vocab_size, (B, T), generator=g).masked_fill(~mask, 0)
+    position_ids = torch.arange(T).repeat(B, 1)
+    position_ids[1] += 16
+    token_type_ids = torch.randint(0, 2, (B, T), generator=g)
+    return input_ids, position_ids, token_type_ids, mask
+
+
+def hf_inputs(cfg, input_ids, position_ids, token_type_ids, mask):
+    # with no segment table ours ignores token_type_ids; HF gets its single zero row
+    segments = token_type_ids if cfg.type_vocab_size else torch.zeros_like(token_type_ids)
+    return dict(input_ids=input_ids, position_ids=position_ids, token_type_ids=segments, attention_mask=mask.long())
+
+
+def pair(cfg, seed=0):
+    torch.manual_seed(seed)
+    model = Bert(cfg).eval()
+    with torch.no_grad():  # non-trivial LayerNorm and bias values, so a mis-mapped one would show
+        for name, p in model.named_parameters():
+            if p.dim() < 2:
+                p.add_(0.1 * torch.randn_like(p))
+    return model, to_hf(model, cfg).eval()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_matches_huggingface(name):
+    cfg = CONFIGS[name]
+    model, hf = pair(cfg)
+    batch = make_batch(cfg)
+    mask = batch[3]
+    with torch.no_grad():
+        ours = model.hidden_states(*batch)
+        final = model(*batch)
+        logits = model.mlm_logits(final[mask])
+        ref = hf(**hf_inputs(cfg, *batch), output_hidden_states=True)
+    assert len(ours) == len(ref.hidden_states) == cfg.layers + 1
+    for i, (a, b) in enumerate(zip(ours, ref.hidden_states)):
+        torch.testing.assert_close(a[mask], b[mask], atol=ATOL, rtol=0, msg=f"layer {i}")
+    torch.testing.assert_close(final, ours[-1], atol=0, rtol=0)
+    torch.testing.assert_close(logits, ref.logits[mask], atol=ATOL, rtol=0)
+
+
+def test_hidden_states_up_to_requested_layer():
+    cfg = CONFIGS["1head"]
+    model, _ = pair(cfg)
+    batch = make_batch(cfg)
+    with torch.no_grad():
+        full, part = model.hidden_states(*batch), model.hidden_states(*batch, layers=[0, 2])
+    assert len(part) == 3
+    for a, b in zip(part, full):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    with pytest.raises(MinimultError):
+        model.hidden_states(*batch, layers=[cfg.layers + 1])
+
+
+@pytest.mark.parametrize("name", ["1head", "4heads"])
+def test_mlm_loss_matches_huggingface_logits(name):
+    cfg = CONFIGS[name]
+    model, hf = pair(cfg)
+    batch = make_batch(cfg)
+    real = batch[3].flatten().nonzero().squeeze(1)
+    g = torch.Generator().manual_seed(1)
+    selected = real[torch.randperm(len(real), generator=g)[:6]]
+    targets = torch.randint(0, cfg.vocab_size, (6,), generator=g)
+    with torch.no_grad():
+        loss = model.mlm_loss(*batch, selected, targets)
+        ref_logits = hf(**hf_inputs(cfg, *batch)).logits.flatten(0, 1)[selected]
+    assert loss.dim() == 0
+    torch.testing.assert_close(loss, F.cross_entropy(ref_logits, targets), atol=ATOL, rtol=0)
+
+
+def test_loss_backward_reaches_tied_embedding_in_training_mode():
+    cfg = CONFIGS["4heads"]
+    model = Bert(cfg).train()
+    input_ids, position_ids, token_type_ids, mask = make_batch(cfg)
+    loss = model.mlm_loss(input_ids, position_ids, token_type_ids, mask, torch.tensor([0, 11]), torch.tensor([5, 7]))
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert model.embeddings.lookups["token"].weight.grad[[5, 7]].abs().sum() > 0  # through the tied decoder
+
+
+@pytest.mark.parametrize("name", ["1head", "4heads"])
+def test_padding_is_masked(name):
+    cfg = CONFIGS[name]
+    model, _ = pair(cfg)
+    input_ids, position_ids, token_type_ids, mask = make_batch(cfg)
+    changed = input_ids.masked_fill(~mask, 42)
+    changed_types = token_type_ids.masked_fill(~mask, 1)
+    with torch.no_grad():
+        a = model(input_ids, position_ids, token_type_ids, mask)
+        b = model(changed, position_ids, changed_types, mask)
+        c = model(changed, position_ids, changed_types, None)  # unmasked: padding now leaks in
+    torch.testing.assert_close(a[mask], b[mask], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[mask], c[mask], atol=1e-4)
+
+
+def test_save_hf_round_trip(tmp_path):
+    from transformers import BertForMaskedLM
+
+    cfg = CONFIGS["4heads"]
+    model, hf = pair(cfg)
+    vocab = tmp_path / "vocab-src.txt"
+    vocab.write_text("\n".join(f"tok{i}" for i in range(cfg.vocab_size)) + "\n")
+    out = tmp_path / "export"
+    save_hf(Bert(cfg), cfg, out)  # a first export, which the second one must replace
+    save_hf(model, cfg, out, vocab_file=vocab)
+    assert (out / "vocab.txt").read_text() == vocab.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "vocab-src.txt"]  # no temp folders left
+    loaded = BertForMaskedLM.from_pretrained(out).eval()
+    batch = make_batch(cfg)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**hf_inputs(cfg, *batch)).logits, hf(**hf_inputs(cfg, *batch)).logits,
+                                   atol=ATOL, rtol=0)
+
+
+def test_param_groups_partition_and_no_decay_on_layernorm():
+    cfg = CONFIGS["1head"]
+    model = Bert(cfg)
+    groups = model.param_groups(0.01)
+    ids = [id(p) for g in groups for p in g["params"]]
+    assert len(ids) == len(set(ids)) and set(ids) == {id(p) for p in model.parameters()}
+    decayed = {id(p) for g in groups if g["weight_decay"] > 0 for p in g["params"]}
+    for name, p in model.named_parameters():
+        is_ln = ".ln" in name or name.startswith("ln")
+        assert (id(p) in decayed) == (p.dim() >= 2), name
+        assert not (is_ln and id(p) in decayed), name
+    n_matrices = 3 + 4 * cfg.layers + 1  # token, position, segment tables; qkv, proj, fc_in, fc_out; head dense
+    assert len(decayed) == n_matrices
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("kwargs", [dict(hidden=64, heads=3), dict(layers=0), dict(vocab_size=-1),
+                                    dict(type_vocab_size=-1), dict(dropout=1.0)])
+def test_bad_config_raises(kwargs):
+    with pytest.raises(MinimultError):
+        ModelConfig(**kwargs)
