@@ -78,6 +78,80 @@ def prepare(train, dev, fake, preset, settings, mods, examples):
             click.echo("  L1: " + " ".join(prepared.vocab.display(second.sentence(i))))
 
 
+@main.command()
+@data_options
+@click.option("--mods", default=None, help="Comma-separated mods, e.g. lang-pos,shift-special (see `minimult mods`).")
+@click.option("--seed", type=int, default=None, help="Random seed (default 0).")
+@click.option("--epochs", type=int, default=None, help="Training epochs (default: the preset's).")
+@click.option("--mask-probs", default=None, metavar="M,K,R,N",
+              help="Replacement mix (mask, keep, random, knn) of selected tokens, e.g. 0.9,0.1,0,0 "
+                   "(the published code's no-random). Overrides the mods' mix.")
+@click.option("--device", default=None, help="auto (default) | cpu | cuda | cuda:N.")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
+@click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
+              help="Continue the interrupted run in this folder.")
+@_fail_cleanly
+def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs, device, out, resume):
+    """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
+    import dataclasses
+    from pathlib import Path
+
+    from .config import RunConfig, resolve
+    from .masking import parse_probs
+    from .mods import parse_mods
+    from .runs import check_run_dir, copy_vocab, create_run_dir, read_json, write_json
+    from .train import pretrain as run_pretrain
+
+    if resume:
+        run_dir = check_run_dir(resume)
+        cfg = RunConfig.from_dict(read_json(run_dir / "config.json"))
+        active = parse_mods(None if cfg.mods == "original" else cfg.mods)
+        run_pretrain(cfg, active, run_dir, resume=True, log=click.echo)
+        click.echo(f"run folder: {run_dir}")
+        return
+    overrides = _overrides(train, dev, fake, settings)
+    for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device)):
+        if value is not None:
+            overrides[key] = value
+    if epochs is not None and epochs < 1:
+        raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use --mods untrained")
+    cfg, active = resolve(preset, overrides, mods)
+    if mask_probs is not None:
+        cfg = dataclasses.replace(cfg, mask=dataclasses.replace(cfg.mask, probs=parse_probs(mask_probs)))
+    from .prepare import prepare as run_prepare
+
+    prepared = run_prepare(cfg.data, progress=lambda s: click.echo(s, err=True))
+    run_dir = create_run_dir(out, cfg.mods, cfg.train.seed)
+    write_json(run_dir / "config.json", cfg.to_dict())
+    copy_vocab(prepared.path, run_dir)
+    click.echo(f"run folder: {run_dir}")
+    run_pretrain(cfg, active, run_dir, log=click.echo)
+    click.echo(f"done: {run_dir}")
+
+
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--hf", "hf_dir", required=True, type=click.Path(file_okay=False),
+              help="Output folder for transformers.BertForMaskedLM.from_pretrained.")
+@_fail_cleanly
+def export(run, hf_dir):
+    """Export a run's model as a HuggingFace BertForMaskedLM folder."""
+    from pathlib import Path
+
+    from .config import RunConfig
+    from .export import save_hf
+    from .model import Bert
+    from .runs import check_run_dir, read_json
+    from .train import CHECKPOINT, load_checkpoint
+
+    run_dir = check_run_dir(run)
+    cfg = RunConfig.from_dict(read_json(run_dir / "config.json"))
+    model = Bert(cfg.model)
+    model.load_state_dict(load_checkpoint(run_dir / CHECKPOINT)["model"])
+    out = save_hf(model, cfg.model, Path(hf_dir), vocab_file=run_dir / "vocab.txt")
+    click.echo(f"exported {run_dir} to {out}")
+
+
 @main.command(name="mods")
 def list_mods():
     """List the registered mods with their versions."""
