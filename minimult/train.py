@@ -204,8 +204,12 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
                 if step % log_every == 0 or last or step % every == 0:
                     mean_loss = float(window_loss) / window_steps
                     if not math.isfinite(mean_loss):
-                        raise MinimultError(f"loss became {mean_loss} at step {step}; stopped. The last good "
-                                            f"checkpoint is kept at {ckpt_path} (try a lower --set train.lr)")
+                        meta.update(status=f"failed: loss {mean_loss} at step {step}")
+                        write_json(run_dir / "run.json", meta)
+                        kept = (f"the last good checkpoint is kept at {ckpt_path}" if ckpt_path.is_file()
+                                else "no checkpoint had been written yet")
+                        raise MinimultError(f"loss became {mean_loss} at step {step}; stopped: {kept} "
+                                            f"(try a lower --set train.lr)")
                     now = time.time()
                     rate = window_tokens / max(now - window_t, 1e-9)
                     eta = (now - t0) / (step - start_step) * (total - step)

@@ -1,0 +1,203 @@
+"""Pretraining: mods reach the batches, resume is exact, loss falls, bad input fails cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from minimult.batching import SequenceSet, plan_epoch, steps_per_epoch
+from minimult.config import resolve
+from minimult.languages import build_sides
+from minimult.prepare import prepare
+from minimult.runs import write_json
+from minimult.train import load_checkpoint, lr_at, pretrain
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"data.train": str(ROOT / "corpora/tiny/train.txt"), "data.dev": str(ROOT / "corpora/tiny/dev.txt"),
+        "data.vocab_size": 256}
+
+
+def tiny_cfg(mods=None, **overrides):
+    return resolve("tiny", {**TINY, **overrides}, mods)
+
+
+def quiet(_):
+    pass
+
+
+def new_run(tmp_path, name, cfg):
+    d = tmp_path / name
+    d.mkdir()
+    write_json(d / "config.json", cfg.to_dict())
+    return d
+
+
+def first_batch(mods):
+    cfg, active = tiny_cfg(mods)
+    sides = build_sides(prepare(cfg.data), cfg.data, active, "train", 0)
+    seqs = SequenceSet.from_sides(list(sides), cfg.data, "cpu")
+    n = sides[0].num_sentences
+    return cfg, seqs.batch(np.array([0, n])), sides  # sentence 0 in English and in language 1
+
+
+def test_batches_default_share_positions_segments_and_specials():
+    cfg, b, sides = first_batch(None)
+    L = len(sides[0].sentence(0))
+    assert b.input_ids[0, 0] == 2 and b.input_ids[1, 0] == 2  # shared [CLS]
+    assert b.input_ids[0, L + 1] == 3 and b.input_ids[1, L + 1] == 3  # shared [SEP]
+    assert torch.equal(b.input_ids[1, 1:L + 1], b.input_ids[0, 1:L + 1] + 256)
+    assert torch.equal(b.position_ids[0], b.position_ids[1])
+    assert int(b.token_type_ids.abs().sum()) == 0
+
+
+def test_lang_pos_feeds_offset_positions_and_segment_one():
+    cfg, b, _ = first_batch("lang-pos")
+    T = b.input_ids.shape[1]
+    assert torch.equal(b.position_ids[0], torch.arange(T))
+    assert torch.equal(b.position_ids[1], torch.arange(T) + 128)
+    assert b.token_type_ids[0].eq(0).all() and b.token_type_ids[1].eq(1).all()
+    assert cfg.model.max_positions == 256 and cfg.model.type_vocab_size >= 2
+
+
+def test_shift_special_shifts_only_the_second_languages_specials():
+    _, plain, _ = first_batch(None)
+    cfg, b, sides = first_batch("shift-special")
+    L = len(sides[0].sentence(0))
+    assert b.input_ids[0, 0] == 2 and b.input_ids[1, 0] == 2 + 256
+    assert b.input_ids[1, L + 1] == 3 + 256
+    assert torch.equal(b.input_ids[0], plain.input_ids[0])  # English unchanged
+    assert torch.equal(b.input_ids[1, 1:L + 1], plain.input_ids[1, 1:L + 1])  # words unchanged
+
+
+def test_bucketed_plan_covers_every_sequence_once_and_depends_on_seed_and_epoch():
+    lengths = np.random.default_rng(0).integers(1, 60, size=1000)
+    plan = plan_epoch(lengths, 32, seed=1, epoch=0)
+    assert sorted(np.concatenate(plan).tolist()) == list(range(1000))
+    assert len(plan) == steps_per_epoch(1000, 32)
+    spread = np.mean([lengths[b].max() - lengths[b].min() for b in plan])
+    assert spread < 10  # bucketed: similar lengths together (random batches would spread ~55)
+    again = plan_epoch(lengths, 32, seed=1, epoch=0)
+    assert all(np.array_equal(a, b) for a, b in zip(plan, again))
+    assert not all(np.array_equal(a, b) for a, b in zip(plan, plan_epoch(lengths, 32, seed=1, epoch=1)))
+
+
+def test_lr_schedule_warms_up_then_decays_to_zero():
+    lrs = [lr_at(s, 100, 1.0, 10) for s in range(100)]
+    assert lrs[9] == pytest.approx(1.0) and lrs[0] == pytest.approx(0.1)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:])) and lr_at(100, 100, 1.0, 10) == 0.0
+
+
+def test_resumed_run_is_bit_identical(tmp_path):
+    cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7})
+    full = new_run(tmp_path, "full", cfg)
+    part = new_run(tmp_path, "part", cfg)
+    pretrain(cfg, mods, full, log=quiet)
+    pretrain(cfg, mods, part, log=quiet, stop_after=14)  # "killed" after 14 of 50 steps
+    assert load_checkpoint(part / "checkpoint.pt")["step"] == 14
+    pretrain(cfg, mods, part, resume=True, log=quiet)
+    a, b = (load_checkpoint(d / "checkpoint.pt") for d in (full, part))
+    assert a["step"] == b["step"] == 50 and b["complete"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    steps = [int(line.split('"step": ')[1].split(",")[0]) for line in (part / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps))  # no duplicated log rows after resuming
+
+
+def test_tiny_training_lowers_the_mlm_loss_substantially(tmp_path):
+    cfg, mods = tiny_cfg(None, **{"train.epochs": 12, "train.lr": 1e-2})
+    run = new_run(tmp_path, "learn", cfg)
+    pretrain(cfg, mods, run, log=quiet)
+    rows = [eval(l) for l in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: S307 - our own JSON
+    first, last = rows[0]["loss"], np.mean([r["loss"] for r in rows[-3:]])
+    assert first > np.log(512) - 0.5  # starts near uniform over 2 x 256 ids
+    assert last < first - 0.5, (first, last)  # perplexity down by more than 40%
+
+
+def test_untrained_writes_the_initial_model_without_a_step(tmp_path):
+    cfg, mods = tiny_cfg("untrained")
+    assert cfg.train.epochs == 0
+    run = new_run(tmp_path, "untrained", cfg)
+    pretrain(cfg, mods, run, log=quiet)
+    ckpt = load_checkpoint(run / "checkpoint.pt")
+    assert ckpt["step"] == 0 and ckpt["complete"]
+    torch.manual_seed(cfg.train.seed)
+    from minimult.model import Bert
+
+    fresh = Bert(cfg.model).state_dict()
+    assert all(torch.equal(fresh[k], ckpt["model"][k]) for k in fresh)
+
+
+def test_overparam_sets_bert_base_sizes_and_lr():
+    cfg, _ = tiny_cfg("overparam")
+    m = cfg.model
+    assert (m.hidden, m.intermediate, m.heads, m.layers, cfg.train.lr) == (768, 3072, 12, 12, 1e-4)
+
+
+def test_no_parallel_doubles_epochs():
+    assert tiny_cfg("no-parallel")[0].train.epochs == 2 * tiny_cfg(None)[0].train.epochs
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT)
+
+
+TINY_ARGS = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
+             "--set", "data.vocab_size=256"]
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode != 0
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_cli_pretrain_export_and_refusals(tmp_path):
+    out = tmp_path / "run"
+    proc = cli("pretrain", *TINY_ARGS, "--epochs", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "parameters" in proc.stdout and "tok/s" in proc.stdout and "left" in proc.stdout
+    for name in ("config.json", "run.json", "checkpoint.pt", "metrics.jsonl", "vocab.txt", "tokenizer.json"):
+        assert (out / name).is_file(), name
+    # the same folder again: refused, nothing lost
+    before = (out / "checkpoint.pt").read_bytes()
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, "--out", str(out)), "already exists")
+    assert (out / "checkpoint.pt").read_bytes() == before
+    # export loads in transformers
+    hf = tmp_path / "hf"
+    assert cli("export", str(out), "--hf", str(hf)).returncode == 0
+    from transformers import BertForMaskedLM
+
+    assert BertForMaskedLM.from_pretrained(hf).config.vocab_size == 512
+    # resuming a complete run does nothing harmful
+    proc = cli("pretrain", "--resume", str(out))
+    assert proc.returncode == 0 and "already complete" in proc.stdout
+
+
+def test_cli_bad_input(tmp_path):
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, "--mods", "lang-pos,nope"), "unknown mod", "lang-pos")
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, "--epochs", "0"), "--epochs")
+    assert_one_line_error(cli("pretrain", "--resume", str(tmp_path / "missing")), "not a run folder")
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, "--mask-probs", "0.5,0.5,0.5,0"), "sum")
+
+
+def test_corrupt_checkpoint_and_nan_loss_fail_cleanly(tmp_path):
+    out = tmp_path / "run"
+    assert cli("pretrain", *TINY_ARGS, "--epochs", "1", "--out", str(out)).returncode == 0
+    (out / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    assert_one_line_error(cli("pretrain", "--resume", str(out)), "corrupt")
+    assert_one_line_error(cli("export", str(out), "--hf", str(tmp_path / "hf")), "corrupt")
+
+    nan = tmp_path / "nan"
+    proc = cli("pretrain", *TINY_ARGS, "--set", "train.lr=1e12", "--set", "train.clip=1e30",
+               "--set", "train.checkpoint_every=1", "--out", str(nan))
+    assert_one_line_error(proc, "loss became nan")
+    ckpt = load_checkpoint(nan / "checkpoint.pt")  # the last good one is kept and readable
+    assert all(torch.isfinite(v).all() for v in ckpt["model"].values())
