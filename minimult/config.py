@@ -38,6 +38,10 @@ class DataConfig:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
         if self.n_langs != 2:
             raise MinimultError("only two languages (English + one more) are supported so far")
+        if self.vocab_size <= 5:  # the five special tokens [PAD] [UNK] [CLS] [SEP] [MASK]
+            raise MinimultError(f"vocab_size {self.vocab_size} leaves no room: it must exceed the 5 special tokens")
+        if self.train_sentences < 0 or self.dev_sentences < 0:
+            raise MinimultError("train_sentences and dev_sentences must be >= 0 (0 = all)")
 
 
 @dataclass(frozen=True)

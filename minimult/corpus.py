@@ -181,7 +181,7 @@ def read_lines(path: str | Path) -> list[str]:
     if b"\x00" in data[:65536]:
         raise MinimultError(f"corpus file is binary, not UTF-8 text: {path}")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark would stick to the first word
     except UnicodeDecodeError as e:
         raise MinimultError(f"corpus file is not valid UTF-8 ({e.reason} at byte {e.start}): {path}") from None
     lines = [line.strip() for line in text.splitlines() if line.strip()]

@@ -151,13 +151,13 @@ def build_sides(prepared, data_cfg, mods, split: str, seed: int) -> tuple[Side, 
     else:
         second = shifted_side(enc, 1, data_cfg.vocab_size)
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
-    for a in mods:
-        if a.mod.reorder is not None:
-            second = second.reordered([a.mod.reorder(int(n), rng, a.value) for n in second.lengths])
-    if split == "train":
+    if split == "train":  # before reordering: resampling needs the word boundaries reordering drops
         for a in mods:
             if a.mod.resample is not None:
                 english, second = a.mod.resample(english, second, rng, a.value)
+    for a in mods:
+        if a.mod.reorder is not None:
+            second = second.reordered([a.mod.reorder(int(n), rng, a.value) for n in second.lengths])
     return english, second
 
 

@@ -132,10 +132,12 @@ def _positive_int(raw: str) -> int:
 
 
 def _swap_pairs(length: int, rng: np.random.Generator, p: float) -> np.ndarray:
-    """K et al.'s permutation: swap round(p*L/2) random pairs of positions."""
+    """K et al.'s permutation: swap round(p*L/2) random pairs of (two different) positions."""
     perm = np.arange(length)
+    if length < 2:
+        return perm
     for _ in range(int(round(p * length / 2))):
-        i, j = rng.integers(0, length, size=2)
+        i, j = rng.choice(length, size=2, replace=False)
         perm[i], perm[j] = perm[j], perm[i]
     return perm
 
@@ -172,12 +174,12 @@ register(Mod("overparam", "BERT-base sizes: hidden 768, intermediate 3072, 12 he
 register(Mod("inv-order", "second-language sentences reversed (specials stay in place)", 1,
              group="word order", reorder=lambda n, rng, v: np.arange(n)[::-1].copy()))
 register(Mod("permute", "swap round(p*L/2) random position pairs of each second-language sentence "
-             "(K et al.); p in (0, 1]", 1, group="word order", parse=_probability, default=0.5,
+             "(K et al.); p in (0, 1]", 2, group="word order", parse=_probability, default=0.5,
              reorder=_swap_pairs))
 register(Mod("no-parallel", "English trains on the first half of the sentences, the second language on "
              "the other half; epochs doubled", 1, group="training data", resample=_split_halves,
              configure=lambda cfg, v: _set(cfg, "train", epochs=cfg.train.epochs * 2)))
 register(Mod("unigram", "second-language training sentences sampled word by word from its unigram "
-             "distribution (K et al.)", 1, group="training data", resample=_unigram))
+             "distribution (K et al.)", 2, group="training data", resample=_unigram))
 register(Mod("untrained", "randomly initialised and never trained (baseline)", 1,
              configure=lambda cfg, v: _set(cfg, "train", epochs=0)))

@@ -118,8 +118,10 @@ class Vocab:
 def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     """A cased WordPiece vocabulary of at most `size` entries, specials first (ids 0-4).
 
-    Input is sorted first: the trainer's result depends on input order, and sorting (with one
-    Rust thread) makes two builds of the same corpus give the same vocabulary.
+    Input is sorted first and the Rust pool has one thread, which removes the order dependence we
+    control. The HF trainer still numbers `##` pieces in hash-map order and breaks ties between
+    equally frequent merges by id, so two builds can differ in a few pieces (DESIGN §10): `prepare`
+    caches the vocabulary and records its hash.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -130,6 +132,9 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=list(SPECIALS),
                                         show_progress=False, min_frequency=1)
     tokenizer.train_from_iterator(sorted(" ".join(s) for s in sentences), trainer=trainer)
+    if tokenizer.get_vocab_size() > size:  # the trainer always keeps every character: ids would overlap
+        raise MinimultError(f"vocabulary size {size} is too small for this corpus: its characters alone "
+                            f"need {tokenizer.get_vocab_size()} entries (specials included)")
     if [tokenizer.token_to_id(s) for s in SPECIALS] != list(range(N_SPECIAL)):
         raise MinimultError("the trained vocabulary does not put the special tokens at ids 0-4")
     return Vocab(tokenizer, size)

