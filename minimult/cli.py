@@ -152,6 +152,43 @@ def export(run, hf_dir):
     click.echo(f"exported {run_dir} to {out}")
 
 
+def _layers(text: str) -> tuple[int, ...]:
+    try:
+        layers = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise MinimultError(f"bad --layer {text!r}: use comma-separated layer numbers, e.g. 0,8") from None
+    if not layers:
+        raise MinimultError("--layer needs at least one layer number")
+    return layers
+
+
+@main.command(name="eval")
+@click.argument("run", required=False, type=click.Path(file_okay=False))
+@click.option("--layer", "layers", default="0,8", show_default=True, help="Comma-separated layers (0 = embeddings).")
+@click.option("--dev-sentences", type=int, default=None, help="Use the first N dev sentences (default: the run's, 10,000).")
+@click.option("--ppl-sentences", type=int, default=None,
+              help="Sequences per split for perplexity (default all; a fixed random subset when smaller).")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
+@_fail_cleanly
+def evaluate(run, layers, dev_sentences, ppl_sentences, device, json_path):
+    """Measure multilinguality of a run (default: the most recent run under runs/)."""
+    from pathlib import Path
+
+    from .evaluate import evaluate_run, summary_table
+    from .runs import latest_run, write_json
+
+    if run is None:
+        run = latest_run()
+        click.echo(f"evaluating the most recent run: {run}")
+    results = evaluate_run(Path(run), _layers(layers), dev_sentences, ppl_sentences, device,
+                           log=lambda s: click.echo(s, err=True))
+    if json_path:
+        write_json(Path(json_path), results)
+    click.echo(summary_table(results))
+    click.echo(f"results: {Path(run) / 'results.json'} ({results['eval_seconds']:.1f} s)")
+
+
 @main.command(name="mods")
 def list_mods():
     """List the registered mods with their versions."""
