@@ -87,11 +87,13 @@ def prepare(train, dev, fake, preset, settings, mods, examples):
               help="Replacement mix (mask, keep, random, knn) of selected tokens, e.g. 0.9,0.1,0,0 "
                    "(the published code's no-random). Overrides the mods' mix.")
 @click.option("--device", default=None, help="auto (default) | cpu | cuda | cuda:N.")
+@click.option("--eval-every", type=int, default=None, metavar="STEPS",
+              help="Evaluate multilinguality every N steps into metrics.jsonl (the paper's Fig. 6/7 curves).")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
-def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs, device, out, resume):
+def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs, device, eval_every, out, resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
     import dataclasses
     from pathlib import Path
@@ -110,7 +112,8 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
         click.echo(f"run folder: {run_dir}")
         return
     overrides = _overrides(train, dev, fake, settings)
-    for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device)):
+    for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
+                       ("train.eval_every", eval_every)):
         if value is not None:
             overrides[key] = value
     if epochs is not None and epochs < 1:
@@ -164,7 +167,8 @@ def _layers(text: str) -> tuple[int, ...]:
 
 @main.command(name="eval")
 @click.argument("run", required=False, type=click.Path(file_okay=False))
-@click.option("--layer", "layers", default="0,8", show_default=True, help="Comma-separated layers (0 = embeddings).")
+@click.option("--layer", "layers", default=None,
+              help="Comma-separated layers (0 = embeddings); default 0,8 (0 and the last layer of a shallower model).")
 @click.option("--dev-sentences", type=int, default=None, help="Use the first N dev sentences (default: the run's, 10,000).")
 @click.option("--ppl-sentences", type=int, default=None,
               help="Sequences per split for perplexity (default all; a fixed random subset when smaller).")
@@ -181,7 +185,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, json_path):
     if run is None:
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")
-    results = evaluate_run(Path(run), _layers(layers), dev_sentences, ppl_sentences, device,
+    results = evaluate_run(Path(run), _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                            log=lambda s: click.echo(s, err=True))
     if json_path:
         write_json(Path(json_path), results)

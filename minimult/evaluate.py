@@ -201,8 +201,8 @@ def evaluate_run(run_dir, layers=DEFAULT_LAYERS, dev_sentences: int | None = Non
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True) -> dict:
     t0 = time.time()
     run = load_run(run_dir, device, log)
-    layers = tuple(sorted(set(int(l) for l in layers)))
     depth = run.cfg.model.layers
+    layers = tuple(sorted(set(int(l) for l in (layers or (0, min(8, depth))))))
     bad = [l for l in layers if not 0 <= l <= depth]
     if bad:
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")

@@ -79,6 +79,23 @@ def build(cfg, mods, device: torch.device, log: Callable[[str], None] = print) -
     return Setup(prepared, train_set, model, device, random_ids, neighbours)
 
 
+def evaluate_during_training(model, s: Setup, cfg, mods, step: int, spe: int) -> dict:
+    """Multilinguality on the first `eval_sentences` dev sentences (layers 0 and 8, or the last
+    layer of a shallower model) and dev perplexity on as many sequences; training randomness is
+    untouched (every step reseeds)."""
+    from .evaluate import mlm_perplexity, multilinguality_scores
+
+    layers = (0, min(8, cfg.model.layers))
+    model.eval()
+    try:
+        scores = multilinguality_scores(model, s.prepared, cfg, mods, layers, s.device, cfg.train.eval_sentences)
+        dev = build_sides(s.prepared, cfg.data, mods, "dev", cfg.train.seed)
+        scores["perplexity"] = {"dev": mlm_perplexity(model, dev, cfg.data, s.device, cfg.train.eval_sentences)["perplexity"]}
+    finally:
+        model.train()
+    return {"step": step, "epoch": step / spe, "eval": scores}
+
+
 def save_checkpoint(path: Path, model, optimizer, step: int, cfg, complete: bool) -> None:
     """Atomic: written to a temporary file, then renamed over the old checkpoint."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -200,6 +217,12 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
                 window_tokens += int(s.train_set.lengths_np[index].sum()) + 2 * len(index)
                 if on_step is not None:
                     on_step(step, model)
+                if tc.eval_every and (step % tc.eval_every == 0 or step == total):
+                    row = evaluate_during_training(model, s, cfg, mods, step, spe)
+                    metrics.write(json.dumps(row) + "\n")
+                    log(f"step {step:>6} | eval: µ {row['eval']['mu'] if row['eval']['mu'] is not None else 'n/a'} | "
+                        + " | ".join(f"L{l} F1 {r['align_f1']:.3f} ρ {r['retrieval']:.3f} τ {r['translation']:.3f}"
+                                     for l, r in row["eval"]["layers"].items()))
                 last = step == end
                 if step % log_every == 0 or last or step % every == 0:
                     mean_loss = float(window_loss) / window_steps

@@ -1,0 +1,99 @@
+"""The evaluator on real (tiny) runs: known outcomes of untrained models, mods in eval data, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minimult.config import resolve
+from minimult.evaluate import evaluate_run
+from minimult.prepare import prepare
+from minimult.runs import copy_vocab, write_json
+from minimult.train import pretrain
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"data.train": str(ROOT / "corpora/tiny/train.txt"), "data.dev": str(ROOT / "corpora/tiny/dev.txt"),
+        "data.vocab_size": 256}
+
+
+def make_run(tmp_path, name, mods, preset="tiny", **overrides):
+    cfg, active = resolve(preset, {**TINY, **overrides}, mods)
+    run = tmp_path / name
+    run.mkdir()
+    write_json(run / "config.json", cfg.to_dict())
+    copy_vocab(prepare(cfg.data).path, run)
+    pretrain(cfg, active, run, log=lambda s: None)
+    return run
+
+
+@pytest.fixture(scope="module")
+def untrained_small(tmp_path_factory):
+    """Untrained BERT-small (12 layers, hidden 64), shared vs language-specific positions."""
+    tmp = tmp_path_factory.mktemp("untrained")
+    return {m: make_run(tmp, m.replace(",", "+"), m, preset="paper") for m in ("untrained", "untrained,lang-pos",
+                                                                                 "untrained,inv-order")}
+
+
+def test_untrained_shared_positions_align_but_do_not_retrieve(untrained_small):
+    r = evaluate_run(untrained_small["untrained"], (0, 8), ppl_sentences=100, log=lambda s: None)
+    for layer in ("0", "8"):
+        assert r["layers"][layer]["align_f1"] > 0.8  # positions alone align identical sequences (paper: .97)
+        assert r["layers"][layer]["retrieval"] < 0.2
+        assert r["layers"][layer]["translation"] < 0.05
+    assert r["mu"] == pytest.approx((r["layers"]["0"]["translation"] + r["layers"]["8"]["translation"]
+                                     + r["layers"]["0"]["retrieval"] + r["layers"]["8"]["retrieval"]) / 4)
+    assert r["perplexity"]["dev"] > 200  # near-uniform over 512 ids
+    saved = json.loads((untrained_small["untrained"] / "results.json").read_text())
+    assert saved["layers"]["8"]["align_f1"] == r["layers"]["8"]["align_f1"]
+    assert saved["mods"] == "untrained" and "torch" in saved["environment"]
+
+
+def test_lang_pos_collapses_alignment_of_untrained_model(untrained_small):
+    r = evaluate_run(untrained_small["untrained,lang-pos"], (0,), ppl_sentences=50, log=lambda s: None)
+    assert r["layers"]["0"]["align_f1"] < 0.2  # paper: .02
+
+
+def test_inv_order_evaluates_against_the_flipped_gold(untrained_small):
+    # Untrained: the model aligns equal positions, but under inv-order the gold links i to L-1-i.
+    r = evaluate_run(untrained_small["untrained,inv-order"], (0,), ppl_sentences=50, log=lambda s: None)
+    assert r["layers"]["0"]["align_f1"] < 0.2  # paper ID 3: .02
+
+
+def cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli_eval_latest_run_and_errors(tmp_path):
+    args = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
+            "--set", "data.vocab_size=256", "--epochs", "1"]
+    assert cli("pretrain", *args, cwd=tmp_path).returncode == 0
+    proc = cli("eval", "--layer", "0,2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = next((tmp_path / "runs").iterdir())
+    assert f"most recent run: runs/{run.name}" in proc.stdout
+    assert "align F1" in proc.stdout and (run / "results.json").is_file()
+
+    def one_line_error(p, fragment):
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        assert p.returncode != 0 and len(lines) == 1 and fragment in lines[0], p.stderr
+
+    one_line_error(cli("eval", str(run), "--layer", "0,8", cwd=tmp_path), "layer 8 does not exist")
+    one_line_error(cli("eval", str(run), "--dev-sentences", "1", cwd=tmp_path), "at least 2")
+    (run / "checkpoint.pt").unlink()
+    one_line_error(cli("eval", str(run), cwd=tmp_path), "no checkpoint")
+    one_line_error(cli("eval", str(tmp_path / "nothing"), cwd=tmp_path), "not a run folder")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    one_line_error(cli("eval", cwd=empty), "no runs")
+
+
+def test_eval_every_logs_multilinguality_curves(tmp_path):
+    run = make_run(tmp_path, "curves", None, **{"train.eval_every": 25})
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "eval" in r]
+    assert [r["step"] for r in evals] == [25, 50]
+    assert set(evals[0]["eval"]["layers"]) == {"0", "2"} and evals[0]["eval"]["perplexity"]["dev"] > 1
