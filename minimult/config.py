@@ -30,6 +30,7 @@ class DataConfig:
     lang_positions: bool = False  # mod lang-pos
     shift_special: bool = False  # mod shift-special
     knn_k: int = 1  # neighbours per id for knn-replace
+    knn_dim: int = 300  # fastText dimension for knn-replace's static embeddings
 
     def __post_init__(self):
         if self.fake not in ("shift", "unicode"):

@@ -75,7 +75,7 @@ def build(cfg, mods, device: torch.device, log: Callable[[str], None] = print) -
     if cfg.mask.probs[3] > 0:
         from .knn import neighbour_table
 
-        neighbours = neighbour_table(prepared, cfg, log=log).to(device)
+        neighbours = neighbour_table(prepared, cfg, mods, sides, log=log).to(device)
     return Setup(prepared, train_set, model, device, random_ids, neighbours)
 
 
