@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from functools import wraps
-
 import click
 
-from .errors import MinimultError
-
-
-def _fail_cleanly(f):
-    """A MinimultError becomes one line on stderr and exit code 2, never a traceback."""
-    @wraps(f)
-    def wrapper(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except MinimultError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("interrupted: checkpointed work is kept; rerun with --resume to continue", err=True)
-            sys.exit(130)
-    return wrapper
+from .errors import MinimultError, fail_cleanly as _fail_cleanly
 
 
 def data_options(f):
