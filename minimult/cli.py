@@ -184,5 +184,12 @@ def list_mods():
         click.echo(f"{m.spec(m.default) if m.parse else m.name:<16} v{m.version}  {m.description}")
 
 
+
+from .cli_sweep import report, sweep  # noqa: E402  (commands defined in their own module)
+
+main.add_command(sweep)
+main.add_command(report)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -7,12 +7,19 @@ Differences from the published BERT code, on purpose:
 The model knows nothing about languages or mods: position ids and token type ids always come from
 the caller, so e.g. language-specific positions are just different ids into a taller position table.
 Given identical weights it matches `transformers.BertForMaskedLM` (see `minimult.export`, tests).
+
+Speed on CPU (measured with experiments/bench_train.py, which lists what was tried): attention is
+written out (bmm/baddbmm/softmax on strided views with an additive key bias, instead of SDPA's math
+fallback when dropout > 0), and dropout draws its keep mask from numpy's SFC64 generator (seeded from
+torch's default generator, so `torch.manual_seed` still reproduces a run) instead of `bernoulli_`.
+On other devices attention is SDPA and dropout is `F.dropout` (their fused kernels).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -47,6 +54,29 @@ class ModelConfig:
             raise MinimultError("model.layer_norm_eps and model.init_std must be > 0")
 
 
+def _keep_scaled(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout multiplier for CPU tensor x: 1/(1-p) with probability 1-p, else 0 (float, x's shape).
+
+    32 random bits per element from numpy's SFC64, seeded by one draw from torch's default generator,
+    so runs stay reproducible under `torch.manual_seed`; P(drop) = p up to 2**-32.
+    """
+    seed = int(torch.randint(0, 2**62, ()))
+    n = x.numel()
+    bits = np.random.Generator(np.random.SFC64(seed)).bit_generator.random_raw((n + 1) // 2).view(np.int32)[:n]
+    keep = np.greater_equal(bits, round(p * 2**32) - 2**31)
+    scaled = np.multiply(keep, np.float32(1.0 / (1.0 - p)), dtype=np.float32)
+    return torch.from_numpy(scaled).view(x.shape).to(x.dtype)
+
+
+def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """F.dropout, with the mask from `_keep_scaled` on CPU (bernoulli_ costs ~5x more per element)."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, True)
+    return x * _keep_scaled(x, p)
+
+
 class Embeddings(nn.Module):
     """Sum of lookups (token, position, segment) -> LayerNorm -> dropout.
 
@@ -63,7 +93,7 @@ class Embeddings(nn.Module):
 
     def forward(self, ids: dict[str, torch.Tensor]) -> torch.Tensor:
         x = sum(lookup(ids[name]) for name, lookup in self.lookups.items())  # (B, T, H)
-        return self.drop(self.ln(x))
+        return _dropout(self.ln(x), self.drop.p, self.training)
 
 
 class SelfAttention(nn.Module):
@@ -74,12 +104,25 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.hidden, cfg.hidden)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """mask: None (no padding); on CPU an additive float key bias (B, 1, 1, T), else bool (B, 1, 1, T)."""
         B, T, H = x.shape
-        # views only (no copies), also for one head: (B, T, nh, hs) -> (B, nh, T, hs)
-        q, k, v = (t.view(B, T, self.heads, H // self.heads).transpose(1, 2) for t in self.qkv(x).split(H, dim=-1))
+        nh, hs = self.heads, H // self.heads
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, T, hs)
-        return self.proj(y.transpose(1, 2).reshape(B, T, H))  # reshape is a view when nh == 1
+        q, k, v = self.qkv(x).split(H, dim=-1)  # strided views of one (B, T, 3H) tensor
+        if x.device.type != "cpu":
+            q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs) views
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, T, hs)
+            return self.proj(y.transpose(1, 2).reshape(B, T, H))
+        if nh == 1:  # (B, T, H) views straight into bmm: no copies, no transposes
+            kt = k.transpose(1, 2)
+            s = torch.bmm(q, kt).mul_(hs**-0.5) if mask is None else torch.baddbmm(mask[:, 0], q, kt, alpha=hs**-0.5)
+            return self.proj(torch.bmm(_dropout(torch.softmax(s, -1), p, True), v))
+        q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
+        s = torch.matmul(q, k.transpose(-1, -2)).mul_(hs**-0.5)
+        if mask is not None:
+            s = s + mask
+        y = torch.matmul(_dropout(torch.softmax(s, -1), p, True), v)  # (B, nh, T, hs)
+        return self.proj(y.transpose(1, 2).reshape(B, T, H))
 
 
 class Block(nn.Module):
@@ -95,8 +138,9 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        x = self.ln_attn(x + self.drop(self.attn(x, mask)))
-        return self.ln_ffn(x + self.drop(self.fc_out(F.gelu(self.fc_in(x)))))  # exact erf GELU
+        p, training = self.drop.p, self.training
+        x = self.ln_attn(x + _dropout(self.attn(x, mask), p, training))
+        return self.ln_ffn(x + _dropout(self.fc_out(F.gelu(self.fc_in(x))), p, training))  # exact erf GELU
 
 
 class MLMHead(nn.Module):
@@ -133,12 +177,18 @@ class Bert(nn.Module):
             nn.init.zeros_(m.bias)
 
     def _embed(self, input_ids, position_ids, token_type_ids, attention_mask):
-        """Embedding output (B, T, H) and the SDPA mask (B, 1, 1, T), True = key takes part, or None."""
+        """Embedding output (B, T, H) and the attention mask (B, 1, 1, T) or None (no padding): on CPU
+        an additive bias (0 = key takes part, finfo.min = padding; a row with no real key at all would
+        attend uniformly, where SDPA gives zeros), elsewhere bool for SDPA."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         x = self.embeddings({"token": input_ids, "position": position_ids, "segment": token_type_ids})
-        mask = None if attention_mask is None else attention_mask[:, None, None, :].bool()
-        return x, mask
+        if attention_mask is None:
+            return x, None
+        mask = attention_mask[:, None, None, :].bool()
+        if x.device.type != "cpu":
+            return x, mask
+        return x, torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(~mask, torch.finfo(x.dtype).min)
 
     def forward(self, input_ids, position_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         """(B, T) long ids, (B, T) bool attention_mask (True = real token; None = no padding) -> (B, T, H)."""

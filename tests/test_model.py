@@ -157,3 +157,56 @@ def test_param_groups_partition_and_no_decay_on_layernorm():
 def test_bad_config_raises(kwargs):
     with pytest.raises(MinimultError):
         ModelConfig(**kwargs)
+
+
+@pytest.mark.parametrize("name", ["1head", "4heads"])
+def test_training_gradients_match_huggingface(name):
+    """Training mode (the CPU fast path: written-out attention, additive key bias) without dropout:
+    loss and every gradient as HF's, padding included."""
+    import copy
+
+    from minimult.export import _hf_state_dict
+
+    cfg = ModelConfig(**{**CONFIGS[name].__dict__, "dropout": 0.0})
+    model, hf = pair(cfg)
+    model.train(), hf.train()
+    batch = make_batch(cfg)
+    real = batch[3].flatten().nonzero().squeeze(1)
+    g = torch.Generator().manual_seed(2)
+    selected = real[torch.randperm(len(real), generator=g)[:8]]
+    targets = torch.randint(0, cfg.vocab_size, (8,), generator=g)
+    loss = model.mlm_loss(*batch, selected, targets)
+    loss.backward()
+    ref = F.cross_entropy(hf(**hf_inputs(cfg, *batch)).logits.flatten(0, 1)[selected], targets)
+    ref.backward()
+    torch.testing.assert_close(loss, ref, atol=ATOL, rtol=0)
+    grads = copy.deepcopy(model)
+    for p, q in zip(grads.parameters(), model.parameters()):
+        p.data = q.grad.clone()
+    ours = _hf_state_dict(grads, cfg)  # our gradients under HF's names (qkv split, tied decoder)
+    for hf_name, p in hf.named_parameters():
+        torch.testing.assert_close(ours[hf_name], p.grad, atol=ATOL, rtol=1e-4, msg=hf_name)
+
+
+def test_dropout_rate_scale_and_reproducibility():
+    from minimult.model import _keep_scaled
+
+    x = torch.empty(1000, 1000)
+    torch.manual_seed(3)
+    m = _keep_scaled(x, 0.1)
+    assert m.shape == x.shape and m.dtype == x.dtype
+    values = m.unique()
+    assert len(values) == 2 and values[0] == 0 and abs(values[1].item() - 1 / 0.9) < 1e-6
+    assert abs((m == 0).float().mean().item() - 0.1) < 0.002  # 1e6 draws: sd 3e-4
+    torch.manual_seed(3)
+    assert torch.equal(_keep_scaled(x, 0.1), m)
+    assert not torch.equal(_keep_scaled(x, 0.1), m)  # the generator moved on
+
+    cfg = ModelConfig(**{**CONFIGS["1head"].__dict__, "dropout": 0.1})
+    model = Bert(cfg).train()
+    batch = make_batch(cfg)
+    outs = []
+    for seed in (5, 5, 6):
+        torch.manual_seed(seed)
+        outs.append(model(*batch))
+    assert torch.equal(outs[0], outs[1]) and not torch.allclose(outs[0], outs[2])

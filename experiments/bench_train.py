@@ -1,0 +1,336 @@
+"""Training throughput: minimult's Bert against HuggingFace BertForMaskedLM, in one process.
+
+    .venv/bin/python experiments/bench_train.py [--config small|overparam] [--steps 6] [--threads 1] [--omp-wait-policy passive]
+
+Models, alternated step by step after warm-up (the order rotates every round), each with its own
+AdamW (lr 2e-3 small / 1e-4 overparam, wd 0.01, eps 1e-6) and dropout 0.1, on synthetic batches
+whose sentence lengths follow a clipped lognormal (median 27 incl. [CLS]/[SEP], max 128) or
+--lengths-from FILE.npy; 15% of each sentence's word pieces are selected:
+  ours         minimult.model.Bert, length-bucketed batches (as minimult.batching.plan_epoch:
+               shuffle, sort pools of 50 batches, cut), MLM output layer only on the selected tokens
+  hf-bucketed  BertForMaskedLM, same weights and the same batches, logits over the full vocabulary
+               at every position, labels -100 elsewhere
+  hf-padded    BertForMaskedLM, random batches padded to 128 (how the paper's code trained)
+Throughput counts real (non-pad) tokens, [CLS]/[SEP] included. Ratios are medians over rounds of
+per-round ratios (ours and hf-bucketed see the same batch in a round).
+
+Matmul FLOPs of ours per step (n = B*T positions computed incl. bucket padding, N selected tokens,
+L layers, H hidden, I intermediate, V vocab); forward = 2 FLOPs per multiply-add, backward twice that:
+    6*n*L*(3H*H + H*H + 2*H*I)  +  12*L*B*T^2*H  +  6*N*(H*H + H*V)
+    (encoder linears)             (QK^T and PV)     (MLM head on the selected tokens)
+Biases, LayerNorm, GELU, softmax, dropout, embeddings and the optimizer are not counted.
+"GEMM rate" = the FLOPs of one layer's 12 linear-layer matmuls (forward X@W^T, backward dY@W and
+dY^T@X for qkv, proj, fc_in, fc_out) at n = the median bucketed batch size, torch.matmul, same
+threads, timed between the rounds; ours' share of it is the median of per-round ratios.
+
+What was tried (small config, CPU; "CPU" = thread CPU time per training step at 1 thread, B=256,
+T=28 with padding, models alternated in one process, median of per-step ratios to the original model,
+which used SDPA and nn.Dropout; this machine is shared, load average 4-5 on 2 cores while measuring):
+  kept    attention written out on CPU (bmm on the strided q/k/v views of the fused qkv output,
+          baddbmm with an additive key bias, softmax, bmm) instead of SDPA, whose CPU kernel falls
+          back to the math path when dropout > 0: CPU x0.94; the multi-head path (overparam) too
+  kept    dropout keep-mask from numpy SFC64 bits, seeded from torch's generator (reproducible
+          under torch.manual_seed), instead of bernoulli_+div_+mul: with the above, CPU x0.79-0.82
+  kept    (here, for all three models) AdamW(fused=True): x0.96 vs the default for-loop; foreach x0.98
+  dropped dropout fused into the residual add (addcmul or a custom Function): x0.792 vs x0.791
+  dropped hand-written cross-entropy (no zero-filled (N, V) grad): 16 -> 13 ms per 1000x4096,
+          not visible per step
+  dropped skipping the mask when attention_mask is all True: minimult.batching already passes None
+  dropped torch.compile (inductor): CPU x1.29 and 115 s compile; oneDNN linear (mkldnn
+          _linear_pointwise): +-14% by shape, and linear+GELU fusion loses the pre-activation for
+          backward; baddbmm_ into one (B,T,3H) grad buffer to avoid the qkv-grad cat: falls back to
+          a per-matrix addmm_ loop (5.5 vs 5.8 ms/layer); padding T to multiples of 8: bmm gets
+          slower with T, no gain; glibc mallopt (no trim): page faults 7k -> 0 per step, no change
+  threads with other jobs running, 2 OpenMP threads with the default (spinning) wait policy are
+          ~10x slower than 1 thread (5.8 vs 0.54 s/step: a thread spins at every barrier while its
+          partner is descheduled); --omp-wait-policy passive: 2 threads 0.58-0.71 s. Use --threads 1
+          or passive on a shared machine.
+Results (2026-11, this machine, under load; ratios are the comparable numbers):
+  --threads 1               ours 12,660 tok/s, HF-bucketed 6,996, HF-padded 870: 1.78x, 14.2x; 46% of GEMM
+  --threads 2 passive       ours 11,903,        HF-bucketed 7,059, HF-padded 1,128: 1.63x, 10.7x; 54%
+  --threads 1 --hf-attn eager  ours 12,258,     HF-bucketed 7,131, HF-padded 1,161: 1.84x, 11.3x; 48%
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+WAIT_POLICIES = ["default", "passive", "active"]
+
+
+def _set_omp_wait_policy():
+    """OMP_WAIT_POLICY is read when libgomp starts (at `import torch`), so it is set before that."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--omp-wait-policy", choices=WAIT_POLICIES, default="default")
+    policy = pre.parse_known_args()[0].omp_wait_policy
+    if policy != "default":
+        os.environ["OMP_WAIT_POLICY"] = policy.upper()
+
+
+_set_omp_wait_policy()
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from minimult.export import to_hf  # noqa: E402
+from minimult.model import Bert, ModelConfig  # noqa: E402
+
+CLS, SEP, MASK, PAD, N_SPECIAL = 2, 3, 4, 0, 5
+CONFIGS = {
+    "small": (ModelConfig(vocab_size=4096, hidden=64, intermediate=256, heads=1, layers=12), 2e-3),
+    "overparam": (ModelConfig(vocab_size=4096, hidden=768, intermediate=3072, heads=12, layers=12), 1e-4),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# data
+
+def sentence_lengths(args, rng) -> np.ndarray:
+    """Lengths incl. [CLS]/[SEP], in [4, max_len]."""
+    if args.lengths_from:
+        lengths = np.load(args.lengths_from).astype(np.int64).ravel()
+        if args.lengths_include_specials:
+            return np.clip(lengths, 4, args.max_len)
+        return np.clip(lengths + 2, 4, args.max_len)
+    raw = np.exp(np.log(args.median_length) + args.length_sigma * rng.standard_normal(args.sentences))
+    return np.clip(np.round(raw).astype(np.int64), 4, args.max_len)
+
+
+def bucketed_batches(lengths: np.ndarray, batch_size: int, rng, pool_batches: int = 50) -> list[np.ndarray]:
+    order = rng.permutation(len(lengths))
+    pool, batches = batch_size * pool_batches, []
+    for p in range(0, len(order), pool):
+        chunk = order[p:p + pool]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return batches
+
+
+def make_batch(lens: np.ndarray, T: int, vocab: int, device, g: torch.Generator) -> dict:
+    """Random word ids, [CLS] ... [SEP] [PAD]..., 15% of the word pieces selected and set to [MASK]."""
+    B = len(lens)
+    L = torch.as_tensor(lens)[:, None]
+    col = torch.arange(T)[None, :]
+    real = col < L
+    ids = torch.randint(N_SPECIAL, vocab, (B, T), generator=g)
+    ids = torch.where(col == 0, CLS, torch.where(col == L - 1, SEP, torch.where(real, ids, PAD)))
+    maskable = (col >= 1) & (col < L - 1)
+    k = torch.clamp(torch.round(0.15 * (L - 2)), min=1)  # per sentence
+    score = torch.rand(B, T, generator=g).masked_fill(~maskable, 2.0)
+    rank = score.argsort(1).argsort(1)
+    chosen = (rank < k) & maskable
+    selected = chosen.flatten().nonzero().squeeze(1)
+    targets = ids.flatten()[selected]
+    ids = ids.masked_fill(chosen, MASK)
+    labels = torch.full((B, T), -100).masked_scatter(chosen, targets)
+    padded = bool((L != T).any())
+    out = dict(input_ids=ids, position_ids=col.expand(B, T).contiguous(), token_type_ids=torch.zeros_like(ids),
+               attention_mask=real if padded else None, hf_mask=real.long(), selected=selected, targets=targets,
+               labels=labels, real_tokens=int(lens.sum()), B=B, T=T)
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in out.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# FLOPs and the GEMM reference
+
+def matmul_flops(cfg: ModelConfig, B: int, T: int, n_selected: int) -> float:
+    H, I, L, V = cfg.hidden, cfg.intermediate, cfg.layers, cfg.vocab_size
+    n = B * T
+    return 6 * n * L * (3 * H * H + H * H + 2 * H * I) + 12 * L * B * T * T * H + 6 * n_selected * (H * H + H * V)
+
+
+class GemmReference:
+    """One layer's linear-layer matmuls (forward and both backward products) at n rows."""
+
+    def __init__(self, cfg: ModelConfig, n: int, device):
+        H, I = cfg.hidden, cfg.intermediate
+        self.cases = []
+        for d_in, d_out in ((H, 3 * H), (H, H), (H, I), (I, H)):
+            x = torch.randn(n, d_in, device=device)
+            w = torch.randn(d_out, d_in, device=device) * 0.02
+            dy = torch.randn(n, d_out, device=device)
+            self.cases += [(x, w.t()), (dy, w), (dy.t(), x)]  # X@W^T, dY@W, dY^T@X
+        self.flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in self.cases)
+        self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+
+    def rate(self, repeats: int = 3) -> float:
+        """GFLOP/s of the whole set, best of `repeats` passes (each pass = all 12 products)."""
+        best = float("inf")
+        for _ in range(repeats):
+            self.sync()
+            t = time.perf_counter()
+            for a, b in self.cases:
+                torch.matmul(a, b)
+            self.sync()
+            best = min(best, time.perf_counter() - t)
+        return self.flops / best / 1e9
+
+
+# ------------------------------------------------------------------------------------------------
+# the three runners
+
+class Runner:
+    def __init__(self, name, model, lr, step_fn, device, adamw: str):
+        self.name, self.model, self.step_fn = name, model.to(device).train(), step_fn
+        groups = model.param_groups(0.01) if hasattr(model, "param_groups") else hf_param_groups(model, 0.01)
+        impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[adamw]
+        self.opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, **impl)
+        self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+        self.times, self.tokens, self.flops, self.losses = [], [], [], []
+
+    def step(self, batch, record: bool, flops: float = 0.0):
+        self.sync()
+        t = time.perf_counter()
+        loss = self.step_fn(self.model, batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.sync()
+        dt = time.perf_counter() - t
+        if record:
+            self.times.append(dt)
+            self.tokens.append(batch["real_tokens"])
+            self.flops.append(flops)
+            self.losses.append(float(loss.detach()))
+        return dt
+
+
+def hf_param_groups(model, wd):
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": wd},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def ours_step(model, b):
+    return model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
+                          b["selected"], b["targets"])
+
+
+def hf_step(model, b):
+    return model(input_ids=b["input_ids"], attention_mask=b["hf_mask"], token_type_ids=b["token_type_ids"],
+                 position_ids=b["position_ids"], labels=b["labels"]).loss
+
+
+# ------------------------------------------------------------------------------------------------
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", choices=sorted(CONFIGS), default="small")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--steps", type=int, default=6, help="measured rounds (one step of each model per round)")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave torch's default)")
+    p.add_argument("--omp-wait-policy", choices=WAIT_POLICIES, default="default",
+                   help="OMP_WAIT_POLICY for torch's OpenMP threads (passive: idle threads sleep instead of "
+                        "spinning; 'default' leaves the environment alone)")
+    p.add_argument("--lengths-from", help=".npy of sentence lengths in word pieces (see --lengths-include-specials)")
+    p.add_argument("--lengths-include-specials", action="store_true", help="the .npy lengths already count [CLS]/[SEP]")
+    p.add_argument("--sentences", type=int, default=9009, help="synthetic sentences (epoch size)")
+    p.add_argument("--median-length", type=float, default=27.0, help="incl. [CLS]/[SEP]")
+    p.add_argument("--length-sigma", type=float, default=0.35, help="lognormal sigma (0.35: max ~90 of 9009)")
+    p.add_argument("--max-len", type=int, default=128)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--hf-attn", default="sdpa", choices=["sdpa", "eager"], help="HF attention implementation")
+    p.add_argument("--adamw", choices=["fused", "foreach", "loop"], default="fused",
+                   help="torch.optim.AdamW implementation, the same for all models")
+    p.add_argument("--models", default="ours,hf-bucketed,hf-padded", help="comma-separated subset")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    g = torch.Generator().manual_seed(args.seed)
+    base_cfg, lr = CONFIGS[args.config]
+    cfg = ModelConfig(**{**base_cfg.__dict__, "dropout": args.dropout, "max_positions": args.max_len})
+
+    lengths = sentence_lengths(args, rng)
+    buckets = bucketed_batches(lengths, args.batch_size, rng)
+    buckets = [b for b in buckets if len(b) == args.batch_size] or buckets  # full batches only
+    by_len = sorted(buckets, key=lambda b: lengths[b].max())
+    rounds = args.warmup + args.steps
+    # measured rounds: bucketed batches spread evenly over the length range, in random order
+    pick = [by_len[i] for i in np.round(np.linspace(0, len(by_len) - 1, args.steps)).astype(int)]
+    pick = [by_len[len(by_len) // 2]] * args.warmup + [pick[i] for i in rng.permutation(len(pick))]
+    bucketed = [make_batch(lengths[b], int(lengths[b].max()), cfg.vocab_size, device, g) for b in pick]
+    padded = [make_batch(lengths[rng.choice(len(lengths), args.batch_size, replace=False)], args.max_len,
+                         cfg.vocab_size, device, g) for _ in range(rounds)]
+
+    ours_model = Bert(cfg)
+    wanted = args.models.split(",")
+    runners = {}
+    if "ours" in wanted:
+        runners["ours"] = Runner("ours", ours_model, lr, ours_step, device, args.adamw)
+    for name in ("hf-bucketed", "hf-padded"):
+        if name in wanted:
+            runners[name] = Runner(name, to_hf(ours_model, cfg, attn_implementation=args.hf_attn), lr, hf_step, device, args.adamw)
+    data = {"ours": bucketed, "hf-bucketed": bucketed, "hf-padded": padded}
+    gemm = GemmReference(cfg, int(np.median([b["B"] * b["T"] for b in bucketed])), device)
+    gemm_rates = []
+
+    print(f"# {args.config}: {Bert(cfg).num_parameters():,} parameters | batch {args.batch_size} | "
+          f"{len(lengths)} sentences, median length {np.median(lengths):.0f}, max {lengths.max()} | "
+          f"{len(buckets)} bucketed batches, tokens/batch median "
+          f"{np.median([lengths[b].sum() for b in buckets]):.0f} | threads {torch.get_num_threads()} | "
+          f"device {device} | torch {torch.__version__} | HF attention {args.hf_attn} | AdamW {args.adamw}", flush=True)
+    t_start = time.perf_counter()
+    names = list(runners)
+    for r in range(rounds):
+        record = r >= args.warmup
+        order = names[r % len(names):] + names[:r % len(names)]
+        line = []
+        for name in order:
+            b = data[name][r]
+            flops = matmul_flops(cfg, b["B"], b["T"], len(b["selected"])) if name == "ours" else 0.0
+            dt = runners[name].step(b, record, flops)
+            line.append(f"{name} {dt:.2f}s")
+        if record:
+            gemm_rates.append(gemm.rate())
+        print(f"#   round {r + 1}/{rounds}{'' if record else ' (warm-up)'}: " + ", ".join(line)
+              + (f", GEMM {gemm_rates[-1]:.0f} GFLOP/s" if record else ""), flush=True)
+
+    def tps(name):  # per-step real tokens/s
+        run = runners[name]
+        return [n / t for n, t in zip(run.tokens, run.times)]
+
+    res = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+           "batch_size": args.batch_size, "steps": args.steps, "adamw": args.adamw, "torch": torch.__version__}
+    print()
+    print(f"{'model':<12} {'s/step (median)':>16} {'real tok/s (median)':>20} {'real tok/s (total)':>19}")
+    for name, run in runners.items():
+        med = statistics.median(tps(name))
+        total = sum(run.tokens) / sum(run.times)
+        res[f"tok_s_{name}"] = round(med)
+        res[f"tok_s_total_{name}"] = round(total)
+        print(f"{name:<12} {statistics.median(run.times):>16.3f} {med:>20,.0f} {total:>19,.0f}")
+    for other in ("hf-bucketed", "hf-padded"):
+        if "ours" in runners and other in runners:
+            ratio = statistics.median(a / b for a, b in zip(tps("ours"), tps(other)))
+            res[f"ours_over_{other}"] = round(ratio, 2)
+            print(f"ours / {other:<12} {ratio:6.2f}x   (median of per-round ratios)")
+    res["gemm_gflops"] = round(statistics.median(gemm_rates), 1)
+    if "ours" in runners:
+        ours = runners["ours"]
+        achieved = [f / t / 1e9 for f, t in zip(ours.flops, ours.times)]
+        res["ours_gflops"] = round(statistics.median(achieved), 1)
+        res["ours_frac_of_gemm"] = round(statistics.median(a / g_ for a, g_ in zip(achieved, gemm_rates)), 3)
+        print(f"ours achieved matmul GFLOP/s {res['ours_gflops']:.1f} | same-shaped GEMM GFLOP/s "
+              f"{res['gemm_gflops']:.1f} | ours/GEMM {100 * res['ours_frac_of_gemm']:.0f}%")
+    res["wall_s"] = round(time.perf_counter() - t_start, 1)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Command line for grids: `minimult sweep GRID` and `minimult report RUNS... --out DIR`.
+
+Only parses arguments and calls `sweep.run_sweep` / `report.build_report`; registered on the main
+group at the end of `cli.py`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .errors import fail_cleanly
+
+
+@click.command()
+@click.argument("grid_file", metavar="GRID", type=click.Path(dir_okay=False))
+@click.option("--seeds", default=None, metavar="S,S,...", help="Seeds (default: the grid's, e.g. 0,42,43,100,101).")
+@click.option("--preset", default=None, help="paper | quick | tiny (default: the grid's).")
+@click.option("--jobs", type=int, default=None,
+              help="Runs in parallel (default: one per CPU core with one thread each, or one per GPU).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a process pool on this machine; ray: one Ray task per run.")
+@click.option("--address", default=None, help="Ray cluster address (default: start a private local Ray).")
+@click.option("--root", default="runs", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the run folders (<id>-<mods>-s<seed>).")
+@click.option("--only", default=None, metavar="ID,ID", help="Only these setting IDs of the grid.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Override a setting for every run, e.g. --set train.epochs=10 (repeatable).")
+@fail_cleanly
+def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings):
+    """Train and evaluate every setting x seed of a grid file (e.g. experiments/table1.toml).
+
+    Runs already complete are skipped and interrupted ones resumed, so the same command can simply
+    be run again. Exits with status 1 if any run failed."""
+    from .config import parse_overrides
+    from .grid import load_grid, parse_seeds
+    from .sweep import run_sweep
+
+    grid = load_grid(grid_file)
+    try:
+        summary = run_sweep(grid, parse_seeds(seeds) if seeds else None, preset, jobs, backend, address, root,
+                            parse_overrides(settings), log=click.echo,
+                            only=[s for s in only.split(",") if s.strip()] if only else None)
+    except KeyboardInterrupt:
+        click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)
+        sys.exit(130)
+    if not summary.ok:
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder for table1.md, table1.csv, report.json and the figures.")
+@fail_cleanly
+def report(runs, out_dir):
+    """Table 1 (mean ± std over seeds, Welch's t-test against original) and figures from run folders
+    or folders holding runs."""
+    from .report import build_report
+
+    result = build_report(list(runs), out_dir, log=lambda s: click.echo(s, err=True))
+    click.echo(result["markdown"])

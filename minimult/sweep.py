@@ -1,0 +1,432 @@
+"""Sweeps: every (setting, seed) of a grid trained and evaluated in its own run folder, locally or on Ray.
+
+Public entry: `run_sweep(grid, seeds, preset, jobs, backend, address, root, overrides, log) -> Summary`.
+
+A run folder is named `<root>/<id>-<mods>-s<seed>`, so invoking the same sweep again finds its runs:
+a run whose `results.json` matches its finished training is skipped, one with an unfinished
+checkpoint is resumed (`train.pretrain(..., resume=True)`), a finished one without results is only
+evaluated, and a missing one is created and trained. A folder that holds a different configuration
+(another preset, other overrides) is never reused: that run fails with a message saying so.
+
+Backends:
+- `local`: a `ProcessPoolExecutor` (spawn). On CPU one worker per core, one thread each (two
+  single-thread runs beat one two-thread run by ~1.28x on a 2-core machine); with CUDA one worker
+  per GPU, each pinned to its GPU with `CUDA_VISIBLE_DEVICES`.
+- `ray`: one Ray task per run (`num_cpus=1`, `num_gpus=1` when the cluster has GPUs); Ray schedules
+  them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
+  must see the same run folders and cache (`MINIMULT_CACHE`) paths, e.g. on a shared filesystem.
+
+The data are prepared (cached) once in this process before any worker starts, so workers only read
+the cache. A failing run is reported with its error line and the others go on; each run's own log
+is `sweep.log` in its folder. The sweep writes `<root>/<grid>.sweep.json` (settings -> run folders)
+for `minimult report`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import multiprocessing
+import os
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .errors import MinimultError
+from .grid import Grid
+from .runs import read_json, write_json
+
+RUN_LOG = "sweep.log"
+LOCK = ".sweep.lock"
+
+
+@dataclass(frozen=True)
+class Task:
+    setting_id: str
+    setting_name: str
+    mods: str  # canonical (as in config.json)
+    seed: int
+    run_dir: str  # absolute
+    config: dict  # the resolved RunConfig as a dict
+
+    @property
+    def name(self) -> str:
+        return Path(self.run_dir).name
+
+
+@dataclass
+class Outcome:
+    task: Task
+    status: str  # done | skipped | failed
+    message: str = ""
+    seconds: float = 0.0
+    results: dict = field(default_factory=dict)  # a few headline numbers
+
+
+@dataclass
+class Summary:
+    outcomes: list[Outcome]
+    root: Path
+    manifest: Path
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def line(self) -> str:
+        return (f"sweep: {len(self.outcomes)} runs: {self.count('done')} done, {self.count('skipped')} skipped "
+                f"(already complete), {self.count('failed')} failed; run folders under {self.root}/")
+
+
+def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
+    return f"{setting_id}-{mods.replace(',', '+').replace('=', '')}-s{seed}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning (in the parent).
+
+
+def _absolute_files(values: dict) -> dict:
+    """Corpus files given by a relative path become absolute, so runs and workers do not depend on
+    the current directory (built-in corpus names are left alone)."""
+    out = dict(values)
+    for key in ("data.train", "data.dev"):
+        if key in out and isinstance(out[key], str) and Path(out[key]).is_file():
+            out[key] = str(Path(out[key]).resolve())
+    return out
+
+
+def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Task]:
+    from .config import resolve
+
+    tasks = []
+    for setting in grid.settings:
+        for seed in seeds:
+            values = _absolute_files({**grid.overrides_for(setting, preset), **overrides, "train.seed": seed})
+            try:
+                cfg, _ = resolve(preset, values, setting.mods)
+            except MinimultError as e:
+                raise MinimultError(f"setting {setting.id} ({setting.name}): {e}") from None
+            run_dir = root / run_dir_name(setting.id, cfg.mods, seed)
+            tasks.append(Task(setting.id, setting.name, cfg.mods, seed, str(run_dir), _plain(cfg.to_dict())))
+    return tasks
+
+
+def _plain(d: dict) -> dict:
+    return json.loads(json.dumps(d))  # tuples -> lists, as config.json holds them
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def results_complete(run_dir: Path) -> bool:
+    """results.json evaluates the run's finished training (same number of steps)."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+        results = json.loads((run_dir / "results.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (meta.get("status") == "complete" and results.get("steps") == meta.get("steps")
+            and "perplexity" in results and bool(results.get("layers")))
+
+
+def state(task: Task) -> str:
+    """'complete' (skip), 'partial' (resume/evaluate) or 'new'; an error if the folder holds another run."""
+    run_dir = Path(task.run_dir)
+    if not (run_dir / "config.json").is_file():
+        return "new"
+    from .config import RunConfig
+
+    try:  # through RunConfig: keys added to the config since the run was made read as their defaults
+        stored = _flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
+    except (TypeError, ValueError, MinimultError) as e:
+        raise MinimultError(f"{run_dir}/config.json is not a run configuration ({e})") from None
+    wanted = _flat(task.config)
+    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    if differ:
+        shown = ", ".join(f"{k}={stored.get(k)!r} (sweep wants {wanted.get(k)!r})" for k in differ[:3])
+        raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"
+                            f"{' ...' if len(differ) > 3 else ''}; sweep into another --root or move that folder")
+    return "complete" if results_complete(run_dir) else "partial"
+
+
+def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task]) -> Path:
+    """`<root>/<grid>.sweep.json`: the grid's settings and their run folders (merged over invocations)."""
+    path = root / f"{grid.name}.sweep.json"
+    old = {}
+    if path.is_file():
+        try:
+            old = {s["id"]: s for s in json.loads(path.read_text()).get("settings", [])}
+        except (OSError, json.JSONDecodeError, KeyError, TypeError):
+            old = {}
+    settings = []
+    for setting in grid.settings:
+        runs = [Path(t.run_dir).name for t in tasks if t.setting_id == setting.id]
+        mods = next((t.mods for t in tasks if t.setting_id == setting.id), None)
+        prev = old.pop(setting.id, {})
+        runs = list(dict.fromkeys([*prev.get("runs", []), *runs]))
+        settings.append({"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs})
+    # settings swept earlier but not selected now (--only) keep their place after the others
+    settings += [s for s in old.values()]
+    order = {s.id: i for i, s in enumerate(grid.settings)}
+    settings.sort(key=lambda s: order.get(s["id"], len(order)))
+    write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, "settings": settings})
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# One run (in a worker process or a Ray task).
+
+
+def run_task(task: Task, threads: int | None = 1) -> Outcome:
+    """Create / resume / evaluate one run; never raises for a failing run (the outcome says why)."""
+    t0 = time.time()
+    run_dir = Path(task.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(run_dir / LOCK, "w")
+    try:  # two sweeps into one root never work on the same run at once
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return Outcome(task, "failed", f"error: another process is working on {run_dir} (it holds {LOCK})")
+    logfile = open(run_dir / RUN_LOG, "a", encoding="utf-8")
+
+    def log(line: str) -> None:
+        logfile.write(f"{line}\n")
+        logfile.flush()
+
+    try:
+        import torch
+
+        from .config import RunConfig
+        from .evaluate import evaluate_run
+        from .mods import parse_mods
+        from .prepare import prepare
+        from .runs import copy_vocab
+        from .train import CHECKPOINT, pretrain
+
+        if threads:
+            torch.set_num_threads(threads)
+        log(f"--- sweep run {task.name} (setting {task.setting_id}: {task.setting_name}, seed {task.seed}) "
+            f"pid {os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        cfg = RunConfig.from_dict(task.config)
+        mods = parse_mods(None if cfg.mods == "original" else cfg.mods)
+        if not (run_dir / "config.json").is_file():
+            write_json(run_dir / "config.json", task.config)
+        if not all((run_dir / f).is_file() for f in ("tokenizer.json", "vocab.txt")):
+            copy_vocab(prepare(cfg.data, progress=log).path, run_dir)
+        meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
+        how = "new run"
+        if (run_dir / CHECKPOINT).is_file():
+            if meta.get("status") != "complete":
+                how = "resumed"
+                pretrain(cfg, mods, run_dir, resume=True, log=log)
+            else:
+                how = "evaluation only"
+        else:
+            (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # rows of an attempt that never checkpointed
+            pretrain(cfg, mods, run_dir, log=log)
+        results = evaluate_run(run_dir, None, log=log)
+        layers = results.get("layers", {})
+        top = max(layers, key=int) if layers else None
+        headline = {"mu": results.get("mu"), "top_layer": top,
+                    "align_f1": {l: layers[l]["align_f1"] for l in layers},
+                    "ppl_dev": results.get("perplexity", {}).get("dev")}
+        log(f"--- finished ({how}) in {time.time() - t0:.1f} s")
+        return Outcome(task, "done", how, time.time() - t0, headline)
+    except MinimultError as e:
+        log(f"error: {e}")
+        return Outcome(task, "failed", f"error: {e}", time.time() - t0)
+    except Exception as e:  # a bug or a resource problem in one run must not stop the others
+        log(traceback.format_exc())
+        return Outcome(task, "failed", f"{type(e).__name__}: {e} (traceback in {run_dir / RUN_LOG})", time.time() - t0)
+    finally:
+        logfile.close()
+        lock.close()  # releases the lock
+
+
+def _init_local_worker(gpu_queue) -> None:
+    """Pin this worker to one GPU (before anything touches CUDA)."""
+    gpu = gpu_queue.get()
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends.
+
+
+def _run_local(tasks, jobs, gpus, threads, report) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    for i in range(jobs):
+        queue.put(gpus[i % len(gpus)] if gpus else None)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_local_worker,
+                             initargs=(queue,)) as pool:
+        futures = {pool.submit(run_task, t, threads): t for t in tasks}
+        try:
+            for future in as_completed(futures):
+                try:
+                    outcome = future.result()
+                except Exception as e:  # the worker process itself died (killed, out of memory)
+                    outcome = Outcome(futures[future], "failed", f"worker process died: {type(e).__name__}: {e}")
+                report(outcome)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _run_ray(tasks, jobs, address, report, log) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise MinimultError("the ray backend needs Ray: pip install 'ray[default]>=2.9'") from None
+    started = not ray.is_initialized()
+    if started:
+        kwargs = {"include_dashboard": False, "logging_level": "warning", "log_to_driver": False}
+        try:
+            if address is None:  # a private local Ray, never an unrelated running cluster
+                ray.init(address="local", num_cpus=jobs, **kwargs)
+            else:
+                ray.init(address=address, **kwargs)
+        except Exception as e:
+            raise MinimultError(f"cannot start/connect to Ray{f' at {address}' if address else ''}: "
+                                f"{type(e).__name__}: {e}") from None
+    try:
+        resources = ray.cluster_resources()
+        gpus = 1 if resources.get("GPU", 0) >= 1 else 0
+        log(f"ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; one task per run "
+            f"(num_cpus=1, num_gpus={gpus})")
+        remote = ray.remote(run_task).options(num_cpus=1, num_gpus=gpus)
+        refs = {remote.remote(t, 1): t for t in tasks}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    outcome = ray.get(ref)
+                except ray.exceptions.RayError as e:  # the task's worker died
+                    outcome = Outcome(refs[ref], "failed", f"ray task failed: {type(e).__name__}: "
+                                                          f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''}")
+                report(outcome)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _describe(o: Outcome) -> str:
+    r = o.results
+    if o.status != "done" or not r:
+        return ""
+    parts = [f"µ {r['mu']:.3f}" if r.get("mu") is not None else "µ n/a"]
+    parts += [f"F1 L{l} {v:.3f}" for l, v in r.get("align_f1", {}).items()]
+    if r.get("ppl_dev") is not None:
+        parts.append(f"ppl dev {r['ppl_dev']:.1f}")
+    return ": " + ", ".join(parts)
+
+
+def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | None = None, backend: str = "local",
+              address: str | None = None, root: str | Path = "runs", overrides: dict | None = None,
+              log: Callable[[str], None] = print, only=None) -> Summary:
+    """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring."""
+    from .prepare import prepare
+    from .config import RunConfig
+
+    if backend not in ("local", "ray"):
+        raise MinimultError(f"unknown backend {backend!r}: use local or ray")
+    if jobs is not None and jobs < 1:
+        raise MinimultError(f"--jobs must be at least 1 (got {jobs})")
+    if address is not None and backend != "ray":
+        raise MinimultError("--address is for --backend ray")
+    grid = grid.select(only)
+    seeds = tuple(seeds) if seeds else grid.seeds
+    preset = preset or grid.preset
+    root = Path(root).resolve()
+    tasks = plan(grid, seeds, preset, root, overrides or {})
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = write_manifest(root, grid, preset, tasks)
+
+    outcomes: list[Outcome] = []
+    todo = []
+    for t in tasks:
+        try:
+            s = state(t)
+        except MinimultError as e:
+            outcomes.append(Outcome(t, "failed", f"error: {e}"))
+            continue
+        if s == "complete":
+            outcomes.append(Outcome(t, "skipped", "already complete"))
+        else:
+            todo.append(t)
+
+    import torch
+
+    on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
+    gpus = list(range(torch.cuda.device_count())) if on_gpu else []
+    if jobs is None:
+        jobs = len(gpus) if gpus else _cpu_count()
+    workers = max(1, min(jobs, len(todo)))
+    threads = 1 if gpus else max(1, _cpu_count() // workers)
+    where = (f"{len(gpus)} GPU(s)" if gpus else f"CPU, {threads} thread(s) per run")
+    log(f"sweep {grid.title}: {len(grid.settings)} settings x {len(seeds)} seeds ({','.join(map(str, seeds))}), "
+        f"preset {preset} = {len(tasks)} runs under {root}/: {len(todo)} to run, "
+        f"{sum(o.status == 'skipped' for o in outcomes)} already complete"
+        + (f"; backend {backend}, {workers if backend == 'local' else jobs} parallel on {where}" if todo else ""))
+    for o in outcomes:
+        if o.status == "failed":
+            log(f"  FAILED {o.task.name}: {o.message}")
+
+    if todo:
+        seen = set()
+        for t in todo:  # prepare each distinct data configuration once, before any worker starts
+            key = json.dumps(t.config["data"], sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                prepare(RunConfig.from_dict(t.config).data, progress=log)
+
+        finished = [0]
+
+        def report(o: Outcome) -> None:
+            finished[0] += 1
+            outcomes.append(o)
+            if o.status == "done":
+                log(f"[{finished[0]}/{len(todo)}] done {o.task.name} ({o.message}, {o.seconds:.0f} s){_describe(o)}")
+            else:
+                log(f"[{finished[0]}/{len(todo)}] FAILED {o.task.name}: {o.message}")
+
+        if backend == "local":
+            _run_local(todo, workers, gpus, threads, report)
+        else:
+            _run_ray(todo, jobs, address, report, log)
+
+    order = {t.run_dir: i for i, t in enumerate(tasks)}
+    outcomes.sort(key=lambda o: order[o.task.run_dir])
+    summary = Summary(outcomes, root, manifest)
+    log(summary.line())
+    for o in summary.failed:
+        log(f"  failed: {o.task.name}: {o.message}")
+    return summary

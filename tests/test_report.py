@@ -1,0 +1,132 @@
+"""`minimult report`: the table equals the per-run results (mean and sample std over seeds computed
+here independently), the CSV parses, Welch p-values are there for settings with 2 seeds, figures
+are real PNGs; one seed gives blank std and p; no evaluated runs is a one-line error."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from minimult.cli import main
+from minimult.runs import read_json
+from test_sweep import RUNS, SEEDS, SETTINGS, swept  # noqa: F401  (the shared tiny sweep)
+
+
+def per_run(root, name) -> dict:
+    r = read_json(root / name / "results.json")
+    out = {"mu": r["mu"], "ppl_train": r["perplexity"]["train"], "ppl_dev": r["perplexity"]["dev"]}
+    for l in ("0", "8"):
+        for k in ("align_f1", "retrieval", "translation"):
+            out[f"{k}_L{l}"] = r["layers"][l][k]
+    return out
+
+
+def welch_p(a, b) -> float:
+    """Welch's t-test written out (not scipy's ttest_ind), two-sided."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    t = (statistics.mean(a) - statistics.mean(b)) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return 2 * stats.t.sf(abs(t), dof)
+
+
+_DONE: dict = {}
+
+
+@pytest.fixture
+def reported(swept, tmp_path_factory):  # noqa: F811
+    """The report of the shared sweep, made once."""
+    assert swept.proc.returncode == 0, swept.proc.stdout + swept.proc.stderr
+    if "report" not in _DONE:
+        out = tmp_path_factory.mktemp("report") / "report"
+        result = CliRunner().invoke(main, ["report", str(swept.root), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        _DONE["report"] = (swept, out, result.output)
+    return _DONE["report"]
+
+
+def test_table_equals_the_runs_mean_and_sample_std(reported):
+    swept, out, output = reported
+    rows = list(csv.DictReader((out / "table1.csv").open()))
+    assert [r["id"] for r in rows] == list(SETTINGS) and {r["section"] for r in rows} == {"Tiny test grid"}
+    for row in rows:
+        sid = row["id"]
+        runs = [per_run(swept.root, f"{sid}-{SETTINGS[sid]}-s{s}") for s in SEEDS]
+        assert row["n_seeds"] == "2" and row["seeds"] == "0 42" and row["setting"] == SETTINGS[sid]
+        for key in runs[0]:
+            values = [r[key] for r in runs]
+            assert float(row[f"{key}_mean"]) == pytest.approx(statistics.mean(values), rel=1e-12, abs=1e-15), key
+            assert float(row[f"{key}_std"]) == pytest.approx(statistics.stdev(values), rel=1e-9, abs=1e-15), key
+    # the markdown table shows the same numbers, rounded, in the paper's column order
+    md = (out / "table1.md").read_text()
+    assert md in output or md.strip() in output
+    header = next(l for l in md.splitlines() if l.startswith("| ID"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "ID", "setting", "n", "µ", "p (µ)", "align F1 L0", "ρ L0", "τ L0", "align F1 L8", "ρ L8", "τ L8",
+        "ppl train", "ppl dev"]
+    original = next(l for l in md.splitlines() if l.startswith("| 0 | original"))
+    mus = [per_run(swept.root, f"0-original-s{s}")["mu"] for s in SEEDS]
+    assert f"{statistics.mean(mus):.3f} ± {statistics.stdev(mus):.3f}" in original
+    # report.json holds every number, including the per-seed values
+    rep = json.loads((out / "report.json").read_text())
+    row = rep["sections"][0]["rows"][1]
+    assert row["id"] == "1" and row["metrics"]["mu"]["values"] == [
+        per_run(swept.root, f"1-lang-pos-s{s}")["mu"] for s in SEEDS]
+
+
+def test_p_values_against_original_for_settings_with_two_seeds(reported):
+    swept, out, _ = reported
+    rows = {r["id"]: r for r in csv.DictReader((out / "table1.csv").open())}
+    assert rows["0"]["mu_p"] == ""  # the baseline itself
+    base = [per_run(swept.root, f"0-original-s{s}")["mu"] for s in SEEDS]
+    for sid in ("1", "18"):
+        mine = [per_run(swept.root, f"{sid}-{SETTINGS[sid]}-s{s}")["mu"] for s in SEEDS]
+        p = float(rows[sid]["mu_p"])
+        assert 0.0 <= p <= 1.0 and p == pytest.approx(welch_p(mine, base), rel=1e-6)
+        assert rows[sid]["ppl_dev_p"] != ""  # every metric gets its test
+
+
+def test_figures_are_real_pngs(reported):
+    import matplotlib.image as mpimg
+
+    _, out, _ = reported
+    expected = [f"positions_{n}.png" for n in ("0-original-s0", "1-lang-pos-s0", "18-untrained-s0")]
+    expected += [f"pca_{n}.png" for n in ("0-original-s0", "1-lang-pos-s0", "18-untrained-s0")]
+    expected += ["training_Tiny_test_grid.png"]
+    for name in expected:
+        path = out / name
+        assert path.is_file() and path.stat().st_size > 20_000, name
+        img = mpimg.imread(path)
+        assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 300 and img.std() > 0.05, name
+    # lang-pos has 2 x 128 positions, original 128: the lang-pos matrix figure has more detail
+    assert (out / "positions_1-lang-pos-s0.png").stat().st_size > (out / "positions_0-original-s0.png").stat().st_size
+    assert set(json.loads((out / "report.json").read_text())["figures"]) == {str(out / n) for n in expected}
+
+
+def test_one_seed_leaves_std_and_p_blank(swept, tmp_path):  # noqa: F811
+    assert swept.proc.returncode == 0
+    out = tmp_path / "one"
+    result = CliRunner().invoke(main, ["report", str(swept.root / RUNS[0]), str(swept.root / RUNS[2]),
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((out / "table1.csv").open()))
+    assert [(r["id"], r["n_seeds"]) for r in rows] == [("0", "1"), ("1", "1")]
+    assert all(r["mu_std"] == "" and r["mu_p"] == "" and r["mu_mean"] != "" for r in rows)
+
+
+def test_report_without_results_is_a_clear_error(tmp_path):
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1].startswith("error:")
+    assert "results.json" in result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["report", str(empty), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "no run folders" in result.output

@@ -1,0 +1,191 @@
+"""`minimult sweep`: a tiny grid (3 settings x 2 seeds) completes; a second invocation skips
+everything; an interrupted run is resumed to the same result and only the unfinished runs are run;
+failures are reported while the rest goes on; the Ray backend gives the same numbers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from minimult.config import RunConfig
+from minimult.mods import parse_mods
+from minimult.runs import read_json, write_json
+from minimult.train import load_checkpoint, pretrain
+
+ROOT = Path(__file__).resolve().parents[1]
+# `-c` rather than `-m minimult.cli`: works whatever the order of cli.py's `__main__` block
+CLI = [sys.executable, "-c", "import sys; from minimult.cli import main; sys.exit(main())"]
+SETTINGS = {"0": "original", "1": "lang-pos", "18": "untrained"}
+SEEDS = (0, 42)
+RUNS = [f"{i}-{m}-s{s}" for i, m in SETTINGS.items() for s in SEEDS]
+
+# 8 layers so that µ (layers 0 and 8) exists; half the tiny corpus (2 x 13 steps); evaluations during
+# training for the report's curves
+GRID = f"""
+title = "Tiny test grid"
+preset = "tiny"
+seeds = [{", ".join(map(str, SEEDS))}]
+
+[overrides]
+"data.train" = "{ROOT / 'corpora/tiny/train.txt'}"
+"data.dev" = "{ROOT / 'corpora/tiny/dev.txt'}"
+"data.vocab_size" = 256
+"model.layers" = 8
+"data.train_sentences" = 200
+"data.dev_sentences" = 100
+"train.eval_every" = 13
+""" + "".join(f'\n[[settings]]\nid = "{i}"\nname = "{m}"\nmods = "{"" if m == "original" else m}"\n'
+              for i, m in SETTINGS.items())
+
+
+def sweep_cli(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + ["sweep", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=900)
+
+
+@dataclass
+class Swept:
+    base: Path
+    grid: Path
+    root: Path
+    proc: subprocess.CompletedProcess
+
+
+_DONE: dict[str, Swept] = {}
+
+
+@pytest.fixture
+def swept(tmp_path_factory) -> Swept:
+    """The tiny grid swept once per test session (shared with test_report)."""
+    if "local" not in _DONE:
+        base = tmp_path_factory.mktemp("sweep")
+        grid = base / "tiny.toml"
+        grid.write_text(GRID)
+        proc = sweep_cli(grid, "--root", base / "runs", "--jobs", 2, cwd=base)
+        _DONE["local"] = Swept(base, grid, base / "runs", proc)
+    return _DONE["local"]
+
+
+def headline(results: dict) -> dict:
+    out = {"mu": results["mu"], **{f"ppl_{k}": v for k, v in results["perplexity"].items()}}
+    for l, r in results["layers"].items():
+        for k in ("align_f1", "retrieval", "translation"):
+            out[f"{k}_L{l}"] = r[k]
+    return out
+
+
+def results_of(root: Path) -> dict[str, dict]:
+    return {name: read_json(root / name / "results.json") for name in RUNS}
+
+
+def test_sweep_completes_every_run(swept):
+    assert swept.proc.returncode == 0, swept.proc.stdout + swept.proc.stderr
+    out = swept.proc.stdout
+    assert "6 runs: 6 done, 0 skipped (already complete), 0 failed" in out
+    assert sum(line.startswith("[") and "] done " in line for line in out.splitlines()) == 6
+    for name in RUNS:
+        run = swept.root / name
+        results = read_json(run / "results.json")
+        meta = read_json(run / "run.json")
+        assert meta["status"] == "complete" and results["steps"] == meta["steps"]
+        assert results["mu"] is not None and set(results["layers"]) == {"0", "8"}
+        assert results["seed"] == int(name.rsplit("-s", 1)[1])
+        assert (run / "sweep.log").is_file() and (run / "vocab.txt").is_file()
+    cfg = read_json(swept.root / "1-lang-pos-s42" / "config.json")
+    assert cfg["mods"] == "lang-pos" and cfg["train"]["seed"] == 42 and cfg["model"]["layers"] == 8
+    assert read_json(swept.root / "18-untrained-s0" / "run.json")["steps"] == 0
+    manifest = read_json(swept.root / "tiny.sweep.json")
+    assert [s["id"] for s in manifest["settings"]] == list(SETTINGS)
+    assert manifest["settings"][1]["runs"] == ["1-lang-pos-s0", "1-lang-pos-s42"]
+    # different seeds and settings really differ
+    mus = {n: r["mu"] for n, r in results_of(swept.root).items()}
+    assert mus["0-original-s0"] != mus["0-original-s42"] and mus["0-original-s0"] != mus["1-lang-pos-s0"]
+
+
+def test_second_invocation_skips_everything(swept):
+    before = {n: (swept.root / n / "results.json").stat().st_mtime_ns for n in RUNS}
+    proc = sweep_cli(swept.grid, "--root", swept.root, cwd=swept.base)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 runs: 0 done, 6 skipped (already complete), 0 failed" in proc.stdout
+    assert {n: (swept.root / n / "results.json").stat().st_mtime_ns for n in RUNS} == before
+
+
+def test_interrupted_sweep_finishes_only_the_rest(swept, tmp_path):
+    assert swept.proc.returncode == 0
+    root = tmp_path / "runs"
+    shutil.copytree(swept.root, root)
+    reference = results_of(swept.root)
+    # one run "killed" after 10 of its 26 steps, another never started
+    run = root / "0-original-s42"
+    for f in ("results.json", "checkpoint.pt", "metrics.jsonl", "run.json"):
+        (run / f).unlink()
+    cfg = RunConfig.from_dict(read_json(run / "config.json"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the sweep's workers: bit-identical continuation
+    try:
+        pretrain(cfg, parse_mods(None), run, log=lambda s: None, stop_after=10)
+    finally:
+        torch.set_num_threads(threads)
+    assert not load_checkpoint(run / "checkpoint.pt")["complete"]
+    shutil.rmtree(root / "1-lang-pos-s0")
+    proc = sweep_cli(swept.grid, "--root", root, "--jobs", 2, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 runs: 2 done, 4 skipped (already complete), 0 failed" in proc.stdout
+    assert "done 0-original-s42 (resumed" in proc.stdout and "done 1-lang-pos-s0 (new" in proc.stdout
+    assert "resuming" in (run / "sweep.log").read_text()
+    after = results_of(root)
+    for name in RUNS:  # the resumed and the re-created run end exactly where the uninterrupted ones did
+        assert headline(after[name]) == pytest.approx(headline(reference[name]), abs=1e-9), name
+
+
+def test_failing_runs_are_reported_and_the_others_go_on(swept, tmp_path):
+    assert swept.proc.returncode == 0
+    root = tmp_path / "runs"
+    shutil.copytree(swept.root, root)
+    broken = root / "0-original-s0"  # a damaged checkpoint of an unfinished run: the worker fails
+    (broken / "results.json").unlink()
+    meta = read_json(broken / "run.json")
+    write_json(broken / "run.json", {**meta, "status": "training"})
+    (broken / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    other = root / "1-lang-pos-s0"  # a folder holding another configuration is never reused
+    cfg = read_json(other / "config.json")
+    cfg["train"]["lr"] = 0.5
+    write_json(other / "config.json", cfg)
+    proc = sweep_cli(swept.grid, "--root", root, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "6 runs: 0 done, 4 skipped (already complete), 2 failed" in proc.stdout
+    assert "FAILED 0-original-s0: error: checkpoint" in proc.stdout and "corrupt" in proc.stdout
+    assert "failed: 1-lang-pos-s0: error:" in proc.stdout and "train.lr=0.5" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_ray_backend_gives_the_same_results(swept, tmp_path):
+    pytest.importorskip("ray")
+    assert swept.proc.returncode == 0
+    proc = sweep_cli(swept.grid, "--root", tmp_path / "runs", "--backend", "ray", "--jobs", 2, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 runs: 6 done, 0 skipped" in proc.stdout and "ray: 2 CPUs" in proc.stdout
+    local, ray = results_of(swept.root), results_of(tmp_path / "runs")
+    for name in RUNS:
+        assert headline(ray[name]) == pytest.approx(headline(local[name]), abs=1e-6), name
+    assert json.loads((tmp_path / "runs" / "tiny.sweep.json").read_text())["settings"][0]["runs"] == RUNS[:2]
+
+
+def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
+    import fcntl
+
+    from minimult.sweep import LOCK, Task, run_task
+
+    run = tmp_path / "0-original-s0"
+    run.mkdir()
+    with open(run / LOCK, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        outcome = run_task(Task("0", "original", "original", 0, str(run), {}), threads=None)
+    assert outcome.status == "failed" and "another process is working on" in outcome.message
+    assert not (run / "config.json").exists() and not (run / "sweep.log").exists()
