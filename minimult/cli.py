@@ -175,6 +175,47 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, json_path):
     click.echo(f"results: {Path(run) / 'results.json'} ({results['eval_seconds']:.1f} s)")
 
 
+@main.command()
+@data_options
+@click.option("--mods", default="knn-replace", show_default=True,
+              help="Mods of the training data the table is built for (knn-replace[=k] is added if missing).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--words", default="God,Jesus,love,said,house,water,the,##s", show_default=True,
+              help="Comma-separated English pieces whose neighbours to show.")
+@_fail_cleanly
+def neighbours(train, dev, fake, preset, settings, mods, seed, words):
+    """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
+    from .config import resolve
+    from .knn import neighbour_table, table_info
+    from .languages import build_sides
+    from .prepare import prepare as run_prepare
+
+    if "knn-replace" not in (mods or ""):
+        mods = ",".join(m for m in ((mods or ""), "knn-replace") if m)
+    overrides = {**_overrides(train, dev, fake, settings), "train.seed": seed}
+    cfg, active = resolve(preset, overrides, mods)
+    prepared = run_prepare(cfg.data, progress=lambda s: click.echo(s, err=True))
+    sides = build_sides(prepared, cfg.data, active, "train", seed)
+    table = neighbour_table(prepared, cfg, active, sides, log=click.echo)
+    info = table_info(prepared, cfg, sides)
+    p1 = info.get("identity_p1", {})
+    if "nn" in p1:
+        click.echo(f"translation P@1 against the identity dictionary ({p1['pairs']:,} pairs): "
+                   f"nearest neighbour {p1['nn']:.3f}, CSLS {p1['csls']:.3f}")
+    click.echo(f"mapping: {info.get('iterations')} iterations, dictionary {info.get('dict_size')}, "
+               f"{info.get('seconds_total', 0):.0f} s to build")
+    covered = int((table[:, 0] >= 0).sum())
+    click.echo(f"{covered:,} of {len(table):,} ids have neighbours (the rest fall back to random replacement)")
+    vocab = prepared.vocab
+    for w in (x.strip() for x in words.split(",") if x.strip()):
+        if w not in vocab.index:
+            click.echo(f"  {w}: not in the vocabulary")
+            continue
+        row = table[vocab.index[w]]
+        shown = vocab.display([int(i) for i in row if i >= 0]) or ["(no vector)"]
+        click.echo(f"  {w} -> {' '.join(shown)}")
+
+
 @main.command(name="mods")
 def list_mods():
     """List the registered mods with their versions."""

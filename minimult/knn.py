@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .cache import cached
+from .cache import cache_root, cached, key_hash
 from .embeddings import neighbour_table as nearest_table, train_fasttext
 from .languages import Side
 from .vecmap import VecMapConfig, translation_p1, unsupervised_map
@@ -70,10 +70,21 @@ def identity_p1(en, l1, stride: int) -> dict:
             "csls": translation_p1(Xm, Zm, pairs, "csls")}
 
 
+def _key(prepared, cfg, sides) -> dict:
+    return {"prepared": prepared.path.name, "text": _fingerprint(sides), "k": cfg.data.knn_k,
+            "seed": cfg.train.seed, "fasttext": {**FASTTEXT, "dim": cfg.data.knn_dim}, "vecmap": asdict(VECMAP),
+            "version": 1}
+
+
+def table_info(prepared, cfg, sides) -> dict:
+    """What the cached table's build recorded (mapping iterations, identity P@1, timings)."""
+    path = cache_root() / f"neighbours-{key_hash(_key(prepared, cfg, sides))}"
+    return json.loads((path / "info.json").read_text()) if (path / "info.json").is_file() else {}
+
+
 def neighbour_table(prepared, cfg, mods, sides: tuple[Side, Side], log: Callable[[str], None] = print) -> torch.Tensor:
     k, total = cfg.data.knn_k, cfg.model.vocab_size
-    key = {"prepared": prepared.path.name, "text": _fingerprint(sides), "k": k, "seed": cfg.train.seed,
-           "fasttext": {**FASTTEXT, "dim": cfg.data.knn_dim}, "vecmap": asdict(VECMAP), "version": 1}
+    key = _key(prepared, cfg, sides)
 
     def build(tmp: Path) -> None:
         en, l1, info = build_mapping(prepared, sides, cfg.train.seed, cfg.data.knn_dim, log)
