@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,30 +72,55 @@ def _train_isolated(tmp, params):
     return out["words"], freqs, vectors, out["used"]
 
 
+def _write_init(path, words, dim, seed):
+    """fastText's own init is broken at thread < 10: it fills only thread/10 of the input matrix with
+    uniform(-1/dim, 1/dim) noise and leaves the other rows at zero (measured: 219 of 2184 rows at
+    thread=1), and it ignores `seed`. Writing the same distribution for every word as
+    `pretrainedVectors` initialises all rows, from our seed."""
+    vecs = np.random.default_rng(seed).uniform(-1.0 / dim, 1.0 / dim, (len(words), dim))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"{len(words)} {dim}\n")
+        for w, v in zip(words, vecs):
+            f.write(w + " " + " ".join(f"{x:.6g}" for x in v) + "\n")
+
+
 def train_fasttext(sentences, dim=300, epoch=10, seed=0, thread=1, minn=0, maxn=0, min_count=1,
-                   workdir=None):
-    """Skipgram vectors for every word of `sentences` (lists of tokens), most frequent first, `</s>`
-    dropped. fasttext-numpy2 0.10.4 ignores its own `seed` (seeds 0 and 1 gave identical vectors), so
-    the seed also shuffles the order of the lines, which is what makes two seeds differ."""
-    lines = [" ".join(s) for s in sentences if len(s) > 0]
-    if not lines:
+                   workdir=None, full_init=True):
+    """Skipgram vectors for every word of `sentences` (lists of tokens) seen at least `min_count`
+    times, most frequent first (ties by spelling), `</s>` dropped; freqs are exact corpus counts.
+
+    full_init=True initialises every word's input vector from `seed` (see `_write_init`); with
+    full_init=False fastText's own init is used, and `seed` has no effect at all (fasttext-numpy2
+    0.10.4 gave identical vectors for seeds 0 and 1).
+    """
+    sentences = [s for s in sentences if len(s) > 0]
+    if not sentences:
         raise MinimultError("train_fasttext got no tokens to train on")
-    if any(len(line.split()) != len(s) for line, s in zip(lines, (s for s in sentences if s))):
+    counts = Counter(w for s in sentences for w in s)
+    if any(not w or len(w.split()) != 1 or w != w.strip() for w in counts):
         raise MinimultError("train_fasttext tokens must be non-empty and contain no whitespace")
-    lines = [lines[i] for i in np.random.default_rng(seed).permutation(len(lines))]
+    vocab = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    if not vocab:
+        raise MinimultError(f"train_fasttext: no word occurs min_count={min_count} times")
     params = {"model": "skipgram", "dim": int(dim), "epoch": int(epoch), "seed": int(seed),
               "thread": int(thread), "minn": int(minn), "maxn": int(maxn),
-              "min_count": int(min_count), "verbose": 0}
+              "min_count": int(min_count), "verbose": 0, "full_init": bool(full_init)}
     with tempfile.TemporaryDirectory(dir=workdir, prefix="fasttext-") as tmp:
         with open(os.path.join(tmp, "sentences.txt"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        words, freqs, vectors, used = _train_isolated(tmp, params)
-    keep = np.array([i for i, w in enumerate(words) if w != EOS], dtype=np.int64)
-    # fastText sorts by count but breaks ties by line order; make the order canonical
-    keep = np.array(sorted(keep, key=lambda i: (-freqs[i], words[i])), dtype=np.int64)
-    words, freqs, vectors = [words[i] for i in keep], freqs[keep], vectors[keep]
-    params.update(used, n_lines=len(lines), n_tokens=int(freqs.sum()))
-    return StaticEmbeddings(words, freqs, vectors, params)
+            f.write("\n".join(" ".join(s) for s in sentences) + "\n")
+        ft_params = {k: v for k, v in params.items() if k != "full_init"}
+        if full_init:
+            ft_params["pretrainedVectors"] = os.path.join(tmp, "init.vec")
+            _write_init(ft_params["pretrainedVectors"], [EOS] + vocab, dim, seed)
+        words, _, vectors, used = _train_isolated(tmp, ft_params)
+    row = {w: i for i, w in enumerate(words)}
+    missing = [w for w in vocab if w not in row]
+    if missing:
+        raise MinimultError(f"fastText dropped {len(missing)} words, e.g. {missing[0]!r}")
+    vectors = vectors[[row[w] for w in vocab]]
+    freqs = np.array([counts[w] for w in vocab], dtype=np.int64)
+    params.update(used, n_lines=len(sentences), n_tokens=int(sum(counts.values())))
+    return StaticEmbeddings(vocab, freqs, vectors, params)
 
 
 def neighbour_table(src_ids, src_vecs, tgt_ids, tgt_vecs, table_size, k):

@@ -48,12 +48,13 @@ def _chunks(n_rows, n_cols):
     return [(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
 
 
-def _topk_mean(A, B, k):
-    """For each row of A, the mean of its k largest similarities to the rows of B."""
-    out = torch.empty(A.shape[0], dtype=A.dtype)
+def _topk_mean(A, B, k, with_max=False):
+    """For each row of A, the mean of its k largest similarities to the rows of B (and the largest)."""
+    out, best = torch.empty(A.shape[0], dtype=A.dtype), torch.empty(A.shape[0], dtype=A.dtype)
     for i, j in _chunks(A.shape[0], B.shape[0]):
-        out[i:j] = (A[i:j] @ B.T).topk(k, dim=1).values.mean(1)
-    return out
+        top = (A[i:j] @ B.T).topk(k, dim=1).values
+        out[i:j], best[i:j] = top.mean(1), top[:, 0]
+    return (out, best) if with_max else out
 
 
 def _inv_sqrt_and_sqrt(C, eps=1e-8):
@@ -109,35 +110,34 @@ def _candidates(keep, n):
     return int(min(n, max(1, math.ceil(math.log(1e-6) / math.log(1.0 - keep)))))
 
 
-def _pick(A, B, r_a, r_b, keep, gen):
-    """For each row of A the row of B maximising CSLS = 2 cos - r_a - r_b among similarities kept with
-    probability `keep`. The argmax over a random subset of a row is its highest-ranked kept entry, so
-    only the top few entries of each row need a coin flip. Returns (indices, CSLS of the chosen)."""
+def _pick(A, B, r_b, keep, gen):
+    """For each row a of A, the row b of B maximising CSLS = 2 cos - r_a - r_b among the similarities
+    kept with probability `keep`. The argmax over a random subset of a row is its highest-ranked kept
+    entry, so only the top few entries of each row need a coin flip."""
     m = _candidates(keep, B.shape[0])
     idx = torch.empty(A.shape[0], dtype=torch.long)
-    val = torch.empty(A.shape[0])
     for i, j in _chunks(A.shape[0], B.shape[0]):
-        top = (2 * A[i:j] @ B.T - r_b[None, :]).topk(m, dim=1)  # r_a is constant along a row
+        top = (2 * A[i:j] @ B.T - r_b[None, :]).topk(m, dim=1)  # r_a: constant along a row
         first = torch.zeros(j - i, 1, dtype=torch.long)
         if m > 1:  # index of the first kept candidate; 0 (the unmasked best) if none is kept
             first = (torch.rand(j - i, m, generator=gen) < keep).byte().argmax(1, keepdim=True)
         idx[i:j] = top.indices.gather(1, first)[:, 0]
-        val[i:j] = top.values.gather(1, first)[:, 0] - r_a[i:j]
-    return idx, val
+    return idx
 
 
 def _induce(xw, zw, k, keep, gen):
     """CSLS dictionary induction in both directions (stochastic while keep < 1).
 
     Returns (src, tgt, objective): forward pairs (every source row) then backward pairs (every target
-    row); the objective is the mean CSLS of the chosen pairs over both directions.
+    row); the objective is the mean best cosine over both directions. It does not depend on the
+    random mask, so a stall means the mapping, not the coin flips, stopped improving.
     """
-    r_x, r_z = _topk_mean(xw, zw, k), _topk_mean(zw, xw, k)
-    fwd, fwd_val = _pick(xw, zw, r_x, r_z, keep, gen)
-    bwd, bwd_val = _pick(zw, xw, r_z, r_x, keep, gen)
+    (r_x, best_x), (r_z, best_z) = _topk_mean(xw, zw, k, True), _topk_mean(zw, xw, k, True)
+    fwd = _pick(xw, zw, r_z, keep, gen)
+    bwd = _pick(zw, xw, r_x, keep, gen)
     src = torch.cat([torch.arange(xw.shape[0]), bwd])
     tgt = torch.cat([fwd, torch.arange(zw.shape[0])])
-    return src, tgt, (fwd_val.mean().item() + bwd_val.mean().item()) / 2
+    return src, tgt, (best_x.mean().item() + best_z.mean().item()) / 2
 
 
 def _procrustes(XD, ZD):
@@ -163,7 +163,7 @@ def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None):
     """Map X (n_x, d) and Z (n_z, d), rows sorted by frequency, into one space without a dictionary.
 
     Returns (Xm, Zm, info): both full matrices mapped (float32 numpy) and a dict with iterations,
-    objective (mean CSLS of the last dictionary), dict_size, keep, converged, seconds.
+    objective (mean best cosine, both directions), dict_size, keep, converged, seconds.
     """
     t0 = time.time()
     X = torch.as_tensor(np.asarray(X), dtype=torch.float64)
