@@ -33,7 +33,8 @@ class StaticEmbeddings:
 # fasttext-numpy2 0.10.4 reads some buffer it never initialises. On fresh (zeroed) pages it trains
 # normally and bit-identically, but on reused heap memory it fails with "Encountered NaN" (a second
 # training in one process, small corpora, dim 16) or, with other garbage, returns vectors of 1e12.
-# The child imports only fastText and numpy, and passes `seed` (which train_unsupervised would not).
+# The child imports only fastText and numpy; it also passes `seed`, which train_unsupervised drops
+# (and which this build ignores anyway, see `_write_init`).
 _CHILD = r"""
 import json, sys
 import numpy as np
@@ -48,8 +49,7 @@ a = ft._build_args(args, manual)
 model = ft._FastText(args=a)
 ft.fasttext.train(model.f, a)
 model.set_args(model.f.getArgs())
-words, freqs = model.get_words(include_freq=True)
-np.save(tmp + "/freqs.npy", np.asarray(freqs, dtype=np.int64))
+words = model.get_words()
 np.save(tmp + "/vectors.npy", np.stack([model.get_word_vector(w) for w in words]).astype(np.float32))
 used = {"ws": model.ws, "lr": model.lr, "neg": model.neg, "t": model.t,
         "loss": str(model.loss).split(".")[-1]}
@@ -58,7 +58,7 @@ json.dump({"words": list(words), "used": used}, open(tmp + "/out.json", "w"))
 
 
 def _train_isolated(tmp, params):
-    """Train skipgram on tmp/sentences.txt in a child process; (words, freqs, vectors, used params)."""
+    """Train skipgram on tmp/sentences.txt in a child process; (words, vectors, used params)."""
     with open(os.path.join(tmp, "params.json"), "w") as f:
         json.dump(dict(params, input=os.path.join(tmp, "sentences.txt")), f)
     env = dict(os.environ, MALLOC_PERTURB_="255")
@@ -68,15 +68,15 @@ def _train_isolated(tmp, params):
         raise MinimultError(f"fastText training failed: {last}")
     with open(os.path.join(tmp, "out.json")) as f:
         out = json.load(f)
-    freqs, vectors = np.load(os.path.join(tmp, "freqs.npy")), np.load(os.path.join(tmp, "vectors.npy"))
-    return out["words"], freqs, vectors, out["used"]
+    return out["words"], np.load(os.path.join(tmp, "vectors.npy")), out["used"]
 
 
 def _write_init(path, words, dim, seed):
     """fastText's own init is broken at thread < 10: it fills only thread/10 of the input matrix with
     uniform(-1/dim, 1/dim) noise and leaves the other rows at zero (measured: 219 of 2184 rows at
     thread=1), and it ignores `seed`. Writing the same distribution for every word as
-    `pretrainedVectors` initialises all rows, from our seed."""
+    `pretrainedVectors` initialises all word rows from our seed (subword n-gram rows, if any, keep
+    fastText's init; fastText counts each listed word once more, which shifts subsampling a little)."""
     vecs = np.random.default_rng(seed).uniform(-1.0 / dim, 1.0 / dim, (len(words), dim))
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"{len(words)} {dim}\n")
@@ -112,7 +112,7 @@ def train_fasttext(sentences, dim=300, epoch=10, seed=0, thread=1, minn=0, maxn=
         if full_init:
             ft_params["pretrainedVectors"] = os.path.join(tmp, "init.vec")
             _write_init(ft_params["pretrainedVectors"], [EOS] + vocab, dim, seed)
-        words, _, vectors, used = _train_isolated(tmp, ft_params)
+        words, vectors, used = _train_isolated(tmp, ft_params)
     row = {w: i for i, w in enumerate(words)}
     missing = [w for w in vocab if w not in row]
     if missing:

@@ -4,7 +4,8 @@ Written from the paper and /work/shared/VECMAP.md, not from VecMap's (GPL) code:
 normalise -> similarity-distribution seed dictionary -> self-learning with stochastic CSLS dictionary
 induction and orthogonal Procrustes -> one final whiten / orthogonal map / re-weight / de-whiten step.
 Similarities are float32 matmuls in row chunks (the similarity matrix of 20k x 20k words is never
-held at once); SVDs and whitening are float64.
+held at once); SVDs and whitening are float64. Stochastic induction flips coins only for the top
+candidates of each row (see `_pick`), which has the same distribution as masking the whole matrix.
 """
 
 import math
@@ -230,6 +231,8 @@ def translation_p1(Xm, Zm, gold_pairs, method="nn", k=10):
     gold = np.asarray(gold_pairs, dtype=np.int64).reshape(-1, 2)
     if len(gold) == 0:
         raise MinimultError("translation_p1 needs at least one gold pair")
+    if gold.min() < 0 or gold[:, 0].max() >= len(Xm) or gold[:, 1].max() >= len(Zm):
+        raise MinimultError(f"gold pairs index outside {len(Xm)} source / {len(Zm)} target rows")
     sources = np.unique(gold[:, 0])
     if method == "nn":
         pred = nearest(Xm[sources], Zm, 1)[:, 0]
