@@ -25,6 +25,7 @@ from .errors import MinimultError
 from .languages import build_sides
 from .masking import mask_batch, random_replacement_ids
 from .model import Bert
+from .mods import versions
 from .prepare import prepare
 from .runs import environment, read_json, write_json
 
@@ -166,7 +167,7 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
 
     meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
     meta.update({"name": run_dir.name, "mods": cfg.mods, "seed": tc.seed, "preset": cfg.preset,
-                 "mod_versions": {a.mod.name: a.mod.version for a in mods},
+                 "mod_versions": versions(mods),
                  "vocab_sha256": s.prepared.vocab_hash, "prepared": str(s.prepared.path),
                  "environment": environment(), "status": "training", "device": str(device),
                  "parameters": model.num_parameters(), "steps_per_epoch": spe, "total_steps": total})
