@@ -54,13 +54,14 @@ class ModelConfig:
             raise MinimultError("model.layer_norm_eps and model.init_std must be > 0")
 
 
-def _keep_scaled(x: torch.Tensor, p: float) -> torch.Tensor:
+def _keep_scaled(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """Dropout multiplier for CPU tensor x: 1/(1-p) with probability 1-p, else 0 (float, x's shape).
 
-    32 random bits per element from numpy's SFC64, seeded by one draw from torch's default generator,
-    so runs stay reproducible under `torch.manual_seed`; P(drop) = p up to 2**-32.
+    32 random bits per element from numpy's SFC64, seeded by one draw from `generator` (default:
+    torch's default generator), so runs stay reproducible under `torch.manual_seed`; P(drop) = p up
+    to 2**-32.
     """
-    seed = int(torch.randint(0, 2**62, ()))
+    seed = int(torch.randint(0, 2**62, (), generator=generator))
     n = x.numel()
     bits = np.random.Generator(np.random.SFC64(seed)).bit_generator.random_raw((n + 1) // 2).view(np.int32)[:n]
     keep = np.greater_equal(bits, round(p * 2**32) - 2**31)

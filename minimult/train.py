@@ -97,6 +97,13 @@ def evaluate_during_training(model, s: Setup, cfg, mods, step: int, spe: int) ->
     return {"step": step, "epoch": step / spe, "eval": scores}
 
 
+def eval_line(row: dict) -> str:
+    mu = row["eval"]["mu"]
+    return (f"step {row['step']:>6} | eval: µ {mu if mu is not None else 'n/a'} | "
+            + " | ".join(f"L{l} F1 {r['align_f1']:.3f} ρ {r['retrieval']:.3f} τ {r['translation']:.3f}"
+                         for l, r in row["eval"]["layers"].items()))
+
+
 def save_checkpoint(path: Path, model, optimizer, step: int, cfg, complete: bool) -> None:
     """Atomic: written to a temporary file, then renamed over the old checkpoint."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -117,7 +124,19 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
         raise MinimultError(f"checkpoint {path} is corrupt or unreadable ({type(e).__name__}: {e})") from None
 
 
-def _truncate_log(path: Path, step: int) -> None:
+def start_meta(run_dir: Path, cfg, mods, s: Setup, spe: int, total: int, **extra) -> dict:
+    """run.json at the start of (or on resuming) training: what the run is and where it runs."""
+    meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
+    meta.update({"name": run_dir.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
+                 "mod_versions": versions(mods),
+                 "vocab_sha256": s.prepared.vocab_hash, "prepared": str(s.prepared.path),
+                 "environment": environment(), "status": "training", "device": str(s.device),
+                 "parameters": s.model.num_parameters(), "steps_per_epoch": spe, "total_steps": total, **extra})
+    write_json(run_dir / "run.json", meta)
+    return meta
+
+
+def truncate_log(path: Path, step: int) -> None:
     """Drop metric lines logged after the checkpoint we resume from (they will be logged again)."""
     if not path.is_file():
         return
@@ -131,7 +150,7 @@ def _truncate_log(path: Path, step: int) -> None:
     path.write_text("".join(k + "\n" for k in keep))
 
 
-def _fmt_time(s: float) -> str:
+def fmt_time(s: float) -> str:
     s = int(s)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
@@ -159,19 +178,13 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
         if ckpt["optimizer"] is not None:
             optimizer.load_state_dict(ckpt["optimizer"])
         step = ckpt["step"]
-        _truncate_log(metrics_path, step)
+        truncate_log(metrics_path, step)
         if ckpt.get("complete"):
             log(f"run {run_dir} is already complete ({step} steps)")
             return read_json(run_dir / "run.json")
         log(f"resuming {run_dir} from step {step}")
 
-    meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
-    meta.update({"name": run_dir.name, "mods": cfg.mods, "seed": tc.seed, "preset": cfg.preset,
-                 "mod_versions": versions(mods),
-                 "vocab_sha256": s.prepared.vocab_hash, "prepared": str(s.prepared.path),
-                 "environment": environment(), "status": "training", "device": str(device),
-                 "parameters": model.num_parameters(), "steps_per_epoch": spe, "total_steps": total})
-    write_json(run_dir / "run.json", meta)
+    meta = start_meta(run_dir, cfg, mods, s, spe, total)
     tokens_per_epoch = int(s.train_set.lengths_np.sum() + 2 * len(s.train_set))
     log(f"device {device} | {model.num_parameters():,} parameters | batch {tc.batch_size} sequences "
         f"(~{tokens_per_epoch / spe:,.0f} tokens/step) | {len(s.train_set):,} sequences, {spe} steps/epoch, "
@@ -221,9 +234,7 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
                 if tc.eval_every and (step % tc.eval_every == 0 or step == total):
                     row = evaluate_during_training(model, s, cfg, mods, step, spe)
                     metrics.write(json.dumps(row) + "\n")
-                    log(f"step {step:>6} | eval: µ {row['eval']['mu'] if row['eval']['mu'] is not None else 'n/a'} | "
-                        + " | ".join(f"L{l} F1 {r['align_f1']:.3f} ρ {r['retrieval']:.3f} τ {r['translation']:.3f}"
-                                     for l, r in row["eval"]["layers"].items()))
+                    log(eval_line(row))
                 last = step == end
                 if step % log_every == 0 or last or step % every == 0:
                     mean_loss = float(window_loss) / window_steps
@@ -243,8 +254,8 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
                     metrics.write(json.dumps(row) + "\n")
                     metrics.flush()
                     log(f"step {step:>6}/{total} | epoch {step / spe:6.2f} | loss {mean_loss:7.4f} | "
-                        f"lr {row['lr']:.2e} | {rate:8,.0f} tok/s | {_fmt_time(now - t0)} elapsed, "
-                        f"{_fmt_time(eta)} left")
+                        f"lr {row['lr']:.2e} | {rate:8,.0f} tok/s | {fmt_time(now - t0)} elapsed, "
+                        f"{fmt_time(eta)} left")
                     window_t, window_tokens, window_loss, window_steps = now, 0, 0.0, 0
                 if step % every == 0 or last:
                     save_checkpoint(ckpt_path, model, optimizer, step, cfg, complete=step == total)

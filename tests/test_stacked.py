@@ -1,0 +1,96 @@
+"""Stacked (batched multi-model) training equals separate runs, model by model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minimult.errors import MinimultError
+from minimult.train import load_checkpoint, pretrain
+from minimult.train_stacked import pretrain_stacked
+from test_train import new_run, quiet, tiny_cfg
+
+# float round-off of batched vs single matrix products, after every step of the run
+ATOL = 2e-5
+
+
+def _max_diff(a, b) -> float:
+    A, B = (load_checkpoint(d / "checkpoint.pt")["model"] for d in (a, b))
+    assert A.keys() == B.keys()
+    return max((A[k] - B[k]).abs().max().item() for k in A)
+
+
+def _losses(d) -> list[float]:
+    import json
+
+    return [r["loss"] for r in map(json.loads, (d / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def _separate_and_stacked(tmp_path, specs, **overrides):
+    cfgs = [tiny_cfg(mods, **{"train.seed": seed, **overrides}) for mods, seed in specs]
+    separate, stacked = [], []
+    for i, (cfg, mods) in enumerate(cfgs):
+        separate.append(new_run(tmp_path, f"separate{i}", cfg))
+        pretrain(cfg, mods, separate[-1], log=quiet)
+        stacked.append(new_run(tmp_path, f"stacked{i}", cfg))
+    return cfgs, separate, stacked
+
+
+def test_stacked_runs_equal_separate_runs(tmp_path):
+    # different seeds (other batches, padding, masking and dropout draws) and different mods
+    specs = [(None, 0), ("shift-special", 0), ("no-random", 42)]
+    cfgs, separate, stacked = _separate_and_stacked(tmp_path, specs, **{"train.epochs": 1})
+    pretrain_stacked([c for c, _ in cfgs], [m for _, m in cfgs], stacked, log=quiet)
+    diffs = [_max_diff(a, b) for a, b in zip(separate, stacked)]
+    assert max(diffs) < ATOL, diffs
+    for a, b in zip(separate, stacked):
+        assert _losses(a) == pytest.approx(_losses(b), abs=1e-5)
+    # the three models really are different models (the comparison above is not trivially true)
+    assert _max_diff(separate[0], separate[2]) > 100 * ATOL
+    assert _max_diff(stacked[0], stacked[1]) > 100 * ATOL
+
+
+def test_stacked_multi_head_and_resume(tmp_path):
+    over = {"train.epochs": 1, "model.heads": 2}
+    specs = [(None, 1), (None, 2)]
+    cfgs, separate, stacked = _separate_and_stacked(tmp_path, specs, **over)
+    pretrain_stacked([c for c, _ in cfgs], [m for _, m in cfgs], stacked, log=quiet, stop_after=9)
+    assert [load_checkpoint(d / "checkpoint.pt")["step"] for d in stacked] == [9, 9]
+    pretrain_stacked([c for c, _ in cfgs], [m for _, m in cfgs], stacked, resume=True, log=quiet)
+    for a, b in zip(separate, stacked):
+        assert load_checkpoint(b / "checkpoint.pt")["complete"]
+        assert _max_diff(a, b) < ATOL
+    # a stacked checkpoint is an ordinary one: a single run resumes it
+    ckpt = load_checkpoint(stacked[0] / "checkpoint.pt")
+    assert ckpt["optimizer"]["state"][0]["exp_avg"].shape == ckpt["model"]["embeddings.lookups.token.weight"].shape
+
+
+def test_stacking_refuses_runs_of_different_shape(tmp_path):
+    a, b = tiny_cfg(None), tiny_cfg("lang-pos")  # lang-pos: a taller position table
+    with pytest.raises(MinimultError, match="model configurations differ"):
+        pretrain_stacked([a[0], b[0]], [a[1], b[1]], [tmp_path / "a", tmp_path / "b"], log=quiet)
+    c = tiny_cfg(None, **{"train.lr": 1e-3})
+    with pytest.raises(MinimultError, match="train.lr differs"):
+        pretrain_stacked([a[0], c[0]], [a[1], c[1]], [tmp_path / "a", tmp_path / "c"], log=quiet)
+
+
+def test_per_model_gradient_clipping_matches_torch():
+    from minimult.model import Bert, ModelConfig
+    from minimult.stacked import StackedBert
+
+    cfg = ModelConfig(vocab_size=50, hidden=8, intermediate=16, layers=1, max_positions=8)
+    torch.manual_seed(0)
+    models = [Bert(cfg) for _ in range(2)]
+    stacked = StackedBert(models)
+    for m, model in enumerate(models):
+        scale = 10.0 if m else 0.01  # one model clipped, one not
+        for p in model.parameters():
+            p.grad = torch.randn_like(p) * scale
+    for n in stacked.names:
+        stacked.p(n).grad = torch.stack([dict(m.named_parameters())[n].grad for m in models])
+    norms = stacked.clip_grad_norm_per_model(1.0)
+    for m, model in enumerate(models):
+        expected = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        assert norms[m].item() == pytest.approx(expected.item(), rel=1e-5)
+        for n, p in model.named_parameters():
+            torch.testing.assert_close(stacked.p(n).grad[m], p.grad)
