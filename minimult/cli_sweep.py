@@ -27,8 +27,12 @@ from .errors import fail_cleanly
 @click.option("--only", default=None, metavar="ID,ID", help="Only these setting IDs of the grid.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Override a setting for every run, e.g. --set train.epochs=10 (repeatable).")
+@click.option("--stack", type=int, default=1, show_default=True, metavar="K",
+              help="Train up to K new runs of one model shape and schedule as one stacked (batched) model "
+                   "per worker; per-model results equal separate runs. Pays off on a GPU; on a CPU it is "
+                   "slower (see experiments/bench_stacked.py).")
 @fail_cleanly
-def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings):
+def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack):
     """Train and evaluate every setting x seed of a grid file (e.g. experiments/table1.toml).
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
@@ -41,7 +45,7 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
     try:
         summary = run_sweep(grid, parse_seeds(seeds) if seeds else None, preset, jobs, backend, address, root,
                             parse_overrides(settings), log=click.echo,
-                            only=[s for s in only.split(",") if s.strip()] if only else None)
+                            only=[s for s in only.split(",") if s.strip()] if only else None, stack=stack)
     except KeyboardInterrupt:
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)
         sys.exit(130)

@@ -139,10 +139,13 @@ class StackedBert(nn.Module):
             return x
         if x.device.type != "cpu":
             return F.dropout(x, p, True)
+        gens = self.generators or [None] * self.M
+        if all(tuple(shape) == tuple(x.shape[1:]) for shape in shapes):  # no padding between models
+            return x * torch.stack([_keep_scaled(x[m], p, gens[m]) for m in range(self.M)])
         scale = torch.ones_like(x)
         for m, shape in enumerate(shapes):
             part = scale[m][tuple(slice(0, s) for s in shape)]
-            part.copy_(_keep_scaled(part, p, self.generators[m] if self.generators else None))
+            part.copy_(_keep_scaled(part, p, gens[m]))
         return x * scale
 
     def _attention(self, x: torch.Tensor, i: int, key_bias, shapes) -> torch.Tensor:

@@ -197,20 +197,49 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task]) -> Pa
 
 def run_task(task: Task, threads: int | None = 1) -> Outcome:
     """Create / resume / evaluate one run; never raises for a failing run (the outcome says why)."""
-    t0 = time.time()
-    run_dir = Path(task.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(run_dir / LOCK, "w")
-    try:  # two sweeps into one root never work on the same run at once
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        return Outcome(task, "failed", f"error: another process is working on {run_dir} (it holds {LOCK})")
-    logfile = open(run_dir / RUN_LOG, "a", encoding="utf-8")
+    return run_group([task], threads)[0]
 
-    def log(line: str) -> None:
-        logfile.write(f"{line}\n")
-        logfile.flush()
+
+def run_group(tasks: list[Task], threads: int | None = 1) -> list[Outcome]:
+    """Create / resume / evaluate the runs `tasks`; never raises for a failing run (the outcomes say
+    why). Two or more runs without a checkpoint train together as one stacked model
+    (`train_stacked`); runs with a checkpoint resume (or are only evaluated) one by one."""
+    t0 = time.time()
+    outcomes: dict[str, Outcome] = {}
+    locks, logfiles = {}, {}
+    for task in tasks:
+        run_dir = Path(task.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(run_dir / LOCK, "w")
+        try:  # two sweeps into one root never work on the same run at once
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            outcomes[task.run_dir] = Outcome(task, "failed", f"error: another process is working on {run_dir} "
+                                                              f"(it holds {LOCK})")
+            continue
+        locks[task.run_dir] = lock
+        logfiles[task.run_dir] = open(run_dir / RUN_LOG, "a", encoding="utf-8")
+    live = [t for t in tasks if t.run_dir in locks]
+
+    def logger(task):
+        def log(line: str) -> None:
+            logfiles[task.run_dir].write(f"{line}\n")
+            logfiles[task.run_dir].flush()
+        return log
+
+    def log_all(line: str) -> None:
+        for t in live:
+            logger(t)(line)
+
+    def fail(task, e: BaseException) -> None:
+        if isinstance(e, MinimultError):
+            logger(task)(f"error: {e}")
+            outcomes[task.run_dir] = Outcome(task, "failed", f"error: {e}", time.time() - t0)
+        else:  # a bug or a resource problem in one run must not stop the others
+            logger(task)(traceback.format_exc())
+            outcomes[task.run_dir] = Outcome(task, "failed", f"{type(e).__name__}: {e} (traceback in "
+                                                             f"{Path(task.run_dir) / RUN_LOG})", time.time() - t0)
 
     try:
         import torch
@@ -224,42 +253,96 @@ def run_task(task: Task, threads: int | None = 1) -> Outcome:
 
         if threads:
             torch.set_num_threads(threads)
-        log(f"--- sweep run {task.name} (setting {task.setting_id}: {task.setting_name}, seed {task.seed}) "
-            f"pid {os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}")
-        cfg = RunConfig.from_dict(task.config)
-        mods = parse_mods(None if cfg.mods == "original" else cfg.mods)
-        if not (run_dir / "config.json").is_file():
-            write_json(run_dir / "config.json", task.config)
-        if not all((run_dir / f).is_file() for f in ("tokenizer.json", "vocab.txt")):
-            copy_vocab(prepare(cfg.data, progress=log).path, run_dir)
-        meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
-        how = "new run"
-        if (run_dir / CHECKPOINT).is_file():
-            if meta.get("status") != "complete":
-                how = "resumed"
-                pretrain(cfg, mods, run_dir, resume=True, log=log)
-            else:
-                how = "evaluation only"
-        else:
-            (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # rows of an attempt that never checkpointed
-            pretrain(cfg, mods, run_dir, log=log)
-        results = evaluate_run(run_dir, None, log=log)
-        layers = results.get("layers", {})
-        top = max(layers, key=int) if layers else None
-        headline = {"mu": results.get("mu"), "top_layer": top,
-                    "align_f1": {l: layers[l]["align_f1"] for l in layers},
-                    "ppl_dev": results.get("perplexity", {}).get("dev")}
-        log(f"--- finished ({how}) in {time.time() - t0:.1f} s")
-        return Outcome(task, "done", how, time.time() - t0, headline)
-    except MinimultError as e:
-        log(f"error: {e}")
-        return Outcome(task, "failed", f"error: {e}", time.time() - t0)
-    except Exception as e:  # a bug or a resource problem in one run must not stop the others
-        log(traceback.format_exc())
-        return Outcome(task, "failed", f"{type(e).__name__}: {e} (traceback in {run_dir / RUN_LOG})", time.time() - t0)
+        prepared = {}
+        for task in live:
+            log = logger(task)
+            try:
+                log(f"--- sweep run {task.name} (setting {task.setting_id}: {task.setting_name}, seed {task.seed}) "
+                    f"pid {os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}")
+                cfg = RunConfig.from_dict(task.config)
+                mods = parse_mods(None if cfg.mods == "original" else cfg.mods)
+                run_dir = Path(task.run_dir)
+                if not (run_dir / "config.json").is_file():
+                    write_json(run_dir / "config.json", task.config)
+                if not all((run_dir / f).is_file() for f in ("tokenizer.json", "vocab.txt")):
+                    copy_vocab(prepare(cfg.data, progress=log).path, run_dir)
+                prepared[task.run_dir] = (cfg, mods)
+            except Exception as e:
+                fail(task, e)
+        fresh = [t for t in live if t.run_dir in prepared and not (Path(t.run_dir) / CHECKPOINT).is_file()]
+        how = {}
+        if len(fresh) > 1:
+            from .train_stacked import pretrain_stacked
+
+            for t in fresh:
+                (Path(t.run_dir) / "metrics.jsonl").unlink(missing_ok=True)  # an attempt that never checkpointed
+            log_all(f"--- training {len(fresh)} runs as one stacked model: {', '.join(t.name for t in fresh)}")
+            try:
+                pretrain_stacked([prepared[t.run_dir][0] for t in fresh], [prepared[t.run_dir][1] for t in fresh],
+                                 [t.run_dir for t in fresh], log=log_all)
+                how.update({t.run_dir: f"new run, stacked x{len(fresh)}" for t in fresh})
+            except Exception as e:
+                for t in fresh:
+                    fail(t, e)
+        for task in live:
+            if task.run_dir not in prepared or task.run_dir in outcomes:
+                continue
+            log, run_dir = logger(task), Path(task.run_dir)
+            cfg, mods = prepared[task.run_dir]
+            try:
+                if task.run_dir not in how:
+                    meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
+                    how[task.run_dir] = "new run"
+                    if (run_dir / CHECKPOINT).is_file():
+                        if meta.get("status") != "complete":
+                            how[task.run_dir] = "resumed"
+                            pretrain(cfg, mods, run_dir, resume=True, log=log)
+                        else:
+                            how[task.run_dir] = "evaluation only"
+                    else:
+                        (run_dir / "metrics.jsonl").unlink(missing_ok=True)  # rows of an attempt that never checkpointed
+                        pretrain(cfg, mods, run_dir, log=log)
+                results = evaluate_run(run_dir, None, log=log)
+                layers = results.get("layers", {})
+                top = max(layers, key=int) if layers else None
+                headline = {"mu": results.get("mu"), "top_layer": top,
+                            "align_f1": {l: layers[l]["align_f1"] for l in layers},
+                            "ppl_dev": results.get("perplexity", {}).get("dev")}
+                log(f"--- finished ({how[task.run_dir]}) in {time.time() - t0:.1f} s")
+                outcomes[task.run_dir] = Outcome(task, "done", how[task.run_dir], time.time() - t0, headline)
+            except Exception as e:
+                fail(task, e)
+    except Exception as e:  # e.g. torch itself failing to import in this worker
+        for task in tasks:
+            if task.run_dir not in outcomes:
+                outcomes[task.run_dir] = Outcome(task, "failed", f"{type(e).__name__}: {e}", time.time() - t0)
     finally:
-        logfile.close()
-        lock.close()  # releases the lock
+        for f in logfiles.values():
+            f.close()
+        for lock in locks.values():
+            lock.close()  # releases the lock
+    return [outcomes[t.run_dir] for t in tasks]
+
+
+def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
+    """Runs of one model shape and training schedule without a checkpoint, in groups of up to `stack`
+    (to be trained as one stacked model); every other run alone. Order otherwise kept."""
+    from .train_stacked import SHARED_TRAIN
+
+    if stack <= 1:
+        return [[t] for t in tasks]
+    groups: dict[str, list[list[Task]]] = {}
+    out: list[list[Task]] = []
+    for t in tasks:
+        if (Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0:
+            out.append([t])
+            continue
+        key = json.dumps([t.config["model"], {k: t.config["train"][k] for k in SHARED_TRAIN}], sort_keys=True)
+        if key not in groups or len(groups[key][-1]) >= stack:
+            groups.setdefault(key, []).append([])
+            out.append(groups[key][-1])
+        groups[key][-1].append(t)
+    return out
 
 
 def _init_local_worker(gpu_queue) -> None:
@@ -273,27 +356,29 @@ def _init_local_worker(gpu_queue) -> None:
 # Backends.
 
 
-def _run_local(tasks, jobs, gpus, threads, report) -> None:
+def _run_local(groups, jobs, gpus, threads, report) -> None:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     for i in range(jobs):
         queue.put(gpus[i % len(gpus)] if gpus else None)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_local_worker,
                              initargs=(queue,)) as pool:
-        futures = {pool.submit(run_task, t, threads): t for t in tasks}
+        futures = {pool.submit(run_group, g, threads): g for g in groups}
         try:
             for future in as_completed(futures):
                 try:
-                    outcome = future.result()
+                    outcomes = future.result()
                 except Exception as e:  # the worker process itself died (killed, out of memory)
-                    outcome = Outcome(futures[future], "failed", f"worker process died: {type(e).__name__}: {e}")
-                report(outcome)
+                    outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}")
+                                for t in futures[future]]
+                for outcome in outcomes:
+                    report(outcome)
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
 
-def _run_ray(tasks, jobs, address, report, log) -> None:
+def _run_ray(groups, jobs, address, report, log) -> None:
     try:
         import ray
     except ImportError:
@@ -314,18 +399,19 @@ def _run_ray(tasks, jobs, address, report, log) -> None:
         gpus = 1 if resources.get("GPU", 0) >= 1 else 0
         log(f"ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; one task per run "
             f"(num_cpus=1, num_gpus={gpus})")
-        remote = ray.remote(run_task).options(num_cpus=1, num_gpus=gpus)
-        refs = {remote.remote(t, 1): t for t in tasks}
+        remote = ray.remote(run_group).options(num_cpus=1, num_gpus=gpus)
+        refs = {remote.remote(g, 1): g for g in groups}
         pending = list(refs)
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 try:
-                    outcome = ray.get(ref)
+                    outcomes = ray.get(ref)
                 except ray.exceptions.RayError as e:  # the task's worker died
-                    outcome = Outcome(refs[ref], "failed", f"ray task failed: {type(e).__name__}: "
-                                                          f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''}")
-                report(outcome)
+                    why = str(e).strip().splitlines()[-1] if str(e).strip() else ""
+                    outcomes = [Outcome(t, "failed", f"ray task failed: {type(e).__name__}: {why}") for t in refs[ref]]
+                for outcome in outcomes:
+                    report(outcome)
     finally:
         if started:
             ray.shutdown()
@@ -351,7 +437,7 @@ def _describe(o: Outcome) -> str:
 
 def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | None = None, backend: str = "local",
               address: str | None = None, root: str | Path = "runs", overrides: dict | None = None,
-              log: Callable[[str], None] = print, only=None) -> Summary:
+              log: Callable[[str], None] = print, only=None, stack: int = 1) -> Summary:
     """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring."""
     from .prepare import prepare
     from .config import RunConfig
@@ -360,6 +446,8 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
         raise MinimultError(f"unknown backend {backend!r}: use local or ray")
     if jobs is not None and jobs < 1:
         raise MinimultError(f"--jobs must be at least 1 (got {jobs})")
+    if stack < 1:
+        raise MinimultError(f"--stack must be at least 1 (got {stack})")
     if address is not None and backend != "ray":
         raise MinimultError("--address is for --backend ray")
     grid = grid.select(only)
@@ -389,13 +477,15 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     gpus = list(range(torch.cuda.device_count())) if on_gpu else []
     if jobs is None:
         jobs = len(gpus) if gpus else _cpu_count()
-    workers = max(1, min(jobs, len(todo)))
+    groups = group_tasks(todo, stack)
+    workers = max(1, min(jobs, len(groups)))
     threads = 1 if gpus else max(1, _cpu_count() // workers)
     where = (f"{len(gpus)} GPU(s)" if gpus else f"CPU, {threads} thread(s) per run")
     log(f"sweep {grid.title}: {len(grid.settings)} settings x {len(seeds)} seeds ({','.join(map(str, seeds))}), "
         f"preset {preset} = {len(tasks)} runs under {root}/: {len(todo)} to run, "
         f"{sum(o.status == 'skipped' for o in outcomes)} already complete"
-        + (f"; backend {backend}, {workers if backend == 'local' else jobs} parallel on {where}" if todo else ""))
+        + (f"; backend {backend}, {workers if backend == 'local' else jobs} parallel on {where}" if todo else "")
+        + (f"; stacked in {sum(len(g) > 1 for g in groups)} group(s) of up to {stack}" if stack > 1 and todo else ""))
     for o in outcomes:
         if o.status == "failed":
             log(f"  FAILED {o.task.name}: {o.message}")
@@ -419,9 +509,9 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
                 log(f"[{finished[0]}/{len(todo)}] FAILED {o.task.name}: {o.message}")
 
         if backend == "local":
-            _run_local(todo, workers, gpus, threads, report)
+            _run_local(groups, workers, gpus, threads, report)
         else:
-            _run_ray(todo, jobs, address, report, log)
+            _run_ray(groups, jobs, address, report, log)
 
     order = {t.run_dir: i for i, t in enumerate(tasks)}
     outcomes.sort(key=lambda o: order[o.task.run_dir])

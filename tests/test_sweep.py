@@ -189,3 +189,36 @@ def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
         outcome = run_task(Task("0", "original", "original", 0, str(run), {}), threads=None)
     assert outcome.status == "failed" and "another process is working on" in outcome.message
     assert not (run / "config.json").exists() and not (run / "sweep.log").exists()
+
+
+def test_stacked_sweep_gives_the_same_results(swept, tmp_path):
+    assert swept.proc.returncode == 0
+    proc = sweep_cli(swept.grid, "--root", tmp_path / "runs", "--stack", 2, "--jobs", 2, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 runs: 6 done, 0 skipped" in proc.stdout and "stacked in 2 group(s) of up to 2" in proc.stdout
+    assert "new run, stacked x2" in proc.stdout  # original s0+s42 and lang-pos s0+s42; untrained alone
+    local, stacked = results_of(swept.root), results_of(tmp_path / "runs")
+    for name in RUNS:  # weights agree to float round-off (tests/test_stacked.py); metrics to within a link
+        assert headline(stacked[name]) == pytest.approx(headline(local[name]), abs=2e-3, rel=1e-3), name
+    meta = read_json(tmp_path / "runs" / "0-original-s42" / "run.json")
+    assert meta["stacked_with"] == ["0-original-s0", "0-original-s42"] and meta["status"] == "complete"
+
+
+def test_grouping_for_stacking_keeps_shapes_and_checkpointed_runs_apart(tmp_path):
+    from minimult.sweep import Task, group_tasks
+
+    def task(name, model, epochs=2, checkpoint=False):
+        d = tmp_path / name
+        d.mkdir()
+        if checkpoint:
+            (d / "checkpoint.pt").write_bytes(b"x")
+        train = {"epochs": epochs, "batch_size": 8, "lr": 1e-3, "weight_decay": 0.0, "adam_eps": 1e-6,
+                 "warmup_steps": 1, "clip": 1.0, "device": "cpu", "threads": 1, "checkpoint_every": 0,
+                 "eval_every": 0, "eval_sentences": 10}
+        return Task("0", name, name, 0, str(d), {"model": {"hidden": model}, "train": train})
+
+    ts = [task("a", 64), task("b", 128), task("c", 64), task("d", 64, checkpoint=True), task("e", 64),
+          task("f", 64, epochs=0)]
+    names = [[t.name for t in g] for g in group_tasks(ts, 2)]
+    assert names == [["a", "c"], ["b"], ["d"], ["e"], ["f"]]
+    assert [[t.name for t in g] for g in group_tasks(ts, 1)] == [[t.name] for t in ts]
