@@ -4,8 +4,8 @@
 slice [m] is model m's parameter. Its forward runs the same arithmetic as `Bert` with batched
 matrix products (`baddbmm`/`bmm` over the model axis), so M small models make a few large kernel
 calls instead of M times as many small ones: on a GPU, where one BERT-small step cannot fill the
-device, that is the point; on a CPU the products are already large and the gain is small (see
-experiments/bench_train.py --stack).
+device, that is the point; on a CPU the products are already large and stacking is slower
+(0.6-0.8x, experiments/bench_stacked.py).
 
 Per-model equality with separate runs (tests/test_stacked.py): every model keeps its own batches
 (padded here to a common (B, T); padded rows and keys take no part in any real output), its own

@@ -7,10 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
+from minimult.batching import SequenceSet
 from minimult.config import resolve
-from minimult.evaluate import evaluate_run
+from minimult.evaluate import (evaluate_run, gold_links, mlm_perplexity, piece_vectors, sentence_vectors, token_batches,
+                               truncate)
+from minimult.languages import Side, build_sides
+from minimult.model import Bert
 from minimult.prepare import prepare
 from minimult.runs import copy_vocab, write_json
 from minimult.train import pretrain
@@ -97,3 +103,81 @@ def test_eval_every_logs_multilinguality_curves(tmp_path):
     evals = [r for r in rows if "eval" in r]
     assert [r["step"] for r in evals] == [25, 50]
     assert set(evals[0]["eval"]["layers"]) == {"0", "2"} and evals[0]["eval"]["perplexity"]["dev"] > 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The vectorised pieces against straightforward references.
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    """An untrained tiny Bert with its config, prepared data and permuted dev sides, truncated to 12 pieces."""
+    cfg, mods = resolve("tiny", TINY, "permute")
+    prepared = prepare(cfg.data)
+    torch.manual_seed(0)
+    model = Bert(cfg.model).eval()
+    english, second = build_sides(prepared, cfg.data, mods, "dev", 0)
+    index = np.arange(60)
+    return cfg, prepared, model, truncate(english.subset(index), 12), truncate(second.subset(index), 12)
+
+
+def test_gold_links_equal_per_sentence_alignment(tiny_model):
+    *_, english, second = tiny_model
+    assert (second.gold == -1).any() and not (second.gold == np.arange(len(second.gold))).all()  # truncated, permuted
+    empty = second.subset(np.array([0, 1]))
+    empty = Side(1, empty.ids, np.array([0, 0, len(empty.ids)]), empty.word_starts, empty.source, empty.gold)
+    for side in (second, empty):
+        expected = np.concatenate([np.column_stack([np.full(len(a), i), a])
+                                   for i in range(side.num_sentences) for a in [side.alignment(i)]])
+        assert np.array_equal(gold_links(side), expected)
+
+
+def test_sentence_vectors_mean_pieces_and_zero_for_empty():
+    vectors = torch.arange(12, dtype=torch.float).view(6, 2)
+    side = Side(0, np.zeros(6, np.int32), np.array([0, 2, 2, 6]), np.ones(6, bool), np.arange(3), np.zeros(6, np.int64))
+    out = sentence_vectors(vectors, side)
+    assert torch.equal(out[0], (vectors[0] + vectors[1]) / 2)
+    assert torch.equal(out[1], torch.zeros(2))
+    assert torch.equal(out[2], vectors[2:6].mean(0))
+
+
+def test_token_batches_cover_in_order_within_budget():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 126, 500)
+    order = np.argsort(lengths, kind="stable")
+    for tokens in (1, 100, 2048, 10**6):
+        batches = token_batches(order, lengths, tokens)
+        assert np.array_equal(np.concatenate(batches), order)
+        for b, nxt in zip(batches, batches[1:] + [None]):
+            T = lengths[b].max() + 2
+            assert len(b) * T <= tokens or len(b) == 1
+            if nxt is not None:  # greedy: one more row would not have fitted
+                assert (len(b) + 1) * (lengths[nxt[0]] + 2) > tokens
+    assert len(token_batches(order, lengths, 10**6)) == 1
+
+
+def test_piece_vectors_equal_one_sentence_at_a_time(tiny_model):
+    cfg, _, model, english, second = tiny_model
+    device = torch.device("cpu")
+    for side in (english, second):
+        seqs = SequenceSet.from_sides([side], cfg.data, device)
+        single = []
+        for i in range(side.num_sentences):
+            b = seqs.batch(np.array([i]))
+            with torch.no_grad():
+                single.append(model.hidden_states(b.input_ids, b.position_ids, b.token_type_ids, b.attention_mask))
+        for tokens in (64, 10**6):  # padded batches of a few sentences; all in one batch
+            out = piece_vectors(model, side, cfg.data, (0, 2), device, tokens=tokens)
+            for l in (0, 2):
+                expected = torch.cat([hs[l][0, 1:-1] for hs in single])  # without [CLS] and [SEP]
+                torch.testing.assert_close(out[l], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_perplexity_row_slices_change_nothing(tiny_model):
+    cfg, _, model, english, second = tiny_model
+    whole = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=16, tokens=10**6)
+    sliced = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=16, tokens=20)
+    assert whole["masked_tokens"] == sliced["masked_tokens"] > 0 and whole["sequences"] == 120
+    assert sliced["perplexity"] == pytest.approx(whole["perplexity"], rel=1e-6)
+    other = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=8, tokens=10**6)
+    assert other["perplexity"] != whole["perplexity"]  # the masks follow the batches, not the slices

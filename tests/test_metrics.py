@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from minimult.errors import MinimultError
-from minimult.metrics import alignment_prf, mean_pool, multilinguality, perplexity, retrieval_p1
+from minimult.metrics import alignment_prf, multilinguality, perplexity, retrieval_p1
 
 
 def sentences(seed=0, n=40, H=16):
@@ -16,9 +16,40 @@ def sentences(seed=0, n=40, H=16):
     return [torch.randn(L, H, generator=g) for L in lengths]
 
 
+def links_of(gold):
+    """Per-sentence gold, each 1-D (gold[a] = b, -1 = unaligned) or (K, 2) (a, b), as (K, 3) (s, a, b)."""
+    rows = []
+    for s, g in enumerate(gold):
+        g = torch.as_tensor(g).long()
+        if g.dim() == 1:
+            g = torch.stack([torch.arange(len(g)), g], 1)[g >= 0]
+        rows.append(torch.cat([torch.full((len(g), 1), s), g.view(-1, 2)], 1))
+    return torch.cat(rows)
+
+
+def align(src, tgt, gold, chunk=256):
+    """alignment_prf on per-sentence lists: flat vectors, offsets and (s, a, b) links."""
+    offsets = lambda vs: torch.tensor([0] + [len(v) for v in vs]).cumsum(0)
+    return alignment_prf(torch.cat(src), offsets(src), torch.cat(tgt), offsets(tgt), links_of(gold), chunk)
+
+
+def reference_alignment(src, tgt, gold):
+    """(n_pred, n_gold, n_correct) straight from the definition, one sentence at a time, as sets."""
+    n_pred = n_gold = n_correct = 0
+    for s, (x, y) in enumerate(zip(src, tgt)):
+        links = {(a, b) for s2, a, b in links_of(gold).tolist() if s2 == s}
+        pred = set()
+        if len(x) and len(y):
+            sim = F.normalize(x, dim=1) @ F.normalize(y, dim=1).T
+            row, col = sim.argmax(1).tolist(), sim.argmax(0).tolist()
+            pred = {(a, row[a]) for a in range(len(x)) if col[row[a]] == a}
+        n_pred, n_gold, n_correct = n_pred + len(pred), n_gold + len(links), n_correct + len(pred & links)
+    return n_pred, n_gold, n_correct
+
+
 def test_alignment_identical_vectors():
     src = sentences()
-    r = alignment_prf(src, [s.clone() for s in src], [torch.arange(len(s)) for s in src])
+    r = align(src, [s.clone() for s in src], [torch.arange(len(s)) for s in src])
     assert r["f1"] == r["precision"] == r["recall"] == 1.0
     assert r["n_pred"] == r["n_gold"] == r["n_correct"] == sum(len(s) for s in src)
 
@@ -28,13 +59,11 @@ def test_alignment_permutation():
     src = sentences(1)
     perms = [torch.randperm(len(s), generator=g) for s in src]
     tgt = [torch.empty_like(s).index_copy_(0, p, s) for s, p in zip(src, perms)]  # tgt[p[a]] = src[a]
-    assert alignment_prf(src, tgt, perms)["f1"] == 1.0
-    links = [torch.stack([torch.arange(len(p)), p], 1) for p in perms]            # same gold as (K, 2) links
-    assert alignment_prf(src, tgt, links) == alignment_prf(src, tgt, perms)
-    wrong = alignment_prf(src, tgt, [torch.arange(len(s)) for s in src])
+    assert align(src, tgt, perms)["f1"] == 1.0
+    wrong = align(src, tgt, [torch.arange(len(s)) for s in src])
     assert wrong["n_pred"] == sum(len(s) for s in src) and wrong["f1"] < 0.3
     reversed_tgt = [s.flip(0) for s in src]
-    assert alignment_prf(src, reversed_tgt, [torch.arange(len(s)).flip(0) for s in src])["f1"] == 1.0
+    assert align(src, reversed_tgt, [torch.arange(len(s)).flip(0) for s in src])["f1"] == 1.0
 
 
 def test_alignment_counts_by_hand():
@@ -44,31 +73,68 @@ def test_alignment_counts_by_hand():
     src = [e, e[:2]]
     tgt = [e[[0, 2, 1]], torch.tensor([[0.1, 1.0, 0.0]])]
     gold = [torch.tensor([[0, 0], [1, 1], [2, 1]]), torch.tensor([0, 0])]
-    r = alignment_prf(src, tgt, gold, chunk=1)
+    r = align(src, tgt, gold, chunk=1)
     assert (r["n_pred"], r["n_gold"], r["n_correct"]) == (4, 5, 3)
     assert r["precision"] == 0.75 and r["recall"] == 0.6
     assert r["f1"] == pytest.approx(2 * 0.75 * 0.6 / 1.35)
-    assert alignment_prf(src, tgt, gold, chunk=100) == r
+    assert align(src, tgt, gold, chunk=100) == r
+    # a duplicated gold link counts once
+    assert align(src, tgt, [torch.tensor([[0, 0], [1, 1], [2, 1], [2, 1]]), torch.tensor([0, 0])]) == r
 
 
 def test_alignment_ties_take_first_index():
     # src = [v, v], tgt = [v, w] with v . w = 0: rows 0 and 1 both pick tgt 0, column 0 picks src 0
     # (first maximum), column 1 also picks src 0; only (0, 0) is mutual
     v, w = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
-    r = alignment_prf([torch.stack([v, v])], [torch.stack([v, w])], [torch.tensor([0, 1])])
+    r = align([torch.stack([v, v])], [torch.stack([v, w])], [torch.tensor([0, 1])])
     assert (r["n_pred"], r["n_correct"], r["n_gold"]) == (1, 1, 2)
+
+
+def test_alignment_matches_sentence_by_sentence_reference():
+    # ragged sentences of 0-9 pieces (empty ones on either side), exact duplicates within and across
+    # sides (ties), random gold with unaligned pieces and duplicate links; chunks of 1, 7 and all
+    g = torch.Generator().manual_seed(6)
+    src, tgt, gold = [], [], []
+    for _ in range(60):
+        n, m = torch.randint(0, 10, (2,), generator=g).tolist()
+        x, y = torch.randn(n, 8, generator=g), torch.randn(m, 8, generator=g)
+        if n > 1:
+            x[-1] = x[0]                                     # tied rows
+        if n and m:
+            y[torch.randint(m, (1,), generator=g)] = x[torch.randint(n, (1,), generator=g)] * 2  # same direction
+            y[: min(n, m) // 2] += 3 * x[: min(n, m) // 2]   # pull some pairs together
+        k = torch.randint(0, n * m + 1, (1,), generator=g).item() if n and m else 0
+        links = torch.stack([torch.randint(max(n, 1), (k,), generator=g), torch.randint(max(m, 1), (k,), generator=g)], 1)
+        src.append(x), tgt.append(y), gold.append(links)
+    expected = reference_alignment(src, tgt, gold)
+    assert expected[0] > 50 and expected[2] > 10             # a case where the counts say something
+    for chunk in (1, 7, 1000):
+        r = align(src, tgt, gold, chunk)
+        assert (r["n_pred"], r["n_gold"], r["n_correct"]) == expected
 
 
 def test_alignment_empty_and_chunked():
     src = sentences(2) + [torch.zeros(0, 16), torch.randn(3, 16)]
     tgt = [s.clone() for s in src[:-1]] + [torch.zeros(0, 16)]
     gold = [torch.arange(len(s)) for s in src[:-1]] + [torch.full((3,), -1)]
-    a = alignment_prf(src, tgt, gold, chunk=3)
-    assert a == alignment_prf(src, tgt, gold, chunk=1000) and a["f1"] == 1.0
-    with pytest.raises(MinimultError):
-        alignment_prf(src[:2], tgt[:2], [torch.arange(len(src[0])), torch.arange(len(src[1]) + 1)])
-    with pytest.raises(MinimultError):
-        alignment_prf([torch.randn(2, 4)], [torch.randn(2, 4)], [torch.tensor([[0, 2]])])
+    a = align(src, tgt, gold, chunk=3)
+    assert a == align(src, tgt, gold, chunk=1000) and a["f1"] == 1.0
+
+
+def test_alignment_errors():
+    x = torch.randn(5, 4)
+    with pytest.raises(MinimultError, match="outside"):  # b = 2 in a 2 x 2 sentence
+        alignment_prf(x[:2], [0, 2], x[:2], [0, 2], torch.tensor([[0, 0, 2]]))
+    with pytest.raises(MinimultError, match="outside"):  # sentence 1 does not exist
+        alignment_prf(x, [0, 2, 5], x, [0, 3, 5], torch.tensor([[2, 0, 0]]))
+    with pytest.raises(MinimultError, match="outside"):  # a = 2 lies in sentence 1, not 0
+        alignment_prf(x, [0, 2, 5], x, [0, 3, 5], torch.tensor([[0, 2, 0]]))
+    with pytest.raises(MinimultError, match="offsets"):
+        alignment_prf(x, [0, 2, 4], x, [0, 3, 5], torch.zeros(0, 3, dtype=torch.long))
+    with pytest.raises(MinimultError, match="as many"):
+        alignment_prf(x, [0, 2, 5], x, [0, 5], torch.zeros(0, 3, dtype=torch.long))
+    with pytest.raises(MinimultError, match=r"\(K, 3\)"):
+        alignment_prf(x, [0, 5], x, [0, 5], torch.tensor([[0, 0]]))
 
 
 def test_retrieval_identical_and_random():
@@ -111,14 +177,6 @@ def test_retrieval_chunked_equals_unchunked():
     assert retrieval_p1(x, y, chunk=7) == full == retrieval_p1(x, y, chunk=1000)
     with pytest.raises(MinimultError):
         retrieval_p1(x, y[:10])
-
-
-def test_mean_pool():
-    hidden = torch.arange(24, dtype=torch.float).view(2, 3, 4)
-    keep = torch.tensor([[True, False, True], [False, False, False]])
-    out = mean_pool(hidden, keep)
-    assert torch.equal(out[0], (hidden[0, 0] + hidden[0, 2]) / 2)
-    assert torch.equal(out[1], torch.zeros(4))
 
 
 def test_multilinguality_and_perplexity():
