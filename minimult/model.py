@@ -54,6 +54,13 @@ class ModelConfig:
             raise MinimultError("model.layer_norm_eps and model.init_std must be > 0")
 
 
+def cpu_kernels(device: torch.device) -> bool:
+    """True: the CPU formulation (written-out attention with an additive key bias, numpy dropout
+    masks); False: SDPA with a bool mask and `F.dropout` (GPUs). One switch, so tests can run the GPU
+    formulation on a CPU."""
+    return device.type == "cpu"
+
+
 def _keep_scaled(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """Dropout multiplier for CPU tensor x: 1/(1-p) with probability 1-p, else 0 (float, x's shape).
 
@@ -73,7 +80,7 @@ def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """F.dropout, with the mask from `_keep_scaled` on CPU (bernoulli_ costs ~5x more per element)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if not cpu_kernels(x.device):
         return F.dropout(x, p, True)
     return x * _keep_scaled(x, p)
 
@@ -110,7 +117,7 @@ class SelfAttention(nn.Module):
         nh, hs = self.heads, H // self.heads
         p = self.dropout if self.training else 0.0
         q, k, v = self.qkv(x).split(H, dim=-1)  # strided views of one (B, T, 3H) tensor
-        if x.device.type != "cpu":
+        if not cpu_kernels(x.device):
             q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs) views
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, T, hs)
             return self.proj(y.transpose(1, 2).reshape(B, T, H))
@@ -187,7 +194,7 @@ class Bert(nn.Module):
         if attention_mask is None:
             return x, None
         mask = attention_mask[:, None, None, :].bool()
-        if x.device.type != "cpu":
+        if not cpu_kernels(x.device):
             return x, mask
         return x, torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(~mask, torch.finfo(x.dtype).min)
 

@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .errors import MinimultError
+from . import model as _model
 from .model import Bert, _keep_scaled
 
 
@@ -73,7 +74,7 @@ def pack(items: list[dict], dtype=torch.float32) -> Packed:
         counts.append(n)
     if bool(real.all()):
         key_bias = None
-    elif device.type == "cpu":
+    elif _model.cpu_kernels(device):
         key_bias = torch.zeros(real.shape, dtype=dtype, device=device).masked_fill_(~real, torch.finfo(dtype).min)
         key_bias = key_bias.view(M * B, 1, T)
     else:
@@ -137,7 +138,7 @@ class StackedBert(nn.Module):
         p = self.cfg.dropout
         if not self.training or p == 0.0:
             return x
-        if x.device.type != "cpu":
+        if not _model.cpu_kernels(x.device):
             return F.dropout(x, p, True)
         gens = self.generators or [None] * self.M
         if all(tuple(shape) == tuple(x.shape[1:]) for shape in shapes):  # no padding between models
@@ -153,7 +154,7 @@ class StackedBert(nn.Module):
         nh, hs = self.cfg.heads, H // self.cfg.heads
         pre = f"blocks.{i}.attn."
         q, k, v = (t.reshape(M * B, T, H) for t in self._linear(x, pre + "qkv").split(H, dim=-1))
-        if x.device.type != "cpu":
+        if not _model.cpu_kernels(x.device):
             q, k, v = (t.view(M * B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_bias,
                                                dropout_p=self.cfg.dropout if self.training else 0.0)

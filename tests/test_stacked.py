@@ -94,3 +94,49 @@ def test_per_model_gradient_clipping_matches_torch():
         assert norms[m].item() == pytest.approx(expected.item(), rel=1e-5)
         for n, p in model.named_parameters():
             torch.testing.assert_close(stacked.p(n).grad[m], p.grad)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
+    """The GPU path (SDPA with a bool key mask, F.dropout) run on the CPU through the `cpu_kernels`
+    switch: without dropout it gives the CPU path's losses, for single and stacked models, with
+    padded batches of different shapes; with dropout it trains (finite loss, gradients everywhere)."""
+    from minimult import model as model_module
+    from minimult.model import Bert, ModelConfig
+    from minimult.stacked import StackedBert, pack
+
+    cfg = ModelConfig(vocab_size=40, hidden=16, intermediate=32, heads=heads, layers=2, max_positions=12)
+    g = torch.Generator().manual_seed(0)
+
+    def item(B, T):
+        lengths = torch.randint(3, T + 1, (B,), generator=g)
+        lengths[0] = T
+        mask = torch.arange(T)[None, :] < lengths[:, None]
+        ids = torch.randint(5, 40, (B, T), generator=g).masked_fill(~mask, 0)
+        selected = mask.flatten().nonzero().squeeze(1)[::3]
+        return {"input_ids": ids, "position_ids": torch.arange(T).expand(B, T), "token_type_ids": torch.zeros_like(ids),
+                "attention_mask": mask, "selected": selected, "targets": ids.flatten()[selected]}
+
+    items = [item(6, 9), item(4, 12)]
+    torch.manual_seed(0)
+    models = [Bert(cfg).eval() for _ in items]
+    stacked = StackedBert(models).eval()
+
+    def losses():
+        single = [m.mlm_loss(it["input_ids"], it["position_ids"], it["token_type_ids"], it["attention_mask"],
+                             it["selected"], it["targets"]) for m, it in zip(models, items)]
+        return torch.stack(single), stacked.mlm_losses(pack(items))
+
+    cpu_single, cpu_stacked = losses()
+    monkeypatch.setattr(model_module, "cpu_kernels", lambda device: False)
+    gpu_single, gpu_stacked = losses()
+    torch.testing.assert_close(gpu_single, cpu_single, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gpu_stacked, cpu_stacked, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(cpu_stacked, cpu_single, atol=1e-5, rtol=1e-5)
+
+    stacked.train()
+    loss = stacked.mlm_losses(pack(items)).sum()
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 and torch.isfinite(p.grad).all()
+               for p in stacked.stack.values())
