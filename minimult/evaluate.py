@@ -81,45 +81,47 @@ def truncate(side: Side, limit: int) -> Side:
 
 
 def tokens_per_batch(device: torch.device) -> int:
-    """Padded tokens per forward batch. On CPU ~2k tokens keep a block's activations (2k x 256 floats in
-    the feed-forward layer) inside a core's L2 cache: 1.3-1.7x the throughput of 512-sentence batches
-    (experiments/bench_eval.py). Every sequence's outputs are the same whatever it is batched with."""
+    """Padded tokens per forward pass. On CPU ~2k tokens keep a block's activations (2k x 256 floats in
+    the feed-forward layer) inside a core's L2 cache: ~1.5x the throughput of whole 512-sentence
+    batches (experiments/bench_eval.py)."""
     return 2048 if device.type == "cpu" else 65536
 
 
-def token_batches(order: np.ndarray, lengths: np.ndarray, tokens: int) -> list[np.ndarray]:
-    """Cut `order` (sequence numbers sorted by ascending length) into consecutive batches of at most
-    `tokens` padded tokens, [CLS] and [SEP] included (at least one sequence each)."""
-    T = lengths[order] + 2
-    batches, i = [], 0
-    while i < len(order):
-        cap = max(1, tokens // int(T[i]))  # no more rows than fit at the batch's shortest length
-        fits = np.arange(1, len(T[i : i + cap]) + 1) * T[i : i + cap] <= tokens  # rows x longest, rising
-        rows = max(1, int(fits.sum()))
-        batches.append(order[i : i + rows])
-        i += rows
-    return batches
+def row_slices(rows: int, T: int, tokens: int) -> list[slice]:
+    """Consecutive row slices of a (rows, T) batch of at most `tokens` tokens each (at least one row).
+
+    The model computes every row on its own, so running a batch slice by slice (with its padding and
+    attention mask) gives the numbers of running it whole, bit for bit on CPU.
+    """
+    step = max(1, tokens // T)
+    return [slice(r, min(r + step, rows)) for r in range(0, rows, step)]
 
 
 @torch.inference_mode()
-def piece_vectors(model: Bert, side: Side, data_cfg, layers, device, tokens: int | None = None) -> dict[int, torch.Tensor]:
+def piece_vectors(model: Bert, side: Side, data_cfg, layers, device, batch_size: int = 512,
+                  tokens: int | None = None) -> dict[int, torch.Tensor]:
     """{layer: (P, H)} vectors of every piece of `side`, in the side's order (float32, on device).
 
-    Only the blocks up to max(layers) run, in length-sorted batches of at most `tokens` padded tokens.
+    Batches of `batch_size` length-sorted sentences fix the padding; each runs through the blocks up
+    to max(layers) in row slices of at most `tokens` tokens.
     """
     seqs = SequenceSet.from_sides([side], data_cfg, device)
     order = np.argsort(side.lengths, kind="stable")
     out = {l: torch.zeros(len(side.ids), model.cfg.hidden, device=device) for l in layers}
     offsets = torch.as_tensor(side.offsets, device=device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
-    for index in token_batches(order, seqs.lengths_np, tokens or tokens_per_batch(device)):
+    for i in range(0, len(order), batch_size):
+        index = order[i : i + batch_size]
         b = seqs.batch(index)
-        with autocast:
-            hs = model.hidden_states(b.input_ids, b.position_ids, b.token_type_ids, b.attention_mask, layers=layers)
-        rows, cols = b.maskable.nonzero(as_tuple=True)  # word pieces only, row-major
-        flat = offsets[torch.as_tensor(index, device=device)][rows] + cols - 1
-        for l in layers:
-            out[l][flat] = hs[l][rows, cols].float()
+        starts = offsets[torch.as_tensor(index, device=device)]
+        for r in row_slices(len(index), b.input_ids.shape[1], tokens or tokens_per_batch(device)):
+            mask = None if b.attention_mask is None else b.attention_mask[r]
+            with autocast:
+                hs = model.hidden_states(b.input_ids[r], b.position_ids[r], b.token_type_ids[r], mask, layers=layers)
+            rows, cols = b.maskable[r].nonzero(as_tuple=True)  # word pieces only, row-major
+            flat = starts[r][rows] + cols - 1
+            for l in layers:
+                out[l][flat] = hs[l][rows, cols].float()
     return out
 
 
@@ -168,8 +170,8 @@ def mlm_perplexity(model: Bert, sides, data_cfg, device, limit: int | None = Non
     """15% of each sequence's tokens replaced by [MASK] (fixed seed); exp(mean NLL) over them.
 
     `limit` sequences (a fixed random subset) instead of all when given. The masks are drawn per batch
-    of `batch_size` length-sorted sequences, which fixes the selection; the model then runs on row
-    slices of that batch of at most `tokens` padded tokens, which only changes the speed.
+    of `batch_size` length-sorted sequences, which fixes the selection; the model runs on row slices
+    of at most `tokens` tokens, which only changes the speed.
     """
     seqs = SequenceSet.from_sides(list(sides), data_cfg, device)
     n = len(seqs)
@@ -179,16 +181,13 @@ def mlm_perplexity(model: Bert, sides, data_cfg, device, limit: int | None = Non
     gen = torch.Generator(device=device)
     gen.manual_seed(PPL_SEED)
     random_ids = random_replacement_ids(data_cfg.vocab_size, data_cfg.n_langs).to(device)
-    tokens = tokens or tokens_per_batch(device)
     nll, count = 0.0, 0
     for i in range(0, len(order), batch_size):
         b = seqs.batch(order[i : i + batch_size])
         m = mask_batch(b.input_ids, b.maskable, seqs.mask_id[b.lang], random_ids, cfg, gen)
-        B, T = m.input_ids.shape
-        rows = max(1, tokens // T)
-        hidden = torch.cat([model(m.input_ids[r : r + rows], b.position_ids[r : r + rows], b.token_type_ids[r : r + rows],
-                                  None if b.attention_mask is None else b.attention_mask[r : r + rows])
-                            for r in range(0, B, rows)])  # (B, T, H)
+        hidden = torch.cat([model(m.input_ids[r], b.position_ids[r], b.token_type_ids[r],
+                                  None if b.attention_mask is None else b.attention_mask[r])
+                            for r in row_slices(*m.input_ids.shape, tokens or tokens_per_batch(device))])  # (B, T, H)
         logits = model.mlm_logits(hidden.flatten(0, 1)[m.selected]).float()
         nll += float(torch.nn.functional.cross_entropy(logits, m.targets, reduction="sum"))
         count += len(m.targets)
@@ -201,20 +200,23 @@ def mlm_perplexity(model: Bert, sides, data_cfg, device, limit: int | None = Non
 
 @contextmanager
 def _phase(timings: dict | None, name: str):
-    """Add the seconds the block takes to timings[name] (nothing without a dict)."""
-    t = time.perf_counter()
+    """Add the block's wall and process CPU seconds to timings[name] = [wall, cpu] (nothing without a
+    dict); on a shared machine CPU seconds are the steadier of the two."""
+    wall, cpu = time.perf_counter(), time.process_time()
     try:
         yield
     finally:
         if timings is not None:
-            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
+            spent = timings.setdefault(name, [0.0, 0.0])
+            spent[0] += time.perf_counter() - wall
+            spent[1] += time.process_time() - cpu
 
 
 def multilinguality_scores(model, prepared, cfg, mods, layers, device, dev_sentences: int | None = None,
                            timings: dict | None = None) -> dict:
     """Alignment, retrieval and translation per layer on the dev set (+ µ when layers 0 and 8 are there).
 
-    With a `timings` dict, the seconds of each phase are added to it (experiments/bench_eval.py).
+    With a `timings` dict, each phase's [wall, CPU] seconds are added to it (experiments/bench_eval.py).
     """
     with _phase(timings, "data"):
         limit = cfg.data.max_len - 2

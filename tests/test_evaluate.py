@@ -1,8 +1,10 @@
-"""The evaluator on real (tiny) runs: known outcomes of untrained models, mods in eval data, errors."""
+"""The evaluator on real (tiny) runs: known outcomes of untrained models, mods in eval data, errors; its
+vectorised and sliced parts against straightforward references."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +15,10 @@ import torch
 
 from minimult.batching import SequenceSet
 from minimult.config import resolve
-from minimult.evaluate import (evaluate_run, gold_links, mlm_perplexity, piece_vectors, sentence_vectors, token_batches,
-                               truncate)
+from minimult.evaluate import (PPL_SEED, evaluate_run, gold_links, mlm_perplexity, piece_vectors, row_slices,
+                               sentence_vectors, truncate)
 from minimult.languages import Side, build_sides
+from minimult.masking import MaskConfig, mask_batch, random_replacement_ids
 from minimult.model import Bert
 from minimult.prepare import prepare
 from minimult.runs import copy_vocab, write_json
@@ -111,14 +114,14 @@ def test_eval_every_logs_multilinguality_curves(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    """An untrained tiny Bert with its config, prepared data and permuted dev sides, truncated to 12 pieces."""
+    """An untrained tiny Bert with its config, prepared data and permuted dev sides, truncated to 60 pieces."""
     cfg, mods = resolve("tiny", TINY, "permute")
     prepared = prepare(cfg.data)
     torch.manual_seed(0)
     model = Bert(cfg.model).eval()
     english, second = build_sides(prepared, cfg.data, mods, "dev", 0)
     index = np.arange(60)
-    return cfg, prepared, model, truncate(english.subset(index), 12), truncate(second.subset(index), 12)
+    return cfg, prepared, model, truncate(english.subset(index), 60), truncate(second.subset(index), 60)
 
 
 def test_gold_links_equal_per_sentence_alignment(tiny_model):
@@ -141,19 +144,10 @@ def test_sentence_vectors_mean_pieces_and_zero_for_empty():
     assert torch.equal(out[2], vectors[2:6].mean(0))
 
 
-def test_token_batches_cover_in_order_within_budget():
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(0, 126, 500)
-    order = np.argsort(lengths, kind="stable")
-    for tokens in (1, 100, 2048, 10**6):
-        batches = token_batches(order, lengths, tokens)
-        assert np.array_equal(np.concatenate(batches), order)
-        for b, nxt in zip(batches, batches[1:] + [None]):
-            T = lengths[b].max() + 2
-            assert len(b) * T <= tokens or len(b) == 1
-            if nxt is not None:  # greedy: one more row would not have fitted
-                assert (len(b) + 1) * (lengths[nxt[0]] + 2) > tokens
-    assert len(token_batches(order, lengths, 10**6)) == 1
+def test_row_slices_cover_the_batch_within_budget():
+    assert row_slices(10, 7, 30) == [slice(0, 4), slice(4, 8), slice(8, 10)]  # 4 rows x 7 tokens <= 30
+    assert row_slices(3, 50, 30) == [slice(0, 1), slice(1, 2), slice(2, 3)]   # at least one row
+    assert row_slices(10, 7, 10**6) == [slice(0, 10)]
 
 
 def test_piece_vectors_equal_one_sentence_at_a_time(tiny_model):
@@ -166,18 +160,36 @@ def test_piece_vectors_equal_one_sentence_at_a_time(tiny_model):
             b = seqs.batch(np.array([i]))
             with torch.no_grad():
                 single.append(model.hidden_states(b.input_ids, b.position_ids, b.token_type_ids, b.attention_mask))
-        for tokens in (64, 10**6):  # padded batches of a few sentences; all in one batch
-            out = piece_vectors(model, side, cfg.data, (0, 2), device, tokens=tokens)
+        for batch_size, tokens in ((16, 100), (512, 10**6)):  # padded batches in slices of 1-3 rows; all at once
+            out = piece_vectors(model, side, cfg.data, (0, 2), device, batch_size, tokens)
             for l in (0, 2):
                 expected = torch.cat([hs[l][0, 1:-1] for hs in single])  # without [CLS] and [SEP]
                 torch.testing.assert_close(out[l], expected, rtol=1e-6, atol=1e-6)
 
 
-def test_perplexity_row_slices_change_nothing(tiny_model):
+def reference_perplexity(model, sides, data_cfg, batch_size):
+    """mlm_perplexity as first written: every masking batch through the model whole."""
+    seqs = SequenceSet.from_sides(list(sides), data_cfg, "cpu")
+    order = np.argsort(seqs.lengths_np, kind="stable")
+    gen = torch.Generator().manual_seed(PPL_SEED)
+    random_ids = random_replacement_ids(data_cfg.vocab_size, data_cfg.n_langs)
+    nll, count = 0.0, 0
+    for i in range(0, len(order), batch_size):
+        b = seqs.batch(order[i : i + batch_size])
+        m = mask_batch(b.input_ids, b.maskable, seqs.mask_id[b.lang], random_ids, MaskConfig(probs=(1.0, 0, 0, 0)), gen)
+        with torch.no_grad():
+            hidden = model(m.input_ids, b.position_ids, b.token_type_ids, b.attention_mask)
+            logits = model.mlm_logits(hidden.flatten(0, 1)[m.selected])
+        nll += float(torch.nn.functional.cross_entropy(logits, m.targets, reduction="sum"))
+        count += len(m.targets)
+    return math.exp(nll / count)
+
+
+def test_perplexity_in_row_slices_equals_whole_batches(tiny_model):
     cfg, _, model, english, second = tiny_model
-    whole = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=16, tokens=10**6)
-    sliced = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=16, tokens=20)
-    assert whole["masked_tokens"] == sliced["masked_tokens"] > 0 and whole["sequences"] == 120
-    assert sliced["perplexity"] == pytest.approx(whole["perplexity"], rel=1e-6)
-    other = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=8, tokens=10**6)
-    assert other["perplexity"] != whole["perplexity"]  # the masks follow the batches, not the slices
+    expected = reference_perplexity(model, (english, second), cfg.data, 16)
+    for tokens in (100, 10**6):  # slices of 1-3 rows; whole batches
+        r = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=16, tokens=tokens)
+        assert r["perplexity"] == pytest.approx(expected, rel=1e-6) and r["sequences"] == 120
+    other = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=8)
+    assert other["perplexity"] != pytest.approx(expected, rel=1e-6)  # the masks follow the batches
