@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .vocab import CLS, MASK, N_SPECIAL, PAD, SEP, Encoded
+from .vocab import CLS, MASK, N_SPECIAL, PAD, SEP, Encoded, Ragged
 
 UNICODE_SHIFT = 0x2C00  # K et al.'s Fake-English: every character moved to an unused script range
 
@@ -23,7 +23,7 @@ def shift_text(word: str, shift: int = UNICODE_SHIFT) -> str:
 
 
 @dataclass(frozen=True)
-class Side:
+class Side(Ragged):
     """One language's version of a split: its sentences as global ids and how they align to English."""
 
     lang: int
@@ -36,13 +36,6 @@ class Side:
     @property
     def num_sentences(self) -> int:
         return len(self.offsets) - 1
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def sentence(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
     def alignment(self, i: int) -> np.ndarray:
         """Gold links of sentence i as (K, 2) pairs (English position, this side's position)."""

@@ -99,7 +99,7 @@ def evaluate_during_training(model, s: Setup, cfg, mods, step: int, spe: int) ->
 
 def eval_line(row: dict) -> str:
     mu = row["eval"]["mu"]
-    return (f"step {row['step']:>6} | eval: µ {mu if mu is not None else 'n/a'} | "
+    return (f"step {row['step']:>6} | eval: µ {'n/a' if mu is None else f'{mu:.3f}'} | "
             + " | ".join(f"L{l} F1 {r['align_f1']:.3f} ρ {r['retrieval']:.3f} τ {r['translation']:.3f}"
                          for l, r in row["eval"]["layers"].items()))
 

@@ -25,8 +25,22 @@ N_SPECIAL = len(SPECIALS)
 LANG_PREFIX = "::"
 
 
+class Ragged:
+    """Sentences stored as one flat `ids` array cut by `offsets` (sentence i = ids[o[i]:o[i+1]])."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def sentence(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+
 @dataclass(frozen=True)
-class Encoded:
+class Encoded(Ragged):
     """Sentences as one flat uint16 array of piece ids plus offsets (sentence i = ids[o[i]:o[i+1]])."""
 
     ids: np.ndarray  # (P,) uint16
@@ -36,13 +50,6 @@ class Encoded:
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def sentence(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
     def save(self, path: Path) -> None:
         with open(path, "wb") as f:  # np.savez would append .npz to a temp name

@@ -10,6 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TINY_TRAIN = ROOT / "corpora" / "tiny" / "train.txt"
 TINY_DEV = ROOT / "corpora" / "tiny" / "dev.txt"
+# `resolve(preset, settings, mods)` settings for the tiny shipped corpus
+TINY_SETTINGS = {"data.train": str(TINY_TRAIN), "data.dev": str(TINY_DEV), "data.vocab_size": 256}
 
 
 def pytest_configure(config):

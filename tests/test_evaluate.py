@@ -7,12 +7,12 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import TINY_SETTINGS
 from minimult.batching import SequenceSet
 from minimult.config import resolve
 from minimult.evaluate import (PPL_SEED, evaluate_run, gold_links, mlm_perplexity, piece_vectors, row_slices,
@@ -24,9 +24,7 @@ from minimult.prepare import prepare
 from minimult.runs import copy_vocab, write_json
 from minimult.train import pretrain
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = {"data.train": str(ROOT / "corpora/tiny/train.txt"), "data.dev": str(ROOT / "corpora/tiny/dev.txt"),
-        "data.vocab_size": 256}
+TINY = TINY_SETTINGS
 
 
 def make_run(tmp_path, name, mods, preset="tiny", **overrides):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import TINY_SETTINGS
 from minimult.batching import SequenceSet, plan_epoch
 from minimult.config import resolve
 from minimult.knn import neighbour_table, table_info
@@ -17,9 +17,7 @@ from minimult.languages import build_sides
 from minimult.masking import mask_batch, random_replacement_ids
 from minimult.prepare import prepare
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = {"data.train": str(ROOT / "corpora/tiny/train.txt"), "data.dev": str(ROOT / "corpora/tiny/dev.txt"),
-        "data.vocab_size": 256, "data.knn_dim": 32}
+TINY = {**TINY_SETTINGS, "data.knn_dim": 32}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import TINY_SETTINGS
 from minimult.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.config import resolve
 from minimult.languages import build_sides
@@ -18,8 +19,7 @@ from minimult.runs import write_json
 from minimult.train import load_checkpoint, lr_at, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"data.train": str(ROOT / "corpora/tiny/train.txt"), "data.dev": str(ROOT / "corpora/tiny/dev.txt"),
-        "data.vocab_size": 256}
+TINY = TINY_SETTINGS
 
 
 def tiny_cfg(mods=None, **overrides):
