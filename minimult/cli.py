@@ -155,12 +155,18 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--ppl-sentences", type=int, default=None,
               help="Sequences per split for perplexity (default all; a fixed random subset when smaller).")
 @click.option("--device", default="auto", show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (default: torch's, one per core).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
-def evaluate(run, layers, dev_sentences, ppl_sentences, device, json_path):
+def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/)."""
     from pathlib import Path
 
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
     from .evaluate import evaluate_run, summary_table
     from .runs import latest_run, write_json
 

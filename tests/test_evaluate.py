@@ -83,6 +83,10 @@ def test_cli_eval_latest_run_and_errors(tmp_path):
     run = next((tmp_path / "runs").iterdir())
     assert f"most recent run: runs/{run.name}" in proc.stdout
     assert "align F1" in proc.stdout and (run / "results.json").is_file()
+    first = json.loads((run / "results.json").read_text())
+    assert cli("eval", str(run), "--layer", "0,2", "--threads", "1", cwd=tmp_path).returncode == 0
+    again = json.loads((run / "results.json").read_text())
+    assert again["layers"] == first["layers"] and again["perplexity"] == first["perplexity"]
 
     def one_line_error(p, fragment):
         lines = [l for l in p.stderr.splitlines() if l.strip()]
