@@ -177,16 +177,15 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task]) -> Pa
         except (OSError, json.JSONDecodeError, KeyError, TypeError):
             old = {}
     settings = []
-    for setting in grid.settings:
+    for setting in grid.settings:  # the whole grid's order, whichever settings --only picked now
         runs = [Path(t.run_dir).name for t in tasks if t.setting_id == setting.id]
         mods = next((t.mods for t in tasks if t.setting_id == setting.id), None)
         prev = old.pop(setting.id, {})
+        if not runs and not prev:
+            continue
         runs = list(dict.fromkeys([*prev.get("runs", []), *runs]))
         settings.append({"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs})
-    # settings swept earlier but not selected now (--only) keep their place after the others
-    settings += [s for s in old.values()]
-    order = {s.id: i for i, s in enumerate(grid.settings)}
-    settings.sort(key=lambda s: order.get(s["id"], len(order)))
+    settings += list(old.values())  # settings swept earlier that the grid file no longer has
     write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, "settings": settings})
     return path
 
@@ -450,13 +449,13 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
         raise MinimultError(f"--stack must be at least 1 (got {stack})")
     if address is not None and backend != "ray":
         raise MinimultError("--address is for --backend ray")
-    grid = grid.select(only)
+    whole, grid = grid, grid.select(only)
     seeds = tuple(seeds) if seeds else grid.seeds
     preset = preset or grid.preset
     root = Path(root).resolve()
     tasks = plan(grid, seeds, preset, root, overrides or {})
     root.mkdir(parents=True, exist_ok=True)
-    manifest = write_manifest(root, grid, preset, tasks)
+    manifest = write_manifest(root, whole, preset, tasks)
 
     outcomes: list[Outcome] = []
     todo = []

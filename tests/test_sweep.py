@@ -222,3 +222,24 @@ def test_grouping_for_stacking_keeps_shapes_and_checkpointed_runs_apart(tmp_path
     names = [[t.name for t in g] for g in group_tasks(ts, 2)]
     assert names == [["a", "c"], ["b"], ["d"], ["e"], ["f"]]
     assert [[t.name for t in g] for g in group_tasks(ts, 1)] == [[t.name] for t in ts]
+
+
+def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):
+    from types import SimpleNamespace
+
+    from minimult.grid import load_grid
+    from minimult.sweep import write_manifest
+
+    (tmp_path / "tiny.toml").write_text(GRID)
+    grid = load_grid(tmp_path / "tiny.toml")
+
+    def swept_only(setting_id):  # what `sweep --only ID` hands write_manifest: its own tasks only
+        tasks = [SimpleNamespace(setting_id=setting_id, mods=SETTINGS[setting_id] if setting_id != "0" else "original",
+                                 run_dir=str(tmp_path / f"{setting_id}-{SETTINGS[setting_id]}-s{s}")) for s in SEEDS]
+        return read_json(write_manifest(tmp_path, grid, "tiny", tasks))
+
+    assert [s["id"] for s in swept_only("18")["settings"]] == ["18"]
+    assert [s["id"] for s in swept_only("0")["settings"]] == ["0", "18"]
+    manifest = swept_only("1")
+    assert [s["id"] for s in manifest["settings"]] == ["0", "1", "18"]
+    assert manifest["settings"][2]["runs"] == ["18-untrained-s0", "18-untrained-s42"]
