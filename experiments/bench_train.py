@@ -49,6 +49,10 @@ Results (2026-11, this machine, under load; ratios are the comparable numbers):
   --threads 1               ours 12,660 tok/s, HF-bucketed 6,996, HF-padded 870: 1.78x, 14.2x; 46% of GEMM
   --threads 2 passive       ours 11,903,        HF-bucketed 7,059, HF-padded 1,128: 1.63x, 10.7x; 54%
   --threads 1 --hf-attn eager  ours 12,258,     HF-bucketed 7,131, HF-padded 1,161: 1.84x, 11.3x; 48%
+Idle machine (2026-11-23, nothing else running):
+  --threads 1               ours 11,828 tok/s, HF-bucketed 8,102, HF-padded 950: 1.47x, 12.6x; 69% of GEMM
+  --threads 1 --config overparam --batch-size 32 --steps 2: ours 141, HF-bucketed 132, HF-padded 28:
+                            1.07x, 5.05x; 90% of GEMM
 """
 
 from __future__ import annotations
