@@ -2,7 +2,8 @@
 # The batch of ablations: every setting of the paper's Table 1 (experiments/table1.toml) for each
 # seed, then the report (Table 1 as mean ± std over seeds, figures) in report/.
 #
-#   ./run_all.sh                                   # this machine (CPU): quick preset, seeds 0,42
+#   ./run_all.sh                                   # this machine (CPU): quick preset, seeds 0,42;
+#                                                  # the overparam rows (needs_gpu) are left out on a CPU
 #   PRESET=paper SEEDS=0,42,43,100,101 ./run_all.sh   # the full reproduction, on a GPU box
 #
 # Extra arguments go to `minimult sweep`, e.g. `./run_all.sh --only 0,1,30`, `--jobs 2`,

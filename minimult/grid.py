@@ -17,6 +17,8 @@ Public entry: `load_grid(path) -> Grid`. A grid file looks like
     name = "lang-pos;shift-special" # the paper's description
     mods = "lang-pos,shift-special" # as `minimult pretrain --mods` takes them; "" = original
     overrides = { "data.fake" = "unicode" }   # optional, this setting only
+    needs_gpu = true                # optional: a sweep on a machine without CUDA leaves it out
+                                    # unless --only names it (e.g. overparam: days on a CPU)
 
 Override keys may also be written as nested TOML tables (`[overrides.train] epochs = 50`).
 Every mod name is checked with `mods.parse_mods`, every override key and value with
@@ -33,7 +35,7 @@ from pathlib import Path
 from .errors import MinimultError
 
 TOP_KEYS = {"title", "description", "preset", "seeds", "overrides", "preset_overrides", "settings"}
-SETTING_KEYS = {"id", "name", "mods", "overrides", "note"}
+SETTING_KEYS = {"id", "name", "mods", "overrides", "note", "needs_gpu"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class Setting:
     name: str
     mods: str  # comma-separated, as --mods takes them; "" = original
     overrides: dict = field(default_factory=dict)  # dotted keys
+    needs_gpu: bool = False  # left out of sweeps on machines without CUDA unless named in --only
 
 
 @dataclass(frozen=True)
@@ -166,8 +169,11 @@ def load_grid(path: str | Path) -> Grid:
             parse_mods(mods)
         except MinimultError as e:
             raise MinimultError(f"{where}: {e}") from None
+        needs_gpu = raw.get("needs_gpu", False)
+        if not isinstance(needs_gpu, bool):
+            raise MinimultError(f"{where}: needs_gpu must be true or false")
         setting = Setting(sid, str(raw.get("name", mods or "original")), mods,
-                          _flatten(raw.get("overrides", {}), f"{where}: overrides"))
+                          _flatten(raw.get("overrides", {}), f"{where}: overrides"), needs_gpu)
         settings.append(setting)
 
     grid = Grid(path, str(data.get("title", path.stem)), tuple(settings), seeds, preset, overrides, preset_overrides)

@@ -20,6 +20,10 @@ The data are prepared (cached) once in this process before any worker starts, so
 the cache. A failing run is reported with its error line and the others go on; each run's own log
 is `sweep.log` in its folder. The sweep writes `<root>/<grid>.sweep.json` (settings -> run folders)
 for `minimult report`.
+
+Settings a grid marks `needs_gpu = true` (overparam: BERT-base sizes, about a day per quick-preset
+run on one CPU core) are left out on a machine without CUDA, with a line saying so, unless `only`
+names them; with a Ray `address` they are kept (the cluster may have GPUs).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .grid import Grid
 from .runs import read_json, write_json
 
 RUN_LOG = "sweep.log"
+LEFT_OUT = "left out"
 LOCK = ".sweep.lock"
 
 
@@ -51,6 +56,7 @@ class Task:
     seed: int
     run_dir: str  # absolute
     config: dict  # the resolved RunConfig as a dict
+    needs_gpu: bool = False  # the grid marks the setting as too slow for a CPU
 
     @property
     def name(self) -> str:
@@ -60,7 +66,7 @@ class Task:
 @dataclass
 class Outcome:
     task: Task
-    status: str  # done | skipped | failed
+    status: str  # done | skipped | failed | left out (needs a GPU, none here)
     message: str = ""
     seconds: float = 0.0
     results: dict = field(default_factory=dict)  # a few headline numbers
@@ -84,8 +90,10 @@ class Summary:
         return not self.failed
 
     def line(self) -> str:
+        left_out = self.count(LEFT_OUT)
         return (f"sweep: {len(self.outcomes)} runs: {self.count('done')} done, {self.count('skipped')} skipped "
-                f"(already complete), {self.count('failed')} failed; run folders under {self.root}/")
+                f"(already complete), {self.count('failed')} failed"
+                + (f", {left_out} left out (need a GPU)" if left_out else "") + f"; run folders under {self.root}/")
 
 
 def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
@@ -118,7 +126,8 @@ def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Ta
             except MinimultError as e:
                 raise MinimultError(f"setting {setting.id} ({setting.name}): {e}") from None
             run_dir = root / run_dir_name(setting.id, cfg.mods, seed)
-            tasks.append(Task(setting.id, setting.name, cfg.mods, seed, str(run_dir), _plain(cfg.to_dict())))
+            tasks.append(Task(setting.id, setting.name, cfg.mods, seed, str(run_dir), _plain(cfg.to_dict()),
+                              setting.needs_gpu))
     return tasks
 
 
@@ -455,8 +464,12 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     root = Path(root).resolve()
     tasks = plan(grid, seeds, preset, root, overrides or {})
     root.mkdir(parents=True, exist_ok=True)
-    manifest = write_manifest(root, whole, preset, tasks)
 
+    import torch
+
+    named = {str(i).strip() for i in only or ()}
+    # a Ray cluster elsewhere may have the GPUs this machine lacks
+    gpu_somewhere = torch.cuda.is_available() or (backend == "ray" and address is not None)
     outcomes: list[Outcome] = []
     todo = []
     for t in tasks:
@@ -467,10 +480,12 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
             continue
         if s == "complete":
             outcomes.append(Outcome(t, "skipped", "already complete"))
+        elif t.needs_gpu and t.setting_id not in named and not gpu_somewhere:
+            outcomes.append(Outcome(t, LEFT_OUT, "needs a GPU"))
         else:
             todo.append(t)
-
-    import torch
+    not_here = {o.task.run_dir for o in outcomes if o.status == LEFT_OUT}
+    manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here])
 
     on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
     gpus = list(range(torch.cuda.device_count())) if on_gpu else []
@@ -483,11 +498,16 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     log(f"sweep {grid.title}: {len(grid.settings)} settings x {len(seeds)} seeds ({','.join(map(str, seeds))}), "
         f"preset {preset} = {len(tasks)} runs under {root}/: {len(todo)} to run, "
         f"{sum(o.status == 'skipped' for o in outcomes)} already complete"
+        + (f", {len(not_here)} left out (need a GPU)" if not_here else "")
         + (f"; backend {backend}, {workers if backend == 'local' else jobs} parallel on {where}" if todo else "")
         + (f"; stacked in {sum(len(g) > 1 for g in groups)} group(s) of up to {stack}" if stack > 1 and todo else ""))
     for o in outcomes:
         if o.status == "failed":
             log(f"  FAILED {o.task.name}: {o.message}")
+    left_out = list(dict.fromkeys(o.task.setting_id for o in outcomes if o.status == LEFT_OUT))
+    if left_out:
+        log(f"  left out on this machine (no GPU): setting(s) {', '.join(left_out)}, marked needs_gpu in "
+            f"{grid.path.name}; name them in --only to run them on the CPU anyway")
 
     if todo:
         seen = set()

@@ -57,6 +57,7 @@ def test_table1_has_the_papers_ids_and_mods():
     assert cfg["15"].model.hidden == 768 and cfg["0"].model.hidden == 64
     assert cfg["30"].mask.probs[3] > 0 and cfg["4"].mask.probs[2] == 0
     assert cfg["1"].model.max_positions == 2 * cfg["0"].model.max_positions
+    assert {s.id for s in grid.settings if s.needs_gpu} == {"15", "16", "17"}  # the overparam ones
 
 
 def test_extra_grid_has_k_et_al_settings():
@@ -101,6 +102,7 @@ def test_a_minimal_grid_and_nested_override_tables(tmp_path):
     ('[[settings]]\nid = "0"\nmods = "lang-pos"\n', "id given twice"),
     ('[[settings]]\nid = "1"\nmods = ""\ncolour = "red"\n', "unknown key(s) colour"),
     ('epochs = 3\n', "unknown key(s) epochs"),
+    ('[[settings]]\nid = "1"\nmods = ""\nneeds_gpu = "yes"\n', "needs_gpu must be true or false"),
     ('[[settings]]\nid = "1"\nmods = "shift-special"\noverrides = { "data.fake" = "unicode" }\n', "shift-special"),
 ])
 def test_bad_grid_files_are_clear_errors(tmp_path, extra, message):

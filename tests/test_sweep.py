@@ -243,3 +243,39 @@ def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):
     manifest = swept_only("1")
     assert [s["id"] for s in manifest["settings"]] == ["0", "1", "18"]
     assert manifest["settings"][2]["runs"] == ["18-untrained-s0", "18-untrained-s42"]
+
+
+def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_path, monkeypatch):
+    from minimult.grid import load_grid
+    from minimult.sweep import run_sweep
+
+    assert swept.proc.returncode == 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    grid_file = tmp_path / "tiny.toml"
+    grid_file.write_text(GRID.replace('mods = "untrained"\n', 'mods = "untrained"\nneeds_gpu = true\n'))
+    grid = load_grid(grid_file)
+    assert [s.needs_gpu for s in grid.settings] == [False, False, True]
+    root = tmp_path / "runs"
+    root.mkdir()
+    for name in RUNS[:4]:  # original and lang-pos already done
+        shutil.copytree(swept.root / name, root / name)
+
+    lines = []
+    summary = run_sweep(grid, root=root, log=lines.append)
+    out = "\n".join(lines)
+    assert summary.ok and "6 runs: 0 done, 4 skipped (already complete), 0 failed, 2 left out (need a GPU)" in out
+    assert "left out on this machine (no GPU): setting(s) 18" in out
+    assert not any(root.glob("18-*"))
+    assert [s["id"] for s in read_json(root / "tiny.sweep.json")["settings"]] == ["0", "1"]
+
+    lines.clear()
+    summary = run_sweep(grid, root=root, log=lines.append, only=["18"], jobs=1)  # named: runs on the CPU
+    assert summary.ok and "2 runs: 2 done, 0 skipped" in "\n".join(lines)
+    for name in RUNS[4:]:
+        assert headline(read_json(root / name / "results.json")) == pytest.approx(
+            headline(read_json(swept.root / name / "results.json")), abs=1e-6)
+
+    lines.clear()
+    run_sweep(grid, root=root, log=lines.append)  # finished runs of such a setting count as complete
+    assert "6 runs: 0 done, 6 skipped (already complete), 0 failed; run" in "\n".join(lines)
+    assert [s["id"] for s in read_json(root / "tiny.sweep.json")["settings"]] == list(SETTINGS)
