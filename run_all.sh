@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
 # The batch of ablations: every setting of the paper's Table 1 (experiments/table1.toml) for each
-# seed, then the report (Table 1 as mean ± std over seeds, figures) in report/.
+# seed, then the report (Table 1 as mean ± std over seeds, figures), which ends with the table.
 #
-#   ./run_all.sh                                   # this machine (CPU): quick preset, seeds 0,42;
-#                                                  # the overparam rows (needs_gpu) are left out on a CPU
-#   PRESET=paper SEEDS=0,42,43,100,101 ./run_all.sh   # the full reproduction, on a GPU box
+#   ./run_all.sh --preset tiny       # the whole grid in minutes (tiny models: checks the machinery)
+#   ./run_all.sh                     # this machine (CPU): quick preset, seeds 0,42 (~22 min a run);
+#                                    # the overparam rows (needs_gpu) are left out on a CPU
+#   ./run_all.sh --preset paper --seeds 0,42,43,100,101   # the full reproduction, on a GPU box
 #
-# Extra arguments go to `minimult sweep`, e.g. `./run_all.sh --only 0,1,30`, `--jobs 2`,
+# Runs go to runs/<preset>/, the report to report/<preset>/ (table1.md, table1.csv, report.json,
+# PNG figures), both under --out DIR (default: the folder of this script). Other arguments go to `minimult sweep`, e.g. `--only 0,1,30`, `--jobs 2`,
 # `--backend ray --address HOST:6379`. Run it again after an interruption: finished runs are
-# skipped and interrupted ones resume from their checkpoints. The K et al.-style settings:
-# `minimult sweep experiments/extra.toml --preset quick --seeds 0,42` (same runs/ folder).
+# skipped and interrupted ones resume from their checkpoints. PRESET=... and SEEDS=... also work.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+preset="${PRESET:-quick}"
+seeds="${SEEDS:-0,42}"
+out=""
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --preset) preset="${2:?--preset needs a value: tiny, quick or paper}"; shift 2 ;;
+    --preset=*) preset="${1#*=}"; shift ;;
+    --seeds) seeds="${2:?--seeds needs a value, e.g. 0,42}"; shift 2 ;;
+    --seeds=*) seeds="${1#*=}"; shift ;;
+    --out) out="${2:?--out needs a folder}"; shift 2 ;;
+    --out=*) out="${1#*=}"; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+out="$(mkdir -p "${out:-$here}" && cd "${out:-$here}" && pwd)"  # a relative --out is the caller's
+case "$preset" in
+  tiny|quick|paper) ;;
+  *) echo "run_all.sh: unknown preset '$preset': use tiny, quick or paper" >&2; exit 2 ;;
+esac
+
+cd "$here"
 source scripts/env.sh
 
 status=0
-minimult sweep experiments/table1.toml --preset "${PRESET:-quick}" --seeds "${SEEDS:-0,42}" "$@" || status=$?
+minimult sweep experiments/table1.toml --preset "$preset" --seeds "$seeds" --root "$out/runs/$preset" ${args[@]+"${args[@]}"} \
+  || status=$?
 # the report covers whatever finished, even when some runs failed
-minimult report runs/ --out report/ || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+minimult report "$out/runs/$preset" --out "$out/report/$preset" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

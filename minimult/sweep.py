@@ -353,8 +353,27 @@ def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     return out
 
 
+def _die_with_parent() -> None:
+    """Have the kernel end this worker when the sweep process dies (Linux `prctl(PR_SET_PDEATHSIG)`).
+
+    Ctrl-C reaches the workers too, but a sweep ended with `kill` or killed for memory would otherwise
+    leave its workers training on, unobserved; checkpoints are written atomically, so the next sweep
+    resumes their runs."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() == 1:  # the parent was already gone before prctl took effect
+        os._exit(1)
+
+
 def _init_local_worker(gpu_queue) -> None:
-    """Pin this worker to one GPU (before anything touches CUDA)."""
+    """End with the sweep process; pin this worker to one GPU (before anything touches CUDA)."""
+    _die_with_parent()
     gpu = gpu_queue.get()
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)

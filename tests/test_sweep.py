@@ -279,3 +279,48 @@ def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_
     run_sweep(grid, root=root, log=lines.append)  # finished runs of such a setting count as complete
     assert "6 runs: 0 done, 6 skipped (already complete), 0 failed; run" in "\n".join(lines)
     assert [s["id"] for s in read_json(root / "tiny.sweep.json")["settings"]] == list(SETTINGS)
+
+
+def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
+    import os
+    import signal
+    import time
+
+    grid = tmp_path / "tiny.toml"
+    grid.write_text(GRID.replace('"train.eval_every" = 13', '"train.epochs" = 1000'))  # long enough to be killed
+    proc = subprocess.Popen(CLI + ["sweep", str(grid), "--root", str(tmp_path / "runs"), "--jobs", "2", "--only", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+
+    def alive(pid):
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+        except (FileNotFoundError, IndexError):
+            return False
+
+    def workers():
+        kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        return [int(p) for p in kids.read_text().split()] if kids.exists() else []
+
+    pids = []
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp_path.glob("runs/0-original-s*/sweep.log")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the sweep ended before it was killed"
+            time.sleep(0.5)
+        time.sleep(2)  # both workers training
+        pids += [p for p in workers() if "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text()]
+        assert pids, "no worker processes found"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 60
+        while any(map(alive, pids)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(alive, pids)), "sweep workers outlived the sweep"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in pids:  # never leave workers behind, whatever failed
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

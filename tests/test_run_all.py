@@ -1,0 +1,43 @@
+"""`run_all.sh`, the batch script, end to end on the tiny corpus: the Table 1 grid's sweep then the
+report, whose table it prints last; a second call runs nothing; a bad preset is one line and exit 2.
+(That the overparam rows are left out on a CPU is tests/test_sweep.py's.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_DATA = ["--set", f"data.train={ROOT / 'corpora/tiny/train.txt'}", "--set", f"data.dev={ROOT / 'corpora/tiny/dev.txt'}",
+             "--set", "data.vocab_size=256"]
+
+
+def run_all(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / "run_all.sh"), *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=900)
+
+
+def test_run_all_sweeps_then_prints_the_table(tmp_path):
+    args = ["--preset", "tiny", "--seeds", "0", "--only", "0,1", "--jobs", "2", "--out", "out", *TINY_DATA]
+    proc = run_all(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp_path / "out"
+    assert "2 runs: 2 done, 0 skipped (already complete), 0 failed;" in proc.stdout
+    assert sorted(p.name for p in (out / "runs" / "tiny").iterdir()) == ["0-original-s0", "1-lang-pos-s0",
+                                                                          "table1.sweep.json"]
+    table = proc.stdout[proc.stdout.index("| ID |"):].strip().splitlines()  # the report's table comes last
+    assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
+    assert "µ" in table[0] and "n/a" not in table[2]  # 8 layers under the tiny preset here: µ exists
+    assert (out / "report" / "tiny" / "table1.md").is_file() and any((out / "report" / "tiny").glob("*.png"))
+
+    again = run_all(*args, cwd=tmp_path)
+    assert again.returncode == 0 and "0 done, 2 skipped (already complete)" in again.stdout
+
+
+def test_run_all_refuses_an_unknown_preset(tmp_path):
+    proc = run_all("--preset", "huge", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "run_all.sh: unknown preset 'huge': use tiny, quick or paper"]
+    assert not any(tmp_path.iterdir())
