@@ -31,8 +31,10 @@ from .errors import fail_cleanly
               help="Train up to K new runs of one model shape and schedule as one stacked (batched) model "
                    "per worker; per-model results equal separate runs. Pays off on a GPU; on a CPU it is "
                    "slower (see experiments/bench_stacked.py).")
+@click.option("--status-every", type=float, default=300, show_default=True, metavar="SECONDS",
+              help="How often to print where the running runs are and how long the sweep has left.")
 @fail_cleanly
-def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack):
+def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack, status_every):
     """Train and evaluate every setting x seed of a grid file (e.g. experiments/table1.toml).
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
@@ -45,7 +47,8 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
     try:
         summary = run_sweep(grid, parse_seeds(seeds) if seeds else None, preset, jobs, backend, address, root,
                             parse_overrides(settings), log=click.echo,
-                            only=[s for s in only.split(",") if s.strip()] if only else None, stack=stack)
+                            only=[s for s in only.split(",") if s.strip()] if only else None, stack=stack,
+                            progress_every=status_every)
     except KeyboardInterrupt:
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)
         sys.exit(130)

@@ -18,8 +18,9 @@ Backends:
 
 The data are prepared (cached) once in this process before any worker starts, so workers only read
 the cache. A failing run is reported with its error line and the others go on; each run's own log
-is `sweep.log` in its folder. The sweep writes `<root>/<grid>.sweep.json` (settings -> run folders)
-for `minimult report`.
+is `sweep.log` in its folder; every `progress_every` seconds the sweep prints where each running run
+is and roughly how long the sweep has left (`minimult.sweep_progress`). The sweep writes
+`<root>/<grid>.sweep.json` (settings -> run folders) for `minimult report`.
 
 Settings a grid marks `needs_gpu = true` (overparam: BERT-base sizes, about a day per quick-preset
 run on one CPU core) are left out on a machine without CUDA, with a line saying so, unless `only`
@@ -34,7 +35,7 @@ import multiprocessing
 import os
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,6 +43,7 @@ from typing import Callable
 from .errors import MinimultError
 from .grid import Grid
 from .runs import read_json, write_json
+from .sweep_progress import EVERY as PROGRESS_EVERY, SweepProgress
 
 RUN_LOG = "sweep.log"
 LEFT_OUT = "left out"
@@ -383,7 +385,7 @@ def _init_local_worker(gpu_queue) -> None:
 # Backends.
 
 
-def _run_local(groups, jobs, gpus, threads, report) -> None:
+def _run_local(groups, jobs, gpus, threads, report, tick, every) -> None:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     for i in range(jobs):
@@ -391,21 +393,28 @@ def _run_local(groups, jobs, gpus, threads, report) -> None:
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_local_worker,
                              initargs=(queue,)) as pool:
         futures = {pool.submit(run_group, g, threads): g for g in groups}
+        pending = set(futures)
         try:
-            for future in as_completed(futures):
-                try:
-                    outcomes = future.result()
-                except Exception as e:  # the worker process itself died (killed, out of memory)
-                    outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}")
-                                for t in futures[future]]
-                for outcome in outcomes:
-                    report(outcome)
+            while pending:
+                ready, pending = wait(pending, timeout=every, return_when=FIRST_COMPLETED)
+                tick()
+                for future in ready:
+                    _report_local(future, futures[future], report)
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
 
-def _run_ray(groups, jobs, address, report, log) -> None:
+def _report_local(future, group, report) -> None:
+    try:
+        outcomes = future.result()
+    except Exception as e:  # the worker process itself died (killed, out of memory)
+        outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}") for t in group]
+    for outcome in outcomes:
+        report(outcome)
+
+
+def _run_ray(groups, jobs, address, report, log, tick, every) -> None:
     try:
         import ray
     except ImportError:
@@ -430,7 +439,8 @@ def _run_ray(groups, jobs, address, report, log) -> None:
         refs = {remote.remote(g, 1): g for g in groups}
         pending = list(refs)
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=every)
+            tick()
             for ref in ready:
                 try:
                     outcomes = ray.get(ref)
@@ -464,7 +474,8 @@ def _describe(o: Outcome) -> str:
 
 def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | None = None, backend: str = "local",
               address: str | None = None, root: str | Path = "runs", overrides: dict | None = None,
-              log: Callable[[str], None] = print, only=None, stack: int = 1) -> Summary:
+              log: Callable[[str], None] = print, only=None, stack: int = 1,
+              progress_every: float = PROGRESS_EVERY) -> Summary:
     """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring."""
     from .prepare import prepare
     from .config import RunConfig
@@ -475,6 +486,8 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
         raise MinimultError(f"--jobs must be at least 1 (got {jobs})")
     if stack < 1:
         raise MinimultError(f"--stack must be at least 1 (got {stack})")
+    if not progress_every > 0:
+        raise MinimultError(f"--status-every must be a positive number of seconds (got {progress_every})")
     if address is not None and backend != "ray":
         raise MinimultError("--address is for --backend ray")
     whole, grid = grid, grid.select(only)
@@ -537,19 +550,22 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
                 prepare(RunConfig.from_dict(t.config).data, progress=log)
 
         finished = [0]
+        parallel = workers if backend == "local" else jobs
+        progress = SweepProgress(todo, parallel, RUN_LOG, log, progress_every)
 
         def report(o: Outcome) -> None:
             finished[0] += 1
             outcomes.append(o)
+            progress.finished(o)
             if o.status == "done":
                 log(f"[{finished[0]}/{len(todo)}] done {o.task.name} ({o.message}, {o.seconds:.0f} s){_describe(o)}")
             else:
                 log(f"[{finished[0]}/{len(todo)}] FAILED {o.task.name}: {o.message}")
 
         if backend == "local":
-            _run_local(groups, workers, gpus, threads, report)
+            _run_local(groups, workers, gpus, threads, report, progress.tick, progress_every)
         else:
-            _run_ray(groups, jobs, address, report, log)
+            _run_ray(groups, jobs, address, report, log, progress.tick, progress_every)
 
     order = {t.run_dir: i for i, t in enumerate(tasks)}
     outcomes.sort(key=lambda o: order[o.task.run_dir])

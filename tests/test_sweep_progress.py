@@ -1,0 +1,64 @@
+"""The sweep's status lines: each running run's step, loss, speed and time left from its sweep.log,
+and the sweep's time left from them, the queue and finished runs; a real sweep prints them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from minimult.sweep_progress import SweepProgress, last_step, seconds
+
+LINE = ("step {step:>6}/1775 | epoch  16.52 | loss  3.9585 | lr 6.99e-04 |   11,962 tok/s | "
+        "{elapsed} elapsed, {left} left\n")
+
+
+def run(tmp_path, name, *lines):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "sweep.log").write_text("new run\n" + "".join(lines) + "step   1775 | eval: µ 0.21\n")
+    return SimpleNamespace(run_dir=str(d), name=name)
+
+
+def test_times_and_the_last_training_line(tmp_path):
+    assert [seconds(t) for t in ("9m46s", "1h02m", "0m05s", "12", "")] == [586, 3720, 5, None, None]
+    r = run(tmp_path, "a", LINE.format(step=100, elapsed="1m00s", left="9m00s"),
+            LINE.format(step=1173, elapsed="19m02s", left="9m46s"))
+    assert last_step(Path(r.run_dir) / "sweep.log", 0) == {
+        "step": 1173, "total": 1775, "loss": "3.9585", "tok_s": "11,962", "elapsed": 1142, "left": 586}
+    assert last_step(Path(r.run_dir) / "sweep.log", since=2e9) is None  # written before this sweep began
+    assert last_step(tmp_path / "missing.log", 0) is None
+
+
+def test_status_lines_and_time_left(tmp_path):
+    a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="20m00s"))
+    b = run(tmp_path, "b", LINE.format(step=1200, elapsed="20m00s", left="10m00s"))
+    queued = [SimpleNamespace(run_dir=str(tmp_path / q), name=q) for q in ("c", "d")]
+    lines = []
+    progress = SweepProgress([a, b, *queued], workers=2, run_log="sweep.log", log=lines.append, every=0)
+    progress.start = 0  # the logs count as written during this sweep
+    progress.tick()
+    # running: 20 + 10 min left; 2 queued x a typical run of 30 min; over 2 workers -> 45 min
+    assert "] 2 running, 2 queued, 0 done in " in lines[0] and lines[0].endswith("; ~45m00s left")
+    assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 20m00s left",
+                         "    b: step 1200/1775, loss 3.9585, 11,962 tok/s, 10m00s left"]
+    progress.finished(SimpleNamespace(task=b, status="done", seconds=1200.0))  # a finished run sets the pace
+    lines.clear()
+    progress.tick()
+    assert "1 running, 2 queued, 1 done" in lines[0] and lines[0].endswith("~30m00s left")  # (20 + 2 x 20) / 2
+
+
+def test_a_sweep_prints_status_lines_while_runs_train(tmp_path):
+    from minimult.grid import load_grid
+    from minimult.sweep import run_sweep
+
+    from test_sweep import GRID
+
+    grid_file = tmp_path / "tiny.toml"
+    grid_file.write_text(GRID.replace('"train.eval_every" = 13', '"train.epochs" = 12'))
+    lines = []
+    summary = run_sweep(load_grid(grid_file), seeds=[0], root=tmp_path / "runs", log=lines.append, only=["0"],
+                        jobs=1, progress_every=0.5)
+    assert summary.ok
+    status = [l for l in lines if l.startswith("  [") and " running, " in l]
+    assert status, "\n".join(lines)
+    assert any(l.startswith("    0-original-s0: step ") and "/156, loss " in l for l in lines), "\n".join(lines)
