@@ -1,14 +1,14 @@
 """A sweep's status lines while its runs train: which run is where, and roughly how long is left.
 
-Public entry: `SweepProgress(tasks, workers, run_log, log, every)`; the sweep calls `.finished(outcome)` for
-every run that ends and `.tick()` whenever it has waited `every` seconds without news. Each run's
-own progress is read from the last training line of its `sweep.log`
+Public entry: `SweepProgress(tasks, workers, run_log, log, every)`; the sweep calls
+`.finished(outcome)` for every run that ends and `.tick()` whenever it has waited `every` seconds
+without news. Each run's own progress is read from the last training line of its `sweep.log`
 (`step 1173/1775 | epoch ... | loss 3.9585 | ... | 11,962 tok/s | 19m02s elapsed, 9m46s left`), so it
 works the same for local workers and Ray tasks on a shared filesystem.
 
 The sweep's time left = (what the running runs have left + queued runs x a typical run's length) /
-parallel workers, at least the longest a running run has left; a typical run's length is the median over finished runs, or over the running
-runs' elapsed + left while none has finished. Evaluation after training is not in the runs' own
+parallel workers, at least the longest a running run has left; a typical run's length is the median
+over finished runs, or over the running runs' elapsed + left while none has finished. Evaluation after training is not in the runs' own
 estimates, so the figure is a lower bound until the first run finishes.
 """
 
@@ -19,6 +19,8 @@ import statistics
 import time
 from pathlib import Path
 from typing import Callable
+
+from .train import fmt_time as fmt
 
 EVERY = 300.0  # seconds between status lines
 _STEP = re.compile(r"step\s+(\d+)/(\d+) \|.*\| loss\s+(\S+) \|.*\|\s*([\d,]+) tok/s \| (\S+) elapsed, (\S+) left")
@@ -32,11 +34,6 @@ def seconds(text: str) -> float | None:
         return None
     h, mi, s = (int(g or 0) for g in m.groups())
     return h * 3600 + mi * 60 + s
-
-
-def fmt(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def last_step(log_file: Path, since: float) -> dict | None:
