@@ -8,9 +8,11 @@
 #   ./run_all.sh --preset paper --seeds 0,42,43,100,101   # the full reproduction, on a GPU box
 #
 # Runs go to runs/<preset>/, the report to report/<preset>/ (table1.md, table1.csv, report.json,
-# PNG figures), both under --out DIR (default: the folder of this script). Other arguments go to `minimult sweep`, e.g. `--only 0,1,30`, `--jobs 2`,
-# `--backend ray --address HOST:6379`. Run it again after an interruption: finished runs are
-# skipped and interrupted ones resume from their checkpoints. PRESET=... and SEEDS=... also work.
+# PNG figures), both under --out DIR (default: the folder of this script). Other arguments go to
+# `minimult sweep`, e.g. `--only 0,1,30`, `--jobs 2`, `--backend ray --address HOST:6379`. Run it
+# again after an interruption: finished runs are skipped and interrupted ones resume from their
+# checkpoints. PRESET=... and SEEDS=... also work. The K et al.-style settings:
+# `minimult sweep experiments/extra.toml --preset quick --seeds 0,42 --root runs/quick`.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -29,11 +31,11 @@ while [ $# -gt 0 ]; do
     *) args+=("$1"); shift ;;
   esac
 done
-out="$(mkdir -p "${out:-$here}" && cd "${out:-$here}" && pwd)"  # a relative --out is the caller's
 case "$preset" in
   tiny|quick|paper) ;;
   *) echo "run_all.sh: unknown preset '$preset': use tiny, quick or paper" >&2; exit 2 ;;
 esac
+out="$(mkdir -p "${out:-$here}" && cd "${out:-$here}" && pwd)"  # a relative --out is the caller's
 
 cd "$here"
 source scripts/env.sh
