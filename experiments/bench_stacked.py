@@ -2,6 +2,7 @@
 
     .venv/bin/python experiments/bench_stacked.py [--models 4] [--config small] [--batches same|different]
                                                   [--steps 6] [--threads 1] [--device cpu|cuda]
+                                                  [--precision auto|fp32|bf16]
 
 Each round: every separate model takes one step (forward, backward, clipping, AdamW) on its batch,
 then the stacked model takes one step on all M batches at once; the order alternates per round.
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_train import CONFIGS, bucketed_batches, make_batch, sentence_lengths  # noqa: E402
 from minimult.model import Bert, ModelConfig  # noqa: E402
+from minimult.precision import autocast as precision_autocast  # noqa: E402
 from minimult.stacked import StackedBert, pack  # noqa: E402
 
 
@@ -38,6 +40,8 @@ def main():
     p.add_argument("--config", choices=sorted(CONFIGS), default="small")
     p.add_argument("--batches", choices=["same", "different"], default="same")
     p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                   help="as train.precision (auto: bf16 autocast on CUDA, fp32 on CPU)")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)
@@ -77,7 +81,7 @@ def main():
         stacked.generators = [torch.Generator().manual_seed(i) for i in range(M)]
     opts = [torch.optim.AdamW(m.param_groups(0.01), lr=lr, eps=1e-6, fused=True) for m in separate]
     opt_stacked = torch.optim.AdamW(stacked.param_groups(0.01), lr=lr, eps=1e-6, fused=True)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    autocast = precision_autocast(args.precision, device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def step_separate(batches):
@@ -102,7 +106,7 @@ def main():
     tokens = []
     print(f"# {M} x {args.config} ({separate[0].num_parameters():,} parameters each) | batch {args.batch_size} per "
           f"model | batches {args.batches} | threads {torch.get_num_threads()} | device {device} | torch "
-          f"{torch.__version__}", flush=True)
+          f"{torch.__version__} | precision {args.precision}", flush=True)
     for r in range(rounds):
         batches = data[r]
         order = ["separate", "stacked"] if r % 2 == 0 else ["stacked", "separate"]
@@ -125,7 +129,8 @@ def main():
     tps = {k: [n / t for n, t in zip(tokens, v)] for k, v in times.items()}
     ratio = statistics.median(a / b for a, b in zip(tps["stacked"], tps["separate"]))
     res = {"models": M, "config": args.config, "batches": args.batches, "device": str(device),
-           "threads": torch.get_num_threads(), "tok_s_separate": round(statistics.median(tps["separate"])),
+           "threads": torch.get_num_threads(), "precision": args.precision,
+           "tok_s_separate": round(statistics.median(tps["separate"])),
            "tok_s_stacked": round(statistics.median(tps["stacked"])), "stacked_over_separate": round(ratio, 2)}
     print(f"\n{'mode':<10} {'real tok/s, all models (median)':>32}")
     for k in ("separate", "stacked"):

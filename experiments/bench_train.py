@@ -86,6 +86,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minimult.export import to_hf  # noqa: E402
 from minimult.model import Bert, ModelConfig  # noqa: E402
+from minimult.precision import autocast, native_bf16  # noqa: E402
 
 CLS, SEP, MASK, PAD, N_SPECIAL = 2, 3, 4, 0, 5
 CONFIGS = {
@@ -154,13 +155,13 @@ def matmul_flops(cfg: ModelConfig, B: int, T: int, n_selected: int) -> float:
 class GemmReference:
     """One layer's linear-layer matmuls (forward and both backward products) at n rows."""
 
-    def __init__(self, cfg: ModelConfig, n: int, device):
+    def __init__(self, cfg: ModelConfig, n: int, device, dtype=torch.float32):
         H, I = cfg.hidden, cfg.intermediate
         self.cases = []
         for d_in, d_out in ((H, 3 * H), (H, H), (H, I), (I, H)):
-            x = torch.randn(n, d_in, device=device)
-            w = torch.randn(d_out, d_in, device=device) * 0.02
-            dy = torch.randn(n, d_out, device=device)
+            x = torch.randn(n, d_in, device=device, dtype=dtype)
+            w = torch.randn(d_out, d_in, device=device, dtype=dtype) * 0.02
+            dy = torch.randn(n, d_out, device=device, dtype=dtype)
             self.cases += [(x, w.t()), (dy, w), (dy.t(), x)]  # X@W^T, dY@W, dY^T@X
         self.flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in self.cases)
         self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
@@ -182,8 +183,9 @@ class GemmReference:
 # the three runners
 
 class Runner:
-    def __init__(self, name, model, lr, step_fn, device, adamw: str):
+    def __init__(self, name, model, lr, step_fn, device, adamw: str, precision: str):
         self.name, self.model, self.step_fn = name, model.to(device).train(), step_fn
+        self.precision, self.autocast = precision, lambda: autocast(precision, torch.device(device))
         groups = model.param_groups(0.01) if hasattr(model, "param_groups") else hf_param_groups(model, 0.01)
         impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[adamw]
         self.opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, **impl)
@@ -193,7 +195,8 @@ class Runner:
     def step(self, batch, record: bool, flops: float = 0.0):
         self.sync()
         t = time.perf_counter()
-        loss = self.step_fn(self.model, batch)
+        with self.autocast():
+            loss = self.step_fn(self.model, batch)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -246,6 +249,10 @@ def main():
     p.add_argument("--hf-attn", default="sdpa", choices=["sdpa", "eager"], help="HF attention implementation")
     p.add_argument("--adamw", choices=["fused", "foreach", "loop"], default="fused",
                    help="torch.optim.AdamW implementation, the same for all models")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="ours' precision (bf16 = autocast, as train.precision=bf16); the GEMM reference uses it too")
+    p.add_argument("--hf-precision", choices=["fp32", "bf16"], default=None,
+                   help="the HF models' precision (default: the same as --precision)")
     p.add_argument("--models", default="ours,hf-bucketed,hf-padded", help="comma-separated subset")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
@@ -253,6 +260,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    hf_precision = args.hf_precision or args.precision
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     g = torch.Generator().manual_seed(args.seed)
@@ -275,19 +283,22 @@ def main():
     wanted = args.models.split(",")
     runners = {}
     if "ours" in wanted:
-        runners["ours"] = Runner("ours", ours_model, lr, ours_step, device, args.adamw)
+        runners["ours"] = Runner("ours", ours_model, lr, ours_step, device, args.adamw, args.precision)
     for name in ("hf-bucketed", "hf-padded"):
         if name in wanted:
-            runners[name] = Runner(name, to_hf(ours_model, cfg, attn_implementation=args.hf_attn), lr, hf_step, device, args.adamw)
+            hf = to_hf(ours_model, cfg, attn_implementation=args.hf_attn)
+            runners[name] = Runner(name, hf, lr, hf_step, device, args.adamw, hf_precision)
     data = {"ours": bucketed, "hf-bucketed": bucketed, "hf-padded": padded}
-    gemm = GemmReference(cfg, int(np.median([b["B"] * b["T"] for b in bucketed])), device)
+    gemm_dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    gemm = GemmReference(cfg, int(np.median([b["B"] * b["T"] for b in bucketed])), device, gemm_dtype)
     gemm_rates = []
 
     print(f"# {args.config}: {Bert(cfg).num_parameters():,} parameters | batch {args.batch_size} | "
           f"{len(lengths)} sentences, median length {np.median(lengths):.0f}, max {lengths.max()} | "
           f"{len(buckets)} bucketed batches, tokens/batch median "
           f"{np.median([lengths[b].sum() for b in buckets]):.0f} | threads {torch.get_num_threads()} | "
-          f"device {device} | torch {torch.__version__} | HF attention {args.hf_attn} | AdamW {args.adamw}", flush=True)
+          f"device {device} | torch {torch.__version__} | HF attention {args.hf_attn} | AdamW {args.adamw} | "
+          f"precision ours {args.precision}, HF {hf_precision} (native bf16: {native_bf16(device)})", flush=True)
     t_start = time.perf_counter()
     names = list(runners)
     for r in range(rounds):
@@ -310,7 +321,8 @@ def main():
 
     res = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(),
            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
-           "batch_size": args.batch_size, "steps": args.steps, "adamw": args.adamw, "torch": torch.__version__}
+           "batch_size": args.batch_size, "steps": args.steps, "adamw": args.adamw, "torch": torch.__version__,
+           "precision": args.precision, "hf_precision": hf_precision}
     print()
     print(f"{'model':<12} {'s/step (median)':>16} {'real tok/s (median)':>20} {'real tok/s (total)':>19}")
     for name, run in runners.items():

@@ -12,6 +12,7 @@ import json
 import typing
 from dataclasses import dataclass, field
 
+from . import precision
 from .errors import MinimultError
 from .masking import MaskConfig
 from .model import ModelConfig
@@ -57,6 +58,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16: see minimult.precision
     checkpoint_every: int = 0  # steps; 0 = once per epoch
     eval_every: int = 0  # steps between multilinguality evaluations during training; 0 = never
     eval_sentences: int = 1000  # dev sentences used by those evaluations
@@ -64,6 +66,7 @@ class TrainConfig:
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
             raise MinimultError("epochs must be >= 0, batch_size >= 1 and lr > 0")
+        precision.check(self.precision)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import metrics
+from . import metrics, precision
 from .batching import SequenceSet
 from .config import RunConfig
 from .errors import MinimultError
@@ -109,7 +109,7 @@ def piece_vectors(model: Bert, side: Side, data_cfg, layers, device, batch_size:
     order = np.argsort(side.lengths, kind="stable")
     out = {l: torch.zeros(len(side.ids), model.cfg.hidden, device=device) for l in layers}
     offsets = torch.as_tensor(side.offsets, device=device)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    autocast = precision.autocast("auto", device)  # bf16 on CUDA, fp32 on CPU
     for i in range(0, len(order), batch_size):
         index = order[i : i + batch_size]
         b = seqs.batch(index)

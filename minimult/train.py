@@ -12,7 +12,6 @@ import json
 import math
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -20,6 +19,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from . import precision
 from .batching import SequenceSet, plan_epoch, steps_per_epoch
 from .errors import MinimultError
 from .languages import build_sides
@@ -131,6 +131,7 @@ def start_meta(run_dir: Path, cfg, mods, s: Setup, spe: int, total: int, **extra
                  "mod_versions": versions(mods),
                  "vocab_sha256": s.prepared.vocab_hash, "prepared": str(s.prepared.path),
                  "environment": environment(), "status": "training", "device": str(s.device),
+                 "precision": precision.resolve(cfg.train.precision, s.device),
                  "parameters": s.model.num_parameters(), "steps_per_epoch": spe, "total_steps": total, **extra})
     write_json(run_dir / "run.json", meta)
     return meta
@@ -186,7 +187,8 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
 
     meta = start_meta(run_dir, cfg, mods, s, spe, total)
     tokens_per_epoch = int(s.train_set.lengths_np.sum() + 2 * len(s.train_set))
-    log(f"device {device} | {model.num_parameters():,} parameters | batch {tc.batch_size} sequences "
+    log(f"device {device} ({precision.describe(tc.precision, device)}) | {model.num_parameters():,} parameters | "
+        f"batch {tc.batch_size} sequences "
         f"(~{tokens_per_epoch / spe:,.0f} tokens/step) | {len(s.train_set):,} sequences, {spe} steps/epoch, "
         f"{tc.epochs} epochs = {total} steps | mods: {cfg.mods}")
 
@@ -197,7 +199,7 @@ def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str]
         log(f"no training steps ({'untrained' if total == 0 else 'done'}); checkpoint written to {ckpt_path}")
         return meta
 
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    autocast = precision.autocast(tc.precision, device)
     generator = torch.Generator(device=device)
     every = tc.checkpoint_every or spe
     log_every = max(1, min(50, spe // 4))

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
 import torch
 
+from . import precision
 from .batching import plan_epoch, steps_per_epoch
 from .errors import MinimultError
 from .masking import mask_batch
@@ -30,7 +31,7 @@ from .train import (CHECKPOINT, build, eval_line, evaluate_during_training, fmt_
                     pick_device, save_checkpoint, start_meta, step_seed, truncate_log)
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
-                "threads", "checkpoint_every", "eval_every", "eval_sentences")
+                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences")
 
 
 def check_stackable(cfgs) -> None:
@@ -107,7 +108,8 @@ def pretrain_stacked(cfgs, mods, run_dirs, resume: bool = False, log: Callable[[
     metas = [start_meta(d, cfg, ms, s, spe, total, stacked_with=[x.name for x in run_dirs])
              for d, cfg, ms, s in zip(run_dirs, cfgs, mods, setups)]
     tokens_per_epoch = sum(int(s.train_set.lengths_np.sum() + 2 * len(s.train_set)) for s in setups)
-    log(f"device {device} | {M} stacked models × {setups[0].model.num_parameters():,} parameters | batch "
+    log(f"device {device} ({precision.describe(tc.precision, device)}) | {M} stacked models × "
+        f"{setups[0].model.num_parameters():,} parameters | batch "
         f"{tc.batch_size} sequences each | {spe} steps/epoch, {tc.epochs} epochs = {total} steps | runs: "
         + ", ".join(f"{d.name} ({cfg.mods}, seed {cfg.train.seed})" for d, cfg in zip(run_dirs, cfgs)))
 
@@ -125,7 +127,7 @@ def pretrain_stacked(cfgs, mods, run_dirs, resume: bool = False, log: Callable[[
             write_json(d / "run.json", meta)
         return metas
 
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    autocast = precision.autocast(tc.precision, device)
     mask_gens = [torch.Generator(device=device) for _ in range(M)]
     model.generators = [torch.Generator() for _ in range(M)] if device.type == "cpu" else None
     every = tc.checkpoint_every or spe

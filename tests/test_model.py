@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from minimult import precision
 from minimult.errors import MinimultError
 from minimult.export import save_hf, to_hf
 from minimult.model import Bert, ModelConfig
@@ -210,3 +211,26 @@ def test_dropout_rate_scale_and_reproducibility():
         torch.manual_seed(seed)
         outs.append(model(*batch))
     assert torch.equal(outs[0], outs[1]) and not torch.allclose(outs[0], outs[2])
+
+
+def test_bf16_autocast_runs_the_linears_in_bf16_and_stays_close():
+    """precision.autocast('bf16') on a CPU: matrix products come out in bf16, LayerNorm outputs (what
+    the blocks pass on) in fp32, and the hidden states stay within bf16 rounding of fp32's."""
+    cfg = CONFIGS["4heads"]
+    model, _ = pair(cfg)
+    batch = make_batch(cfg)
+    seen = []
+    model.blocks[0].attn.qkv.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    with torch.no_grad():
+        ref = model(*batch)
+        with precision.autocast("bf16", torch.device("cpu")):
+            low = model(*batch)
+    assert seen == [torch.float32, torch.bfloat16] and low.dtype == torch.float32
+    mask = batch[3]
+    err = (low - ref)[mask].abs().max() / ref[mask].abs().max()
+    assert 0 < err < 0.05, err
+    with pytest.raises(MinimultError, match="unknown precision"):
+        precision.autocast("fp16", torch.device("cpu"))
+    assert precision.resolve("auto", torch.device("cpu")) == "fp32"
+    assert precision.resolve("auto", torch.device("cuda")) == "bf16"
+
