@@ -70,7 +70,7 @@ def prepare(train, dev, fake, preset, settings, mods, examples):
                    "(the published code's no-random). Overrides the mods' mix.")
 @click.option("--device", default=None, help="auto (default) | cpu | cuda | cuda:N.")
 @click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default=None,
-              help="auto (default: bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16 (~1.8x faster on CPUs "
+              help="auto (default: bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16 (~1.6x faster on CPUs "
                    "with AVX512-BF16 or AMX).")
 @click.option("--eval-every", type=int, default=None, metavar="STEPS",
               help="Evaluate multilinguality every N steps into metrics.jsonl (the paper's Fig. 6/7 curves).")

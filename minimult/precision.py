@@ -5,7 +5,7 @@
         without native bf16)
   fp32  float32 everywhere
   bf16  bf16 autocast on any device: matrix products in bf16, LayerNorm, softmax and the loss in
-        float32. On CPUs with AVX512-BF16 or AMX (`native_bf16`) this is ~1.8x faster per training
+        float32. On CPUs with AVX512-BF16 or AMX (`native_bf16`) this is ~1.6x faster per training
         step (experiments/bench_train.py --precision bf16); elsewhere on CPU it is emulated, slower.
 """
 

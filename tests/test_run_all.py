@@ -1,9 +1,11 @@
 """`run_all.sh`, the batch script, end to end on the tiny corpus: the Table 1 grid's sweep then the
-report, whose table it prints last; a second call runs nothing; a bad preset is one line and exit 2.
+report, whose table it prints last; a second call runs nothing; --precision gets its own folders; a
+bad preset or precision is one line and exit 2.
 (That the overparam rows are left out on a CPU is tests/test_sweep.py's.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -41,3 +43,23 @@ def test_run_all_refuses_an_unknown_preset(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "run_all.sh: unknown preset 'huge': use tiny, quick or paper"]
     assert not any(tmp_path.iterdir())
+
+
+def test_run_all_precision_trains_in_bf16_into_its_own_folders(tmp_path):
+    proc = run_all("--preset", "tiny", "--seeds", "0", "--only", "0", "--precision", "bf16", "--out", "out",
+                   *TINY_DATA, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = tmp_path / "out" / "runs" / "tiny-bf16" / "0-original-s0"
+    assert json.loads((run / "run.json").read_text())["precision"] == "bf16"
+    assert json.loads((run / "config.json").read_text())["train"]["precision"] == "bf16"
+    assert "device cpu (bf16)" in (run / "sweep.log").read_text()
+    assert (tmp_path / "out" / "report" / "tiny-bf16" / "table1.md").is_file()
+    assert not (tmp_path / "out" / "runs" / "tiny").exists()
+
+
+def test_run_all_refuses_an_unknown_precision(tmp_path):
+    proc = run_all("--precision", "fp16", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "run_all.sh: unknown precision 'fp16': use auto, fp32 or bf16"]
+    assert not any(tmp_path.iterdir())
+
