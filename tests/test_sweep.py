@@ -207,20 +207,20 @@ def test_stacked_sweep_gives_the_same_results(swept, tmp_path):
 def test_grouping_for_stacking_keeps_shapes_and_checkpointed_runs_apart(tmp_path):
     from minimult.sweep import Task, group_tasks
 
-    def task(name, model, epochs=2, checkpoint=False):
+    def task(name, model, epochs=2, checkpoint=False, precision="auto"):
         d = tmp_path / name
         d.mkdir()
         if checkpoint:
             (d / "checkpoint.pt").write_bytes(b"x")
         train = {"epochs": epochs, "batch_size": 8, "lr": 1e-3, "weight_decay": 0.0, "adam_eps": 1e-6,
-                 "warmup_steps": 1, "clip": 1.0, "device": "cpu", "threads": 1, "checkpoint_every": 0,
-                 "eval_every": 0, "eval_sentences": 10}
+                 "warmup_steps": 1, "clip": 1.0, "device": "cpu", "threads": 1, "precision": precision,
+                 "checkpoint_every": 0, "eval_every": 0, "eval_sentences": 10}
         return Task("0", name, name, 0, str(d), {"model": {"hidden": model}, "train": train})
 
-    ts = [task("a", 64), task("b", 128), task("c", 64), task("d", 64, checkpoint=True), task("e", 64),
-          task("f", 64, epochs=0)]
+    ts = [task("a", 64), task("b", 128), task("g", 64, precision="bf16"), task("c", 64),
+          task("d", 64, checkpoint=True), task("e", 64), task("f", 64, epochs=0)]
     names = [[t.name for t in g] for g in group_tasks(ts, 2)]
-    assert names == [["a", "c"], ["b"], ["d"], ["e"], ["f"]]
+    assert names == [["a", "c"], ["b"], ["g"], ["d"], ["e"], ["f"]]
     assert [[t.name for t in g] for g in group_tasks(ts, 1)] == [[t.name] for t in ts]
 
 
