@@ -65,6 +65,9 @@ Idle machine (2026-11-23, later; the CPU has AVX512-BF16: bf16 products run at 2
   into bf16, weight gradients back to fp32, the (N, V) logits to fp32 for the loss), GELU and LayerNorm.
   dropped for bf16: a bool keep mask applied with mul/where/masked_fill instead of the float mask
           cast to bf16: 1.3-1.4 vs 0.8-1.2 ms per (256, 34, 64) tensor
+  dropped for bf16: q, k, v as three products on row slices of the fused weight (contiguous, so bf16
+          bmm needs no copies of strided views): attention alone 9 vs 10-13 ms a layer, but a whole
+          step x1.00 (bf16 and fp32, models alternated in one process, 10 bucketed batches)
 """
 
 from __future__ import annotations
