@@ -71,6 +71,7 @@ class Section:
     title: str
     groups: list[Group]
     preset: str = ""
+    missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None
         if not data or not isinstance(data.get("settings"), list):
             log(f"note: ignoring unreadable sweep manifest {m}")
             continue
-        groups = []
+        groups, missing = [], []
         for s in data["settings"]:
             members = [by_path[p] for p in ((m.parent / name).resolve() for name in s.get("runs", [])) if p in by_path]
             if members:
@@ -151,8 +152,12 @@ def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None
                 groups.append(Group(str(s.get("id", "")), s.get("name") or s.get("mods") or "", s.get("mods") or
                                     members[0].mods, members, data.get("preset", "")))
                 claimed.update(r.path for r in members)
-        if groups:
-            sections.append(Section(data.get("title") or m.stem, groups, data.get("preset", "")))
+            else:
+                why = s.get("left_out") or ("no evaluated run yet" if s.get("runs") else "not run")
+                missing.append({"id": str(s.get("id", "")), "setting": s.get("name") or s.get("mods") or "",
+                                "why": why})
+        if groups or missing:
+            sections.append(Section(data.get("title") or m.stem, groups, data.get("preset", ""), missing))
     sections.sort(key=lambda s: s.title)  # "Table 1 ..." before "Table 2 ..."
 
     rest: dict[tuple, list[Run]] = {}
@@ -251,7 +256,7 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
                          "seeds": [r.seed for r in g.runs], "runs": [str(r.path) for r in g.runs],
                          "baseline": None if base is None or g is base else base.label, "metrics": metrics})
         out.append({"title": section.title, "preset": section.preset, "rows": rows,
-                    "baseline": base.label if base else None})
+                    "baseline": base.label if base else None, "not_run": section.missing})
     return out
 
 
@@ -293,13 +298,17 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
         if presets:
             lines += [f"Preset {', '.join(presets)}; baseline for p: {sec['baseline'] or 'none'}.", ""]
         head = ["ID", "setting", "n", cols[0][1], "p (µ)"] + [c for _, c in cols[1:]]
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
+        if sec["rows"]:
+            lines.append("| " + " | ".join(head) + " |")
+            lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
         for row in sec["rows"]:
             m = row["metrics"]
             cells = [row["id"], row["setting"], str(len(row["seeds"])), _cell(m["mu"], "mu"), _p(m["mu"]["p_vs_original"])]
             cells += [_cell(m[k], k) for k, _ in cols[1:]]
             lines.append("| " + " | ".join(cells) + " |")
+        for why in dict.fromkeys(m["why"] for m in sec["not_run"]):  # e.g. "needs a GPU"
+            names = ", ".join(f"{m['id']} {m['setting']}".strip() for m in sec["not_run"] if m["why"] == why)
+            lines += ["", f"No row: {names} ({why})."]
     return "\n".join(lines) + "\n"
 
 
@@ -509,6 +518,7 @@ def training_figure(section: Section, out: Path) -> Path | None:
 
 
 def build_report(paths, out_dir, log: Callable[[str], None] = print) -> dict:
+    from .cache import atomic_write_text
     from .runs import write_json
 
     run_dirs, homes = find_run_dirs(paths)
@@ -522,8 +532,8 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print) -> dict:
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
     md = markdown(aggregated, top, len(runs), unevaluated)
-    (out / "table1.md").write_text(md, encoding="utf-8")
-    (out / "table1.csv").write_text(csv_text(aggregated, top), encoding="utf-8")
+    atomic_write_text(out / "table1.md", md)
+    atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
 
     figures, drawn = [], set()
     for section in sections:

@@ -178,8 +178,10 @@ def state(task: Task) -> str:
     return "complete" if results_complete(run_dir) else "partial"
 
 
-def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task]) -> Path:
-    """`<root>/<grid>.sweep.json`: the grid's settings and their run folders (merged over invocations)."""
+def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_out: list[Task] = ()) -> Path:
+    """`<root>/<grid>.sweep.json`: the grid's settings and their run folders (merged over invocations).
+    A setting with no run folder whose runs were `left_out` (needs a GPU) is listed with
+    `"left_out": "needs a GPU"` and no runs, so the report can say which rows are missing and why."""
     path = root / f"{grid.name}.sweep.json"
     old = {}
     if path.is_file():
@@ -192,10 +194,14 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task]) -> Pa
         runs = [Path(t.run_dir).name for t in tasks if t.setting_id == setting.id]
         mods = next((t.mods for t in tasks if t.setting_id == setting.id), None)
         prev = old.pop(setting.id, {})
-        if not runs and not prev:
+        skipped = [t for t in left_out if t.setting_id == setting.id]
+        if not runs and not prev and not skipped:
             continue
         runs = list(dict.fromkeys([*prev.get("runs", []), *runs]))
-        settings.append({"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs})
+        entry = {"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs}
+        if not runs and (skipped or prev.get("left_out")):
+            entry.update(mods=entry["mods"] or (skipped[0].mods if skipped else None), left_out="needs a GPU")
+        settings.append(entry)
     settings += list(old.values())  # settings swept earlier that the grid file no longer has
     write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, "settings": settings})
     return path
@@ -517,7 +523,8 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
         else:
             todo.append(t)
     not_here = {o.task.run_dir for o in outcomes if o.status == LEFT_OUT}
-    manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here])
+    manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here],
+                              [t for t in tasks if t.run_dir in not_here])
 
     on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
     gpus = list(range(torch.cuda.device_count())) if on_gpu else []

@@ -21,6 +21,7 @@ import torch
 
 from . import precision
 from .batching import SequenceSet, plan_epoch, steps_per_epoch
+from .cache import atomic_write_text
 from .errors import MinimultError
 from .languages import build_sides
 from .masking import mask_batch, random_replacement_ids
@@ -148,7 +149,7 @@ def truncate_log(path: Path, step: int) -> None:
                 keep.append(line)
         except json.JSONDecodeError:
             continue
-    path.write_text("".join(k + "\n" for k in keep))
+    atomic_write_text(path, "".join(k + "\n" for k in keep))
 
 
 def fmt_time(s: float) -> str:

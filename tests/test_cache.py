@@ -95,6 +95,7 @@ def test_atomic_write_text(tmp_path):
     cache.atomic_write_text(target, "one")
     cache.atomic_write_text(target, "two")
     assert target.read_text() == "two" and os.listdir(tmp_path) == ["f.json"]
+    assert target.stat().st_mode & 0o777 == 0o644  # readable by others, as a plain write would be
 
 
 # ---------------------------------------------------------------------------------------------

@@ -266,7 +266,15 @@ def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_
     assert summary.ok and "6 runs: 0 done, 4 skipped (already complete), 0 failed, 2 left out (need a GPU)" in out
     assert "left out on this machine (no GPU): setting(s) 18" in out
     assert not any(root.glob("18-*"))
-    assert [s["id"] for s in read_json(root / "tiny.sweep.json")["settings"]] == ["0", "1"]
+    manifest = read_json(root / "tiny.sweep.json")["settings"]
+    assert [(s["id"], s["runs"] == [], s.get("left_out")) for s in manifest] == [
+        ("0", False, None), ("1", False, None), ("18", True, "needs a GPU")]
+    from minimult.report import build_report
+
+    report = build_report([root], tmp_path / "report", log=lambda _: None)  # says which row is missing, and why
+    assert [r["id"] for r in report["sections"][0]["rows"]] == ["0", "1"]
+    assert report["sections"][0]["not_run"] == [{"id": "18", "setting": "untrained", "why": "needs a GPU"}]
+    assert "\nNo row: 18 untrained (needs a GPU).\n" in report["markdown"]
 
     lines.clear()
     summary = run_sweep(grid, root=root, log=lines.append, only=["18"], jobs=1)  # named: runs on the CPU
@@ -278,7 +286,8 @@ def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_
     lines.clear()
     run_sweep(grid, root=root, log=lines.append)  # finished runs of such a setting count as complete
     assert "6 runs: 0 done, 6 skipped (already complete), 0 failed; run" in "\n".join(lines)
-    assert [s["id"] for s in read_json(root / "tiny.sweep.json")["settings"]] == list(SETTINGS)
+    manifest = read_json(root / "tiny.sweep.json")["settings"]
+    assert [s["id"] for s in manifest] == list(SETTINGS) and not any("left_out" in s for s in manifest)
 
 
 def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
