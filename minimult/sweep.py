@@ -178,6 +178,25 @@ def state(task: Task) -> str:
     return "complete" if results_complete(run_dir) else "partial"
 
 
+def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:
+    """(outcomes already decided, tasks to run): complete runs are skipped, a folder holding another
+    run fails, and a `needs_gpu` setting is left out where no GPU can be had unless `named` (--only)."""
+    outcomes, todo = [], []
+    for t in tasks:
+        try:
+            s = state(t)
+        except MinimultError as e:
+            outcomes.append(Outcome(t, "failed", f"error: {e}"))
+            continue
+        if s == "complete":
+            outcomes.append(Outcome(t, "skipped", "already complete"))
+        elif t.needs_gpu and t.setting_id not in named and not gpu_somewhere:
+            outcomes.append(Outcome(t, LEFT_OUT, "needs a GPU"))
+        else:
+            todo.append(t)
+    return outcomes, todo
+
+
 def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_out: list[Task] = ()) -> Path:
     """`<root>/<grid>.sweep.json`: the grid's settings and their run folders (merged over invocations).
     A setting with no run folder whose runs were `left_out` (needs a GPU) is listed with
@@ -505,23 +524,9 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
 
     import torch
 
-    named = {str(i).strip() for i in only or ()}
     # a Ray cluster elsewhere may have the GPUs this machine lacks
     gpu_somewhere = torch.cuda.is_available() or (backend == "ray" and address is not None)
-    outcomes: list[Outcome] = []
-    todo = []
-    for t in tasks:
-        try:
-            s = state(t)
-        except MinimultError as e:
-            outcomes.append(Outcome(t, "failed", f"error: {e}"))
-            continue
-        if s == "complete":
-            outcomes.append(Outcome(t, "skipped", "already complete"))
-        elif t.needs_gpu and t.setting_id not in named and not gpu_somewhere:
-            outcomes.append(Outcome(t, LEFT_OUT, "needs a GPU"))
-        else:
-            todo.append(t)
+    outcomes, todo = triage(tasks, {str(i).strip() for i in only or ()}, gpu_somewhere)
     not_here = {o.task.run_dir for o in outcomes if o.status == LEFT_OUT}
     manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here],
                               [t for t in tasks if t.run_dir in not_here])
@@ -549,12 +554,8 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
             f"{grid.path.name}; name them in --only to run them on the CPU anyway")
 
     if todo:
-        seen = set()
-        for t in todo:  # prepare each distinct data configuration once, before any worker starts
-            key = json.dumps(t.config["data"], sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                prepare(RunConfig.from_dict(t.config).data, progress=log)
+        for data in {json.dumps(t.config["data"], sort_keys=True): t.config for t in todo}.values():
+            prepare(RunConfig.from_dict(data).data, progress=log)  # each data configuration once, before the workers
 
         finished = [0]
         parallel = workers if backend == "local" else jobs
