@@ -59,7 +59,7 @@ def last_step(log_file: Path, since: float) -> dict | None:
 class SweepProgress:
     def __init__(self, tasks, workers: int, run_log: str, log: Callable[[str], None], every: float = EVERY):
         self.run_log = run_log  # each run's log file name in its folder
-        self.pending = {t.run_dir: t for t in tasks}
+        self.pending = dict.fromkeys(t.run_dir for t in tasks)  # run folders not finished yet, in order
         self.workers = max(1, workers)
         self.log, self.every = log, every
         self.start = self.last = time.time()
@@ -76,7 +76,7 @@ class SweepProgress:
             return
         self.last = now
         running = {}
-        for run_dir, task in self.pending.items():
+        for run_dir in self.pending:
             state = last_step(Path(run_dir) / self.run_log, self.start)
             if state:
                 running[run_dir] = state
