@@ -24,11 +24,10 @@ from minimult.prepare import prepare
 from minimult.runs import copy_vocab, write_json
 from minimult.train import pretrain
 
-TINY = TINY_SETTINGS
 
 
 def make_run(tmp_path, name, mods, preset="tiny", **overrides):
-    cfg, active = resolve(preset, {**TINY, **overrides}, mods)
+    cfg, active = resolve(preset, {**TINY_SETTINGS, **overrides}, mods)
     run = tmp_path / name
     run.mkdir()
     write_json(run / "config.json", cfg.to_dict())
@@ -75,7 +74,7 @@ def cli(*args, cwd):
 
 
 def test_cli_eval_latest_run_and_errors(tmp_path):
-    args = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
+    args = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS["data.dev"],
             "--set", "data.vocab_size=256", "--epochs", "1"]
     assert cli("pretrain", *args, cwd=tmp_path).returncode == 0
     proc = cli("eval", "--layer", "0,2", cwd=tmp_path)
@@ -117,7 +116,7 @@ def test_eval_every_logs_multilinguality_curves(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model():
     """An untrained tiny Bert with its config, prepared data and permuted dev sides, truncated to 60 pieces."""
-    cfg, mods = resolve("tiny", TINY, "permute")
+    cfg, mods = resolve("tiny", TINY_SETTINGS, "permute")
     prepared = prepare(cfg.data)
     torch.manual_seed(0)
     model = Bert(cfg.model).eval()

@@ -20,11 +20,10 @@ from minimult.runs import read_json, write_json
 from minimult.train import load_checkpoint, lr_at, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = TINY_SETTINGS
 
 
 def tiny_cfg(mods=None, **overrides):
-    return resolve("tiny", {**TINY, **overrides}, mods)
+    return resolve("tiny", {**TINY_SETTINGS, **overrides}, mods)
 
 
 def quiet(_):
@@ -167,7 +166,8 @@ def cli(*args, cwd=None):
                           cwd=cwd or ROOT)
 
 
-TINY_ARGS = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
+TINY_ARGS = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"],
+             "--dev-file", TINY_SETTINGS["data.dev"],
              "--set", "data.vocab_size=256"]
 
 
