@@ -4,9 +4,12 @@
   auto  bf16 on CUDA, fp32 on CPU (the CPU default keeps runs comparable across machines, with or
         without native bf16)
   fp32  float32 everywhere
-  bf16  bf16 autocast on any device: matrix products in bf16, LayerNorm, softmax and the loss in
-        float32. On CPUs with AVX512-BF16 or AMX (`native_bf16`) this is ~1.6x faster per training
-        step (experiments/bench_train.py --precision bf16); elsewhere on CPU it is emulated, slower.
+  bf16  bf16 autocast on any device. Matrix products run in bf16; on a CPU so do the ops between
+        them and the next residual add (attention softmax, GELU, the MLM head's LayerNorm; CUDA's
+        autocast runs softmax and LayerNorm in float32); the residual stream, the blocks' LayerNorms
+        and the loss stay float32. On CPUs with AVX512-BF16 or AMX (`native_bf16`) this is ~1.6x
+        faster per training step (experiments/bench_train.py --precision bf16); elsewhere on CPU it
+        is emulated, slower.
 """
 
 from __future__ import annotations
