@@ -200,7 +200,7 @@ class GemmReference:
 class Runner:
     def __init__(self, name, model, lr, step_fn, device, adamw: str, precision: str):
         self.name, self.model, self.step_fn = name, model.to(device).train(), step_fn
-        self.precision, self.autocast = precision, lambda: autocast(precision, torch.device(device))
+        self.autocast = lambda: autocast(precision, torch.device(device))
         groups = model.param_groups(0.01) if hasattr(model, "param_groups") else hf_param_groups(model, 0.01)
         impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[adamw]
         self.opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, **impl)
