@@ -10,6 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import torch
+
+from minimult.precision import native_bf16
+
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_DATA = ["--set", f"data.train={ROOT / 'corpora/tiny/train.txt'}", "--set", f"data.dev={ROOT / 'corpora/tiny/dev.txt'}",
@@ -33,6 +37,7 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
     assert "µ" in table[0] and "n/a" not in table[2]  # 8 layers under the tiny preset here: µ exists
     assert (out / "report" / "tiny" / "table1.md").is_file() and any((out / "report" / "tiny").glob("*.png"))
+    assert ("tip: this CPU computes bf16 natively" in proc.stdout) == native_bf16(torch.device("cpu"))
 
     again = run_all(*args, cwd=tmp_path)
     assert again.returncode == 0 and "0 done, 2 skipped (already complete)" in again.stdout
@@ -55,6 +60,7 @@ def test_run_all_precision_trains_in_bf16_into_its_own_folders(tmp_path):
     assert "device cpu (bf16)" in (run / "sweep.log").read_text()
     assert (tmp_path / "out" / "report" / "tiny-bf16" / "table1.md").is_file()
     assert not (tmp_path / "out" / "runs" / "tiny").exists()
+    assert "tip:" not in proc.stdout  # already in bf16
 
 
 def test_run_all_refuses_an_unknown_precision(tmp_path):
