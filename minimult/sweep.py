@@ -48,6 +48,7 @@ from .sweep_progress import EVERY as PROGRESS_EVERY, SweepProgress
 
 RUN_LOG = "sweep.log"
 LEFT_OUT = "left out"
+NEEDS_GPU = "needs a GPU"  # why a run is left out: the outcome's message and the manifest's "left_out"
 LOCK = ".sweep.lock"
 
 
@@ -192,7 +193,7 @@ def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[lis
         if s == "complete":
             outcomes.append(Outcome(t, "skipped", "already complete"))
         elif t.needs_gpu and t.setting_id not in named and not gpu_somewhere:
-            outcomes.append(Outcome(t, LEFT_OUT, "needs a GPU"))
+            outcomes.append(Outcome(t, LEFT_OUT, NEEDS_GPU))
         else:
             todo.append(t)
     return outcomes, todo
@@ -212,15 +213,15 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
     settings = []
     for setting in grid.settings:  # the whole grid's order, whichever settings --only picked now
         runs = [Path(t.run_dir).name for t in tasks if t.setting_id == setting.id]
-        mods = next((t.mods for t in tasks if t.setting_id == setting.id), None)
+        mods = next((t.mods for t in [*tasks, *left_out] if t.setting_id == setting.id), None)
         prev = old.pop(setting.id, {})
-        skipped = [t for t in left_out if t.setting_id == setting.id]
+        skipped = any(t.setting_id == setting.id for t in left_out)
         if not runs and not prev and not skipped:
             continue
         runs = list(dict.fromkeys([*prev.get("runs", []), *runs]))
         entry = {"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs}
         if not runs and (skipped or prev.get("left_out")):
-            entry.update(mods=entry["mods"] or (skipped[0].mods if skipped else None), left_out="needs a GPU")
+            entry["left_out"] = NEEDS_GPU
         settings.append(entry)
     settings += list(old.values())  # settings swept earlier that the grid file no longer has
     write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, "settings": settings})
