@@ -1,7 +1,7 @@
 """Where `minimult eval` spends its time, phase by phase, on a run folder.
 
     .venv/bin/python experiments/bench_eval.py RUN [--layers 0,8] [--threads 1] [--rounds 3]
-        [--dev-sentences N] [--ppl-sentences N] [--ppl-subsets 2000,5000]
+        [--dev-sentences N] [--ppl-sentences N] [--ppl-subsets 2000,5000] [--json PATH]
 
 1. Evaluates RUN as `minimult eval RUN --layer LAYERS` does (results.json is not written) and prints
    the seconds of every phase (minimult.evaluate's `timings`) with its rate in sequences or sentence
@@ -13,6 +13,8 @@
    prints the median ratio and checks that both give bit-identical vectors.
 3. With --ppl-subsets, perplexity over fixed random subsets of that many sequences per split (what
    `minimult eval --ppl-sentences N` computes) next to the full pass, with seconds.
+--json PATH also writes every number printed, the command line and the machine as JSON
+(experiments/bench_results.py).
 
 Measured (2026-11, quick-original-s0 = BERT-small after 25 quick-preset epochs, 10,000 dev sentences,
 layers 0,8, 1 thread, this 2-core machine shared with a training job and other tests, load 1.5-4.7):
@@ -50,16 +52,20 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from minimult.batching import SequenceSet  # noqa: E402
-from minimult.evaluate import evaluate_run, load_run, mlm_perplexity, piece_vectors, truncate  # noqa: E402
-from minimult.languages import build_sides  # noqa: E402
+from bench_results import write_result  # noqa: E402
+
+from minimult.data.batching import SequenceSet  # noqa: E402
+from minimult.data.masking import random_replacement_ids  # noqa: E402
+from minimult.evaluate import evaluate_run, mlm_perplexity, piece_vectors, truncate  # noqa: E402
+from minimult.runs import Run  # noqa: E402
 
 
 @torch.inference_mode()
-def reference_vectors(model, side, data_cfg, layers, device, batch_size=512) -> dict[int, torch.Tensor]:
+def reference_vectors(model, side, layouts, layers, device, batch_size=512) -> dict[int, torch.Tensor]:
     """The hidden states as eval computed them before: fixed 512-sentence length-sorted batches."""
-    seqs = SequenceSet.from_sides([side], data_cfg, device)
+    seqs = SequenceSet.from_sides([side], layouts, device)
     order = np.argsort(side.lengths, kind="stable")
     out = {l: torch.zeros(len(side.ids), model.cfg.hidden, device=device) for l in layers}
     offsets = torch.as_tensor(side.offsets, device=device)
@@ -91,6 +97,7 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (0: torch's default)")
     p.add_argument("--rounds", type=int, default=3, help="measured rounds of the forward comparison (0: skip it)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--json", metavar="PATH", help="also write the numbers, command line and machine as JSON to PATH")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -99,9 +106,12 @@ def main():
     timings: dict[str, list[float]] = {}
     total, total_cpu, r = timed(lambda: evaluate_run(args.run, layers, args.dev_sentences, args.ppl_sentences, args.device,
                                           log=lambda s: None, write=False, timings=timings))
-    run = load_run(args.run, args.device, log=lambda s: None)
-    n_train = 2 * len(run.prepared.train)
-    n_dev_all = 2 * len(run.prepared.dev)
+    run = Run.open(args.run)
+    model = run.load_model(args.device, log=lambda s: None)
+    device = next(model.parameters()).device
+    prepared, layouts = run.data.prepared, run.data.layouts
+    n_train = 2 * len(prepared.train)
+    n_dev_all = 2 * len(prepared.dev)
     if args.ppl_sentences:
         n_train, n_dev_all = min(n_train, args.ppl_sentences), min(n_dev_all, args.ppl_sentences)
     S, D = r["dev_sentences"], r["dictionary_entries"]
@@ -110,22 +120,26 @@ def main():
            "translation": (D * len(layers), "entries x layers"), "perplexity_train": (n_train, "sequences"),
            "perplexity_dev": (n_dev_all, "sequences")}
     print(f"{args.run}: layers {layers}, {S:,} dev sentences, {D:,} dictionary entries, "
-          f"{torch.get_num_threads()} thread(s), device {run.device}")
+          f"{torch.get_num_threads()} thread(s), device {device}")
     print(f"  {'phase':<20} {'wall s':>7} {'CPU s':>7}  rate (per wall second)")
+    res = {"run": str(args.run), "layers": list(layers), "dev_sentences": S, "dictionary_entries": D,
+           "threads": torch.get_num_threads(), "device": str(device), "phases": {}}
     for name, (wall, cpu) in timings.items():
         n, unit = per.get(name, (None, ""))
         rate = f"{n / wall:>10,.0f} {unit}/s" if n else ""
         print(f"  {name:<20} {wall:7.2f} {cpu:7.2f}  {rate}")
+        res["phases"][name] = {"wall_s": wall, "cpu_s": cpu, **({"per_s": n / wall, "unit": unit} if n else {})}
+    res.update(total_wall_s=total, total_cpu_s=total_cpu, dev_sentences_per_s=S / total)
     print(f"  {'total':<20} {total:7.2f} {total_cpu:7.2f}  {S / total:10,.0f} dev sentences/s "
           f"(phases sum to {sum(w for w, _ in timings.values()):.2f} s wall)")
 
     if args.rounds:
-        english, _ = build_sides(run.prepared, run.cfg.data, run.mods, "dev", run.cfg.train.seed)
+        english = run.data.views("dev")[0]
         if args.dev_sentences:
             english = english.subset(np.arange(min(args.dev_sentences, english.num_sentences)))
         english = truncate(english, run.cfg.data.max_len - 2)
-        calls = {"reference": lambda: reference_vectors(run.model, english, run.cfg.data, layers, run.device),
-                 "row slices": lambda: piece_vectors(run.model, english, run.cfg.data, layers, run.device)}
+        calls = {"reference": lambda: reference_vectors(model, english, layouts, layers, device),
+                 "row slices": lambda: piece_vectors(model, english, layouts, layers, device)}
         outs = {k: f() for k, f in calls.items()}  # warm-up, and the equality check
         same = all(torch.equal(outs["reference"][l], outs["row slices"][l]) for l in layers)
         seconds = {k: [] for k in calls}  # CPU seconds: steadier than wall time on a shared machine
@@ -139,18 +153,27 @@ def main():
             print(f"  {k:<20} {statistics.median(v):7.2f} s  {english.num_sentences / statistics.median(v):10,.0f} sequences/s")
         print(f"  speed-up {statistics.median(ratios):.2f}x (per-round ratios {', '.join(f'{x:.2f}' for x in ratios)}); "
               f"identical vectors: {same}")
+        res["forward"] = {"sequences": english.num_sentences, "rounds": args.rounds, "identical": same,
+                          "median_cpu_s": {k: statistics.median(v) for k, v in seconds.items()},
+                          "speedup": statistics.median(ratios), "ratios": ratios}
 
     if args.ppl_subsets:
         print("perplexity over a fixed random subset of N sequences per split (minimult eval --ppl-sentences N):")
         print(f"  {args.ppl_sentences or 'all':>8}  train {r['perplexity']['train']:8.2f}  dev {r['perplexity']['dev']:8.2f}  "
               f"{timings['perplexity_train'][1] + timings['perplexity_dev'][1]:6.2f} CPU s")
+        res["perplexity_subsets"] = [{"n": args.ppl_sentences or "all", **r["perplexity"],
+                                      "cpu_s": timings["perplexity_train"][1] + timings["perplexity_dev"][1]}]
         for n in (int(x) for x in args.ppl_subsets.split(",")):
             vals, secs = {}, 0.0
             for split in ("train", "dev"):
-                sides = build_sides(run.prepared, run.cfg.data, run.mods, split, run.cfg.train.seed)
-                _, cpu, out = timed(lambda: mlm_perplexity(run.model, sides, run.cfg.data, run.device, n))
+                sides = run.data.views(split)
+                random_ids = random_replacement_ids(run.cfg.data.vocab_size, run.cfg.data.n_langs)
+                _, cpu, out = timed(lambda: mlm_perplexity(model, sides, layouts, random_ids, device, n))
                 vals[split], secs = out["perplexity"], secs + cpu
             print(f"  {n:>8,}  train {vals['train']:8.2f}  dev {vals['dev']:8.2f}  {secs:6.2f} CPU s")
+            res["perplexity_subsets"].append({"n": n, **vals, "cpu_s": secs})
+    if args.json:
+        write_result(args.json, res)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Throughput of M models trained as one StackedBert against the same M models stepped one by one.
+"""Throughput of M models trained as one stacked Bert (`model.stack`) against the same M models stepped one by one.
 
     .venv/bin/python experiments/bench_stacked.py [--models 4] [--config small] [--batches same|different]
                                                   [--steps 6] [--threads 1] [--device cpu|cuda]
-                                                  [--precision auto|fp32|bf16]
+                                                  [--precision auto|fp32|bf16] [--json PATH]
 
 Each round: every separate model takes one step (forward, backward, clipping, AdamW) on its batch,
 then the stacked model takes one step on all M batches at once; the order alternates per round.
@@ -10,7 +10,9 @@ then the stacked model takes one step on all M batches at once; the order altern
 settings: their batch plans are identical, so there is no padding between models); `different`
 draws each model's batch independently (different seeds: the stacked step pads to the longest
 and largest batch of the round). Throughput counts real tokens of all M models, [CLS]/[SEP]
-included; the ratio is the median of per-round ratios (stacked over separate).
+included; the ratio is the median of per-round ratios (stacked over separate). --json PATH also
+writes the result (the last line printed), the command line and the machine as JSON
+(experiments/bench_results.py).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_results import write_result  # noqa: E402
 from bench_train import CONFIGS, bucketed_batches, make_batch, sentence_lengths  # noqa: E402
 from minimult.model import Bert, ModelConfig  # noqa: E402
 from minimult.precision import autocast as precision_autocast  # noqa: E402
-from minimult.stacked import StackedBert, pack  # noqa: E402
+from minimult.model import pack, stack  # noqa: E402
 
 
 def main():
@@ -53,6 +56,7 @@ def main():
     p.add_argument("--lengths-from")
     p.add_argument("--lengths-include-specials", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="also write the result, command line and machine as JSON to PATH")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -76,7 +80,7 @@ def main():
 
     torch.manual_seed(args.seed)
     separate = [Bert(cfg).to(device).train() for _ in range(M)]
-    stacked = StackedBert(separate).to(device).train()
+    stacked = stack(separate).to(device).train()
     if device.type == "cpu":
         stacked.generators = [torch.Generator().manual_seed(i) for i in range(M)]
     opts = [torch.optim.AdamW(m.param_groups(0.01), lr=lr, eps=1e-6, fused=True) for m in separate]
@@ -96,7 +100,7 @@ def main():
 
     def step_stacked(batches):
         with autocast:
-            losses = stacked.mlm_losses(pack(batches))
+            losses = stacked.stacked_losses(pack(batches))
         opt_stacked.zero_grad(set_to_none=True)
         losses.sum().backward()
         stacked.clip_grad_norm_per_model(1.0)
@@ -137,6 +141,8 @@ def main():
         print(f"{k:<10} {statistics.median(tps[k]):>32,.0f}")
     print(f"stacked / separate {ratio:.2f}x (median of per-round ratios)")
     print(json.dumps(res))
+    if args.json:
+        write_result(args.json, res)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 
     .venv/bin/python experiments/bench_train.py [--config small|overparam] [--steps 6] [--threads 1]
         [--omp-wait-policy passive] [--precision fp32|bf16] [--hf-precision fp32|bf16] [--device cpu|cuda]
+        [--json experiments/results/bench/NAME.json [--label TEXT]]
 
 Models, alternated step by step after warm-up (the order rotates every round), each with its own
 AdamW (lr 2e-3 small / 1e-4 overparam, wd 0.01, eps 1e-6) and dropout 0.1, on synthetic batches
 whose sentence lengths follow a clipped lognormal (median 27 incl. [CLS]/[SEP], max 128) or
 --lengths-from FILE.npy; 15% of each sentence's word pieces are selected:
-  ours         minimult.model.Bert, length-bucketed batches (as minimult.batching.plan_epoch:
+  ours         minimult.model.Bert, length-bucketed batches (as minimult.data.batching.plan_epoch:
                shuffle, sort pools of 50 batches, cut), MLM output layer only on the selected tokens
   hf-bucketed  BertForMaskedLM, same weights and the same batches, logits over the full vocabulary
                at every position, labels -100 elsewhere
@@ -24,50 +25,10 @@ Biases, LayerNorm, GELU, softmax, dropout, embeddings and the optimizer are not 
 dY^T@X for qkv, proj, fc_in, fc_out) at n = the median bucketed batch size, torch.matmul, same
 threads, timed between the rounds; ours' share of it is the median of per-round ratios.
 
-What was tried (small config, CPU; "CPU" = thread CPU time per training step at 1 thread, B=256,
-T=28 with padding, models alternated in one process, median of per-step ratios to the original model,
-which used SDPA and nn.Dropout; this machine is shared, load average 4-5 on 2 cores while measuring):
-  kept    attention written out on CPU (bmm on the strided q/k/v views of the fused qkv output,
-          baddbmm with an additive key bias, softmax, bmm) instead of SDPA, whose CPU kernel falls
-          back to the math path when dropout > 0: CPU x0.94; the multi-head path (overparam) too
-  kept    dropout keep-mask from numpy SFC64 bits, seeded from torch's generator (reproducible
-          under torch.manual_seed), instead of bernoulli_+div_+mul: with the above, CPU x0.79-0.82
-  kept    (here, for all three models) AdamW(fused=True): x0.96 vs the default for-loop; foreach x0.98
-  dropped dropout fused into the residual add (addcmul or a custom Function): x0.792 vs x0.791
-  dropped hand-written cross-entropy (no zero-filled (N, V) grad): 16 -> 13 ms per 1000x4096,
-          not visible per step
-  dropped skipping the mask when attention_mask is all True: minimult.batching already passes None
-  dropped torch.compile (inductor): CPU x1.29 and 115 s compile; oneDNN linear (mkldnn
-          _linear_pointwise): +-14% by shape, and linear+GELU fusion loses the pre-activation for
-          backward; baddbmm_ into one (B,T,3H) grad buffer to avoid the qkv-grad cat: falls back to
-          a per-matrix addmm_ loop (5.5 vs 5.8 ms/layer); padding T to multiples of 8: bmm gets
-          slower with T, no gain; glibc mallopt (no trim): page faults 7k -> 0 per step, no change
-  threads with other jobs running, 2 OpenMP threads with the default (spinning) wait policy are
-          ~10x slower than 1 thread (5.8 vs 0.54 s/step: a thread spins at every barrier while its
-          partner is descheduled); --omp-wait-policy passive: 2 threads 0.58-0.71 s. Use --threads 1
-          or passive on a shared machine.
-Results (2026-11, this machine, under load; ratios are the comparable numbers):
-  --threads 1               ours 12,660 tok/s, HF-bucketed 6,996, HF-padded 870: 1.78x, 14.2x; 46% of GEMM
-  --threads 2 passive       ours 11,903,        HF-bucketed 7,059, HF-padded 1,128: 1.63x, 10.7x; 54%
-  --threads 1 --hf-attn eager  ours 12,258,     HF-bucketed 7,131, HF-padded 1,161: 1.84x, 11.3x; 48%
-Idle machine (2026-11-23, nothing else running):
-  --threads 1               ours 11,828 tok/s, HF-bucketed 8,102, HF-padded 950: 1.47x, 12.6x; 69% of GEMM
-  --threads 1 --config overparam --batch-size 32 --steps 2: ours 141, HF-bucketed 132, HF-padded 28:
-                            1.07x, 5.05x; 90% of GEMM
-Idle machine (2026-11-23, later; the CPU has AVX512-BF16: bf16 products run at 2.4x the fp32 rate):
-  --threads 1 --precision fp32               ours 12,388, HF-bucketed 8,048, HF-padded 1,109: 1.51x, 10.8x; 70%
-  --threads 1 --precision bf16               ours 20,111, HF-bucketed 10,288, HF-padded 1,587: 1.85x, 12.8x;
-                                             47% of the bf16 GEMM rate (175.6 GFLOP/s)
-  --threads 1 --precision bf16 --hf-precision fp32   ours 19,611, HF-bucketed 8,486, HF-padded 1,170: 2.32x, 16.9x
-  --threads 1 --config overparam --batch-size 32 --steps 2 --precision bf16: ours 269, HF-bucketed 238,
-                                             HF-padded 51: 1.13x, 5.29x; 84%
-  In bf16 a step's remaining non-matmul time is mostly autocast's casts (aten::copy_ ~10%: activations
-  into bf16, weight gradients back to fp32, the (N, V) logits to fp32 for the loss), GELU and LayerNorm.
-  dropped for bf16: a bool keep mask applied with mul/where/masked_fill instead of the float mask
-          cast to bf16: 1.3-1.4 vs 0.8-1.2 ms per (256, 34, 64) tensor
-  dropped for bf16: q, k, v as three products on row slices of the fused weight (contiguous, so bf16
-          bmm needs no copies of strided views): attention alone 9 vs 10-13 ms a layer, but a whole
-          step x1.00 (bf16 and fp32, models alternated in one process, 10 bucketed batches)
+--json writes the result (the last line printed), the command line and the machine to a JSON file
+(experiments/bench_results.py); experiments/bench_table.py makes the README's Speed table from those
+in experiments/results/bench/, --label giving a run's first cell there. What was tried, and results
+recorded by hand before the JSON files: experiments/results/bench/bench_train_history.md.
 """
 
 from __future__ import annotations
@@ -99,6 +60,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_results import write_result  # noqa: E402
 from minimult.export import to_hf  # noqa: E402
 from minimult.model import Bert, ModelConfig  # noqa: E402
 from minimult.precision import autocast, native_bf16  # noqa: E402
@@ -270,6 +232,8 @@ def main():
                    help="the HF models' precision (default: the same as --precision)")
     p.add_argument("--models", default="ours,hf-bucketed,hf-padded", help="comma-separated subset")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="also write the result, command line and machine as JSON to PATH")
+    p.add_argument("--label", help="with --json: the run's first cell in the README Speed table (bench_table.py)")
     args = p.parse_args()
 
     if args.threads:
@@ -361,6 +325,8 @@ def main():
               f"{res['gemm_gflops']:.1f} | ours/GEMM {100 * res['ours_frac_of_gemm']:.0f}%")
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
     print(json.dumps(res))
+    if args.json:
+        write_result(args.json, res, args.label)
 
 
 if __name__ == "__main__":

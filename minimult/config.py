@@ -2,7 +2,8 @@
 
 Overrides use dotted keys (`train.lr=1e-3`); an unknown key or a value of the wrong type is an
 error naming the valid keys. Mods are applied last (`mods.apply_config`), so `overparam`'s sizes
-win over a preset's.
+win over a preset's; the model's vocabulary, position and segment tables are then sized from the
+language source and the languages' layouts (`minimult.data.layout`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import json
 import typing
 from dataclasses import dataclass, field
 
-from . import precision
-from .errors import MinimultError
-from .masking import MaskConfig
-from .model import ModelConfig
+from minimult import precision
+from minimult.errors import MinimultError
+from minimult.data.masking import MaskConfig
+from minimult.knn.config import KnnConfig
+from minimult.model import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -25,17 +27,14 @@ class DataConfig:
     train_sentences: int = 0  # 0 = all
     dev_sentences: int = 10_000
     vocab_size: int = 2048  # per language, specials included
-    fake: str = "shift"  # "shift": ids + k*vocab_size; "unicode": code points shifted (K et al.)
+    fake: str = "shift"  # the language source (minimult.data.sources): shift | unicode
     n_langs: int = 2
     max_len: int = 128  # pieces per sequence incl. [CLS]/[SEP]; positions per language
-    lang_positions: bool = False  # mod lang-pos
-    shift_special: bool = False  # mod shift-special
-    knn_k: int = 1  # neighbours per id for knn-replace
-    knn_dim: int = 300  # fastText dimension for knn-replace's static embeddings
 
     def __post_init__(self):
-        if self.fake not in ("shift", "unicode"):
-            raise MinimultError(f"unknown --fake {self.fake!r}: use shift or unicode")
+        from minimult.data import sources
+
+        sources.get(self.fake)  # an unknown source is an error naming the valid ones
         if self.max_len < 3:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
         if self.n_langs != 2:
@@ -75,6 +74,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    knn: KnnConfig = field(default_factory=KnnConfig)
     mods: str = "original"  # canonical mod list, filled in by `resolve`
     preset: str = "paper"
 
@@ -171,7 +171,7 @@ def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | None = None) -> tuple[RunConfig, tuple]:
     """Defaults -> preset -> user overrides -> mods. Returns (config, active mods)."""
-    from .mods import apply_config, canonical, parse_mods
+    from minimult.mods import apply_config, canonical, parse_mods
 
     if preset not in PRESETS:
         raise MinimultError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
@@ -179,11 +179,11 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     cfg = override(RunConfig(preset=preset), PRESETS[preset])
     cfg = override(cfg, overrides or {})
     cfg = apply_config(cfg, active)
-    if cfg.data.shift_special and cfg.data.fake == "unicode":
-        raise MinimultError("contradictory settings: shift-special needs --fake shift (unicode Fake-English "
-                            "shares one vocabulary)")
-    d = cfg.data
-    model = dataclasses.replace(cfg.model, vocab_size=d.n_langs * d.vocab_size,
-                                max_positions=d.max_len * (d.n_langs if d.lang_positions else 1),
-                                type_vocab_size=max(cfg.model.type_vocab_size, d.n_langs))
+    from minimult.data import sources
+    from minimult.data.layout import layouts, model_sizes
+
+    sizes = model_sizes(layouts(cfg, sources.get(cfg.data.fake), active))
+    model = dataclasses.replace(cfg.model, vocab_size=cfg.data.n_langs * cfg.data.vocab_size,
+                                max_positions=sizes["max_positions"],
+                                type_vocab_size=max(cfg.model.type_vocab_size, cfg.data.n_langs, sizes["segments"]))
     return dataclasses.replace(cfg, model=model, mods=canonical(active)), active

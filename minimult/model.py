@@ -13,10 +13,22 @@ written out (bmm/baddbmm/softmax on strided views with an additive key bias, ins
 fallback when dropout > 0), and dropout draws its keep mask from numpy's SFC64 generator (seeded from
 torch's default generator, so `torch.manual_seed` still reproduces a run) instead of `bernoulli_`.
 On other devices attention is SDPA and dropout is `F.dropout` (their fused kernels).
+
+Several models of one shape train at once as one `Bert` whose parameters carry a leading model axis
+(`stack(models)`; same parameter names, slice [m] is model m's): each layer is then one batched
+matrix product for all M models (`baddbmm` over the model axis). That pays off on a GPU, where one
+BERT-small step cannot fill the device; on a CPU the products are already large and stacking is
+slower (0.6-0.8x, experiments/bench_stacked.py). Per-model equality with separate runs: every model
+keeps its own batches (padded to a common (B, T); padded rows and keys take no part in any real
+output), its own masking draws and its own dropout stream (on the CPU drawn per model, in the order and
+shapes a single `Bert` draws them, from one generator per model); the loss is the sum of per-model
+mean losses, gradient clipping is per model and AdamW is elementwise, so one optimizer over the
+stacked tensors is M optimizers.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,6 +181,8 @@ class Bert(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
+        self.models = 1  # > 1: parameters carry a leading model axis (see `stack`)
+        self.generators: list[torch.Generator] | None = None  # stacked, CPU: one dropout generator per model
         self.embeddings = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.head = MLMHead(cfg)
@@ -233,12 +247,192 @@ class Bert(nn.Module):
         return F.cross_entropy(logits.float(), targets)
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())  # the tied decoder matrix counts once
+        """Parameters of one model (the tied decoder matrix counts once)."""
+        return sum(p.numel() for p in self.parameters()) // self.models
 
     def param_groups(self, weight_decay: float) -> list[dict]:
-        """AdamW groups: decay every weight matrix (dim >= 2), none on biases and LayerNorm (dim < 2)."""
+        """AdamW groups: decay every weight matrix (dim >= 2 per model), none on biases and LayerNorm."""
         params = [p for p in self.parameters() if p.requires_grad]
+        matrix = lambda p: p.dim() - (self.models > 1) >= 2  # noqa: E731
         return [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+            {"params": [p for p in params if matrix(p)], "weight_decay": weight_decay},
+            {"params": [p for p in params if not matrix(p)], "weight_decay": 0.0},
         ]
+
+    # --- several models at once: parameters with a leading model axis ---
+
+    def unstacked_state(self, m: int) -> dict[str, torch.Tensor]:
+        """Model m's state dict, as a single `Bert` of this config has it."""
+        return {k: v[m] for k, v in self.state_dict().items()} if self.models > 1 else self.state_dict()
+
+    def stacked_losses(self, packed: "Packed") -> torch.Tensor:
+        """(M,) mean MLM cross-entropy of every model on its own selected tokens."""
+        return _stacked_mlm_losses(self, packed)
+
+    @torch.no_grad()
+    def clip_grad_norm_per_model(self, max_norm: float) -> torch.Tensor:
+        """`torch.nn.utils.clip_grad_norm_` applied to each model's own gradients; (M,) norms."""
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        norms = torch.stack([g.reshape(self.models, -1).float().norm(dim=1) for g in grads], 1).norm(dim=1)
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.view((self.models,) + (1,) * (g.dim() - 1)).to(g.dtype))
+        return norms
+
+
+def stack(models: list[Bert]) -> Bert:
+    """One `Bert` holding `models` (same config) with a leading model axis on every parameter."""
+    if not models:
+        raise MinimultError("stacking needs at least one model")
+    cfg = models[0].cfg
+    if any(m.cfg != cfg for m in models):
+        raise MinimultError("only models with the same configuration can be stacked "
+                            f"(got {sorted({str(m.cfg) for m in models})})")
+    stacked = copy.deepcopy(models[0])
+    per_model = [dict(m.named_parameters()) for m in models]
+    for name, _ in list(stacked.named_parameters()):
+        owner, _, leaf = name.rpartition(".")
+        joined = torch.stack([p[name].detach() for p in per_model]).clone()
+        setattr(stacked.get_submodule(owner), leaf, nn.Parameter(joined))
+    stacked.models = len(models)
+    return stacked
+
+
+# ---------------------------------------------------------------------------------------------
+# The stacked forward: the same modules and arithmetic as above, batched over the model axis.
+
+
+@dataclass
+class Packed:
+    """M models' batches padded into one (M, B, T) layout."""
+
+    input_ids: torch.Tensor  # (M, B, T) long
+    position_ids: torch.Tensor  # (M, B, T) long
+    token_type_ids: torch.Tensor  # (M, B, T) long
+    key_bias: torch.Tensor | None  # CPU: (M*B, 1, T) additive float; other devices: (M*B, 1, 1, T) bool
+    shapes: list[tuple[int, int]]  # (B_m, T_m) of every model's own batch
+    selected: torch.Tensor  # (M, N) flat indices into M*B*T (padded entries point at 0)
+    targets: torch.Tensor  # (M, N) long, -100 where padded
+    counts: torch.Tensor  # (M,) selected tokens per model
+
+
+def pack(items: list[dict], dtype=torch.float32) -> Packed:
+    """items[m]: input_ids, position_ids, token_type_ids, attention_mask (or None) as `Bert.mlm_loss`
+    takes them, plus `selected` (flat indices into that model's B_m*T_m) and `targets`."""
+    M = len(items)
+    shapes = [tuple(it["input_ids"].shape) for it in items]
+    B, T = max(b for b, _ in shapes), max(t for _, t in shapes)
+    device = items[0]["input_ids"].device
+    ids, pos, seg = (torch.zeros((M, B, T), dtype=torch.long, device=device) for _ in range(3))
+    real = torch.zeros((M, B, T), dtype=torch.bool, device=device)
+    N = max(int(it["selected"].numel()) for it in items)
+    selected = torch.zeros((M, N), dtype=torch.long, device=device)
+    targets = torch.full((M, N), -100, dtype=torch.long, device=device)
+    counts = []
+    for m, (it, (b, t)) in enumerate(zip(items, shapes)):
+        ids[m, :b, :t] = it["input_ids"]
+        pos[m, :b, :t] = it["position_ids"]
+        if it.get("token_type_ids") is not None:
+            seg[m, :b, :t] = it["token_type_ids"]
+        real[m, :b, :t] = True if it.get("attention_mask") is None else it["attention_mask"].bool()
+        sel = it["selected"]
+        n = sel.numel()
+        selected[m, :n] = m * B * T + (sel // t) * T + sel % t
+        targets[m, :n] = it["targets"]
+        counts.append(n)
+    if bool(real.all()):
+        key_bias = None
+    elif cpu_kernels(device):
+        key_bias = torch.zeros(real.shape, dtype=dtype, device=device).masked_fill_(~real, torch.finfo(dtype).min)
+        key_bias = key_bias.view(M * B, 1, T)
+    else:
+        key_bias = real.view(M * B, 1, 1, T)
+    return Packed(ids, pos, seg, key_bias, shapes, selected, targets,
+                  torch.tensor(counts, dtype=torch.float32, device=device))
+
+
+def _linear(m: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """x (M, ..., in) through M linear layers: weight (M, out, in), bias (M, out)."""
+    M = x.shape[0]
+    y = torch.baddbmm(m.bias[:, None, :], x.reshape(M, -1, x.shape[-1]), m.weight.transpose(1, 2))
+    return y.view(*x.shape[:-1], m.weight.shape[1])
+
+
+def _layer_norm(m: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
+    y = F.layer_norm(x, x.shape[-1:], eps=m.eps)
+    return torch.addcmul(m.bias.view(shape), y, m.weight.view(shape))
+
+
+def _stacked_dropout(model: Bert, x: torch.Tensor, shapes: list[tuple[int, ...]]) -> torch.Tensor:
+    """x (M, B, ...); shapes[m] is the part of x[m] model m's own batch covers (the shape a single Bert
+    would draw its mask for)."""
+    p, M = model.cfg.dropout, model.models
+    if not model.training or p == 0.0:
+        return x
+    if not cpu_kernels(x.device):
+        return F.dropout(x, p, True)
+    gens = model.generators or [None] * M
+    if all(tuple(shape) == tuple(x.shape[1:]) for shape in shapes):  # no padding between models
+        return x * torch.stack([_keep_scaled(x[m], p, gens[m]) for m in range(M)])
+    scale = torch.ones_like(x)
+    for m, shape in enumerate(shapes):
+        part = scale[m][tuple(slice(0, s) for s in shape)]
+        part.copy_(_keep_scaled(part, p, gens[m]))
+    return x * scale
+
+
+def _stacked_attention(model: Bert, attn: SelfAttention, x: torch.Tensor, key_bias, shapes) -> torch.Tensor:
+    M, B, T, H = x.shape
+    nh, hs = model.cfg.heads, H // model.cfg.heads
+    q, k, v = (t.reshape(M * B, T, H) for t in _linear(attn.qkv, x).split(H, dim=-1))
+    if not cpu_kernels(x.device):
+        q, k, v = (t.view(M * B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_bias,
+                                           dropout_p=model.cfg.dropout if model.training else 0.0)
+        return _linear(attn.proj, y.transpose(1, 2).reshape(M, B, T, H))
+    if nh == 1:
+        kt = k.transpose(1, 2)
+        s = (torch.bmm(q, kt).mul_(hs**-0.5) if key_bias is None
+             else torch.baddbmm(key_bias, q, kt, alpha=hs**-0.5))  # (M*B, T, T)
+        a = _stacked_dropout(model, torch.softmax(s, -1).view(M, B, T, T), [(b, t, t) for b, t in shapes])
+        y = torch.bmm(a.view(M * B, T, T), v)
+    else:
+        q, k, v = (t.view(M * B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
+        s = torch.matmul(q, k.transpose(-1, -2)).mul_(hs**-0.5)
+        if key_bias is not None:
+            s = s + key_bias[:, None]
+        a = _stacked_dropout(model, torch.softmax(s, -1).view(M, B, nh, T, T), [(b, nh, t, t) for b, t in shapes])
+        y = torch.matmul(a.view(M * B, nh, T, T), v).transpose(1, 2)
+    return _linear(attn.proj, y.reshape(M, B, T, H))
+
+
+def _stacked_forward(model: Bert, packed: Packed) -> torch.Tensor:
+    """(M, B, T, H) final hidden states of a stacked model."""
+    M = model.models
+    hidden_shapes = [(b, t, model.cfg.hidden) for b, t in packed.shapes]
+    ids = {"token": packed.input_ids, "position": packed.position_ids, "segment": packed.token_type_ids}
+    x = 0
+    for name, lookup in model.embeddings.lookups.items():
+        table = lookup.weight  # (M, rows, H)
+        offset = torch.arange(M, device=ids[name].device).view(M, 1, 1) * table.shape[1]
+        x = x + F.embedding(ids[name] + offset, table.reshape(-1, table.shape[-1]))
+    x = _stacked_dropout(model, _layer_norm(model.embeddings.ln, x), hidden_shapes)
+    for block in model.blocks:
+        a = _stacked_attention(model, block.attn, x, packed.key_bias, packed.shapes)
+        x = _layer_norm(block.ln_attn, x + _stacked_dropout(model, a, hidden_shapes))
+        f = _linear(block.fc_out, F.gelu(_linear(block.fc_in, x)))
+        x = _layer_norm(block.ln_ffn, x + _stacked_dropout(model, f, hidden_shapes))
+    return x
+
+
+def _stacked_mlm_losses(model: Bert, packed: Packed) -> torch.Tensor:
+    h = _stacked_forward(model, packed)
+    M, N = packed.selected.shape
+    hs = h.reshape(-1, h.shape[-1])[packed.selected]  # (M, N, H)
+    hs = _layer_norm(model.head.ln, F.gelu(_linear(model.head.dense, hs)))
+    decoder = model.embeddings.lookups["token"].weight  # (M, V, H), tied
+    logits = torch.baddbmm(model.head.bias[:, None, :], hs, decoder.transpose(1, 2))  # (M, N, V)
+    ce = F.cross_entropy(logits.float().reshape(M * N, -1), packed.targets.reshape(-1),
+                         reduction="none", ignore_index=-100).view(M, N)
+    return ce.sum(1) / packed.counts

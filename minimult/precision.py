@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
-from .errors import MinimultError
+from minimult.errors import MinimultError
 
 PRECISIONS = ("auto", "fp32", "bf16")
 

@@ -1,24 +1,35 @@
-"""Run folders: naming, creation (never two runs in one folder), finding the latest, provenance.
+"""Run folders and the `Run` that owns one: its resolved config, active mods, prepared data,
+checkpoint, metrics log, metadata and results.
 
-A run folder holds `config.json` (resolved), `run.json` (mods with versions, seed, vocabulary hash,
-versions, git commit, status), the vocabulary, `checkpoint.pt`, `metrics.jsonl` and, after
-evaluation, `results.json`.
+    run = Run.create(cfg, mods, out=None)   # a new folder (never two runs in one folder)
+    run = Run.open(path)                    # an existing run (config.json)
+    run.save_checkpoint(...) / run.checkpoint() / run.load_model(device)
+    run.data                                # the run's languages, views and layouts (cached prepare)
+
+This module is the only code that reads or writes checkpoints. A run folder holds `config.json`
+(resolved), `run.json` (mods with versions, seed, vocabulary hash, versions, git commit, status), the
+vocabulary, `checkpoint.pt`, `metrics.jsonl` and, after evaluation, `results.json`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
 import time
+from functools import cached_property
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Callable
 
-from .cache import atomic_write_text
-from .errors import MinimultError
+from minimult.data.cache import atomic_write_text
+from minimult.errors import MinimultError
 
 RUNS_DIR = Path("runs")
+CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_FORMAT = 1
 
 
 def run_name(mods: str, seed: int) -> str:
@@ -97,3 +108,205 @@ def read_json(path: Path) -> dict:
 def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
     for name in ("tokenizer.json", "vocab.txt"):
         shutil.copyfile(Path(prepared_path) / name, run_dir / name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints: the one place that reads and writes them.
+
+
+def save_checkpoint(path: Path, state: dict, optimizer_state: dict | None, step: int, cfg, complete: bool) -> None:
+    """Atomic: written to a temporary file, then renamed over the old checkpoint."""
+    import torch
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({"format": CHECKPOINT_FORMAT, "step": step, "complete": complete, "config": cfg.to_dict(),
+                "model": state, "optimizer": optimizer_state}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, map_location="cpu") -> dict:
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise MinimultError(f"no checkpoint at {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "model" not in ckpt:
+            raise ValueError("not a minimult checkpoint")
+        return ckpt
+    except Exception as e:  # torch raises many kinds for a damaged file
+        raise MinimultError(f"checkpoint {path} is corrupt or unreadable ({type(e).__name__}: {e})") from None
+
+
+def read_weights(run_dir: Path, names) -> dict | None:
+    """Some of a run's final weights as float numpy arrays ({name: array}, names it lacks left out),
+    memory-mapped where the file allows; None when there is no readable checkpoint (for figures)."""
+    import torch
+
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        return None
+    try:
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        except RuntimeError:  # an old-style (non-zip) file cannot be memory-mapped
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        state = ckpt["model"]
+        return {k: state[k].float().numpy() for k in names if k in state}
+    except Exception:
+        return None
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Drop metric lines logged after the checkpoint we resume from (they will be logged again)."""
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                keep.append(line)
+        except json.JSONDecodeError:
+            continue
+    atomic_write_text(path, "".join(k + "\n" for k in keep))
+
+
+# ---------------------------------------------------------------------------------------------
+# The Run.
+
+
+class Run:
+    """One run folder. Create it with `Run.create` (or `Run.create_at` for a named folder that may
+    already hold this same run), open it with `Run.open`."""
+
+    def __init__(self, path: Path, cfg, mods: tuple):
+        self.path, self.cfg, self.mods = Path(path), cfg, mods
+
+    # --- creating and opening ---
+
+    @classmethod
+    def create(cls, cfg, mods, out: str | Path | None = None, log: Callable[[str], None] = print) -> "Run":
+        """A new folder (`out`, or runs/<mods>-s<seed>-<time>) with config.json and the vocabulary."""
+        from minimult.data.prepare import prepare
+        from minimult.mods import check_masking
+
+        check_masking(cfg, mods)  # before the folder: bad input leaves no empty run behind
+        prepared = prepare(cfg.data, progress=log)
+        run = cls(create_run_dir(out, cfg.mods, cfg.train.seed), cfg, mods)
+        run._write_start(prepared)
+        return run
+
+    @classmethod
+    def create_at(cls, path: str | Path, cfg, mods, log: Callable[[str], None] = print) -> "Run":
+        """The run in folder `path` (a sweep's): config.json and vocabulary written if missing."""
+        run = cls(Path(path), cfg, mods)
+        run.path.mkdir(parents=True, exist_ok=True)
+        if not (run.path / "config.json").is_file():
+            write_json(run.path / "config.json", cfg.to_dict())
+        if not all((run.path / f).is_file() for f in ("tokenizer.json", "vocab.txt")):
+            from minimult.data.prepare import prepare
+
+            copy_vocab(prepare(cfg.data, progress=log).path, run.path)
+        return run
+
+    def _write_start(self, prepared) -> None:
+        write_json(self.path / "config.json", self.cfg.to_dict())
+        copy_vocab(prepared.path, self.path)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "Run":
+        from minimult.config import RunConfig
+        from minimult.mods import parse_mods
+
+        path = check_run_dir(path)
+        try:
+            cfg = RunConfig.from_dict(read_json(path / "config.json"))
+        except (TypeError, ValueError) as e:
+            raise MinimultError(f"{path}/config.json is not a run configuration ({e})") from None
+        return cls(path, cfg, parse_mods(None if cfg.mods == "original" else cfg.mods))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # --- data ---
+
+    @cached_property
+    def data(self):
+        """The run's languages: prepared corpus (cached), views, layouts, dictionary."""
+        from minimult.data.run_data import RunData
+
+        return RunData(self.cfg, self.mods)
+
+    def context(self, model, layers, **options):
+        """An evaluation context for `model` (this run's shape) on this run's data (minimult.evaluate)."""
+        from minimult.data.masking import random_replacement_ids
+        from minimult.evaluate import Context
+
+        d, dc = self.data, self.cfg.data
+        return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers),
+                       next(model.parameters()).device,
+                       random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), **options)
+
+    # --- files ---
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.path / CHECKPOINT
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def meta(self) -> dict:
+        return read_json(self.path / "run.json") if (self.path / "run.json").is_file() else {}
+
+    def write_meta(self, meta: dict) -> None:
+        write_json(self.path / "run.json", meta)
+
+    def environment(self) -> dict:
+        return environment()
+
+    def has_checkpoint(self) -> bool:
+        return self.checkpoint_path.is_file()
+
+    def checkpoint(self, map_location="cpu") -> dict:
+        return load_checkpoint(self.checkpoint_path, map_location)
+
+    def save_checkpoint(self, state: dict, optimizer_state: dict | None, step: int, complete: bool) -> None:
+        save_checkpoint(self.checkpoint_path, state, optimizer_state, step, self.cfg, complete)
+
+    def load_model(self, device: str = "auto", log: Callable[[str], None] = print):
+        """The run's model with its last checkpoint's weights, in eval mode, after checking that the
+        prepared vocabulary is the one it trained with."""
+        from minimult.model import Bert
+        from minimult.train import pick_device
+
+        if not self.has_checkpoint():
+            raise MinimultError(f"run {self.path} has no checkpoint yet: train it first (minimult pretrain)")
+        dev = pick_device(device)
+        ckpt = self.checkpoint(map_location=dev)
+        model = Bert(self.cfg.model).to(dev)
+        model.load_state_dict(ckpt["model"])
+        model.eval()
+        prepared = self.data.prepare(log)
+        trained_with = self.meta.get("vocab_sha256")
+        if trained_with and trained_with != prepared.vocab_hash:
+            raise MinimultError(f"the prepared vocabulary ({prepared.vocab_hash[:12]}) differs from the one the run "
+                                f"was trained with ({trained_with[:12]}); restore that cache entry")
+        if not ckpt.get("complete"):
+            log(f"note: run {self.path} is not complete (step {ckpt['step']}); evaluating its last checkpoint")
+        return model
+
+    def write_results(self, results: dict) -> dict:
+        """results.json, keeping layers evaluated earlier that were not asked for now."""
+        path = self.path / "results.json"
+        old = read_json(path) if path.is_file() else {}
+        if "layers" in old:
+            results["layers"] = {**old["layers"], **results["layers"]}
+            if results["mu"] is None:
+                results["mu"] = old.get("mu")
+        write_json(path, results)
+        return results

@@ -1,6 +1,12 @@
-"""Pretraining: MLM on English + the second language, resumable, with honest progress.
+"""Pretraining: MLM on English + the other languages, resumable, with honest progress.
 
-Public entry: `pretrain(cfg, mods, run_dir, resume=False, log=print) -> dict`.
+Public entries: `train(runs, resume=False, log=print) -> [run.json dicts]` trains one run, or K runs
+of one model shape and schedule together as one stacked model (K > 1: `model.stack`), in one loop;
+`pretrain(cfg, mods, run_dir, ...)` is the one-run shorthand. Every run keeps what training it alone
+would give it: its own data, batch plan, masking and dropout draws from its own seed, its own loss,
+gradient clipping and AdamW state, its own folder with `run.json`, `metrics.jsonl` and checkpoint.
+Evaluation during training, progress logging and checkpointing are callbacks of the loop.
+
 Every step's randomness (batch order, masking, dropout) is derived from (seed, epoch, step), and
 checkpoints hold model + optimizer state, so a resumed run ends bit-identical to an uninterrupted
 one on CPU.
@@ -10,28 +16,24 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
-from . import precision
-from .batching import SequenceSet, plan_epoch, steps_per_epoch
-from .cache import atomic_write_text
-from .errors import MinimultError
-from .languages import build_sides
-from .masking import mask_batch, random_replacement_ids
-from .model import Bert
-from .mods import versions
-from .prepare import prepare
-from .runs import environment, read_json, write_json
+from minimult import precision
+from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
+from minimult.data.masking import mask_batch
+from minimult.errors import MinimultError
+from minimult.model import Bert, pack, stack
+from minimult.mods import check_masking, versions
+from minimult.runs import Run, truncate_log
 
-CHECKPOINT = "checkpoint.pt"
-CHECKPOINT_FORMAT = 1
+SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
+                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences")
 
 
 def pick_device(name: str) -> torch.device:
@@ -53,218 +55,390 @@ def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7919 + 1) % (2**63 - 1)
 
 
-@dataclass
-class Setup:
-    prepared: object
-    train_set: SequenceSet
-    model: Bert
-    device: torch.device
-    random_ids: torch.Tensor
-    neighbours: torch.Tensor | None
-
-
-def build(cfg, mods, device: torch.device, log: Callable[[str], None] = print) -> Setup:
-    """Data on the device and a freshly initialised model (seeded)."""
-    prepared = prepare(cfg.data, progress=log)
-    sides = build_sides(prepared, cfg.data, mods, "train", cfg.train.seed)
-    train_set = SequenceSet.from_sides(list(sides), cfg.data, device)
-    torch.manual_seed(cfg.train.seed)
-    model = Bert(cfg.model).to(device)
-    stride = prepared.vocab.size if cfg.data.fake == "shift" else len(prepared.vocab)
-    n_langs = cfg.data.n_langs if cfg.data.fake == "shift" else 1
-    random_ids = random_replacement_ids(stride, n_langs).to(device)
-    neighbours = None
-    if cfg.mask.probs[3] > 0:
-        from .knn import neighbour_table
-
-        neighbours = neighbour_table(prepared, cfg, mods, sides, log=log).to(device)
-    return Setup(prepared, train_set, model, device, random_ids, neighbours)
-
-
-def evaluate_during_training(model, s: Setup, cfg, mods, step: int, spe: int) -> dict:
-    """Multilinguality on the first `eval_sentences` dev sentences (layers 0 and 8, or the last
-    layer of a shallower model) and dev perplexity on as many sequences; training randomness is
-    untouched (every step reseeds)."""
-    from .evaluate import mlm_perplexity, multilinguality_scores
-
-    layers = (0, min(8, cfg.model.layers))
-    model.eval()
-    try:
-        scores = multilinguality_scores(model, s.prepared, cfg, mods, layers, s.device, cfg.train.eval_sentences)
-        dev = build_sides(s.prepared, cfg.data, mods, "dev", cfg.train.seed)
-        scores["perplexity"] = {"dev": mlm_perplexity(model, dev, cfg.data, s.device, cfg.train.eval_sentences)["perplexity"]}
-    finally:
-        model.train()
-    return {"step": step, "epoch": step / spe, "eval": scores}
-
-
-def eval_line(row: dict) -> str:
-    mu = row["eval"]["mu"]
-    return (f"step {row['step']:>6} | eval: µ {'n/a' if mu is None else f'{mu:.3f}'} | "
-            + " | ".join(f"L{l} F1 {r['align_f1']:.3f} ρ {r['retrieval']:.3f} τ {r['translation']:.3f}"
-                         for l, r in row["eval"]["layers"].items()))
-
-
-def save_checkpoint(path: Path, model, optimizer, step: int, cfg, complete: bool) -> None:
-    """Atomic: written to a temporary file, then renamed over the old checkpoint."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"format": CHECKPOINT_FORMAT, "step": step, "complete": complete, "config": cfg.to_dict(),
-                "model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer else None}, tmp)
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path: Path, map_location="cpu") -> dict:
-    if not path.is_file():
-        raise MinimultError(f"no checkpoint at {path}")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=False)
-        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "model" not in ckpt:
-            raise ValueError("not a minimult checkpoint")
-        return ckpt
-    except Exception as e:  # torch raises many kinds for a damaged file
-        raise MinimultError(f"checkpoint {path} is corrupt or unreadable ({type(e).__name__}: {e})") from None
-
-
-def start_meta(run_dir: Path, cfg, mods, s: Setup, spe: int, total: int, **extra) -> dict:
-    """run.json at the start of (or on resuming) training: what the run is and where it runs."""
-    meta = read_json(run_dir / "run.json") if (run_dir / "run.json").is_file() else {}
-    meta.update({"name": run_dir.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
-                 "mod_versions": versions(mods),
-                 "vocab_sha256": s.prepared.vocab_hash, "prepared": str(s.prepared.path),
-                 "environment": environment(), "status": "training", "device": str(s.device),
-                 "precision": precision.resolve(cfg.train.precision, s.device),
-                 "parameters": s.model.num_parameters(), "steps_per_epoch": spe, "total_steps": total, **extra})
-    write_json(run_dir / "run.json", meta)
-    return meta
-
-
-def truncate_log(path: Path, step: int) -> None:
-    """Drop metric lines logged after the checkpoint we resume from (they will be logged again)."""
-    if not path.is_file():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                keep.append(line)
-        except json.JSONDecodeError:
-            continue
-    atomic_write_text(path, "".join(k + "\n" for k in keep))
-
-
 def fmt_time(s: float) -> str:
     s = int(s)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str], None] = print,
-             on_step: Callable[[int, Bert], None] | None = None, stop_after: int | None = None) -> dict:
-    """Train (or continue) the run in `run_dir`. `stop_after` ends early after that many steps in
-    total (used to test resuming); `on_step(step, model)` runs after every step (periodic evaluation)."""
-    run_dir = Path(run_dir)
-    tc = cfg.train
+def check_stackable(cfgs) -> None:
+    """Refuse runs that cannot share one stacked model and one schedule (one line naming the field)."""
+    first = cfgs[0]
+    for cfg in cfgs[1:]:
+        if cfg.model != first.model:
+            raise MinimultError(f"cannot stack {first.mods!r} with {cfg.mods!r}: model configurations differ "
+                                f"({first.model} vs {cfg.model})")
+        for name in SHARED_TRAIN:
+            a, b = getattr(first.train, name), getattr(cfg.train, name)
+            if a != b:
+                raise MinimultError(f"cannot stack runs whose train.{name} differs ({a} vs {b})")
+
+
+# ---------------------------------------------------------------------------------------------
+# One run in the loop.
+
+
+@dataclass
+class Member:
+    """A run being trained: its data on the device, its freshly initialised model and what its
+    masking needs (the mods' `build` hooks, e.g. knn-replace's neighbour table)."""
+
+    run: Run
+    train_set: SequenceSet
+    model: Bert
+    random_ids: torch.Tensor
+    masking_inputs: dict
+    generator: torch.Generator  # masking draws
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def cfg(self):
+        return self.run.cfg
+
+    def tokens(self, index) -> int:
+        return int(self.train_set.lengths_np[index].sum()) + 2 * len(index)
+
+    def masked_batch(self, index) -> dict:
+        """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `model.pack` take it."""
+        batch = self.train_set.batch(index)
+        masked = mask_batch(batch.input_ids, batch.maskable, self.train_set.mask_id[batch.lang], self.random_ids,
+                            self.cfg.mask, self.generator, **self.masking_inputs)
+        return {"input_ids": masked.input_ids, "position_ids": batch.position_ids,
+                "token_type_ids": batch.token_type_ids, "attention_mask": batch.attention_mask,
+                "selected": masked.selected, "targets": masked.targets}
+
+
+def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
+    """Data on the device and a freshly initialised model (seeded)."""
+    check_masking(run.cfg, run.mods)
+    data = run.data
+    data.prepare(log)
+    sides = data.train_views
+    train_set = SequenceSet.from_sides(sides, data.layouts, device)
+    torch.manual_seed(run.cfg.train.seed)
+    model = Bert(run.cfg.model).to(device)
+    inputs = {}
+    for a in run.mods:
+        if a.mod.build is not None:
+            inputs.update({k: v.to(device) for k, v in a.mod.build(data, sides, run.cfg, a.value, log).items()})
+    return Member(run, train_set, model, data.random_ids().to(device), inputs, torch.Generator(device=device))
+
+
+# ---------------------------------------------------------------------------------------------
+# How one optimisation step runs: one model, or K models stacked.
+
+
+class Single:
+    """One model: dropout from torch's default generator reseeded every step."""
+
+    def __init__(self, members: list[Member]):
+        self.member = members[0]
+        self.model = self.member.model
+
+    def losses(self, step: int, indices: list) -> torch.Tensor:
+        m = self.member
+        torch.manual_seed(step_seed(m.cfg.train.seed, step))  # dropout
+        m.generator.manual_seed(step_seed(m.cfg.train.seed, step) + 1)  # masking
+        b = m.masked_batch(indices[0])
+        return self.model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
+                                   b["selected"], b["targets"]).view(1)
+
+    def clip(self, max_norm: float) -> None:
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+
+    def states(self) -> list[dict]:
+        return [self.model.state_dict()]
+
+    def models(self) -> list[Bert]:
+        return [self.model]
+
+
+class Stacked:
+    """K models as one stacked `Bert`: one generator per model for dropout (CPU) and for masking."""
+
+    def __init__(self, members: list[Member]):
+        self.members = members
+        self.model = stack([m.model for m in members])
+        self.model.generators = [torch.Generator() for _ in members] if self.model.embeddings.ln.weight.is_cpu else None
+
+    def losses(self, step: int, indices: list) -> torch.Tensor:
+        items = []
+        for k, (m, index) in enumerate(zip(self.members, indices)):
+            seed = step_seed(m.cfg.train.seed, step)
+            if self.model.generators is not None:
+                self.model.generators[k].manual_seed(seed)  # dropout, as Single's torch.manual_seed
+            m.generator.manual_seed(seed + 1)  # masking
+            items.append(m.masked_batch(index))
+        return self.model.stacked_losses(pack(items))
+
+    def clip(self, max_norm: float) -> None:
+        self.model.clip_grad_norm_per_model(max_norm)
+
+    def states(self) -> list[dict]:
+        return [{k: v.clone() for k, v in self.model.unstacked_state(k).items()} for k in range(len(self.members))]
+
+    def models(self) -> list[Bert]:
+        """The members' own models holding the stacked weights (for evaluation)."""
+        for k, m in enumerate(self.members):
+            m.model.load_state_dict(self.model.unstacked_state(k))
+        return [m.model for m in self.members]
+
+
+def split_optimizer_state(state: dict, k: int, K: int) -> dict:
+    """Model k's share of a (possibly stacked) AdamW state, as AdamW of one `Bert` saves it."""
+    if K == 1:
+        return state
+    return {"state": {i: {n: (v[k].clone() if n != "step" else v.clone()) for n, v in st.items()}
+                      for i, st in state["state"].items()},
+            "param_groups": [dict(g) for g in state["param_groups"]]}
+
+
+def stack_optimizer_states(states: list[dict]) -> dict:
+    if len(states) == 1:
+        return states[0]
+    first = states[0]
+    return {"state": {i: {n: (torch.stack([s["state"][i][n] for s in states]) if n != "step" else v)
+                          for n, v in st.items()} for i, st in first["state"].items()},
+            "param_groups": first["param_groups"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop and its callbacks.
+
+
+@dataclass
+class Loop:
+    """What callbacks see: the members, the stepper (model), the optimizer and where training is."""
+
+    members: list[Member]
+    stepper: Single | Stacked
+    optimizer: torch.optim.Optimizer
+    spe: int
+    total: int
+    start_step: int
+    end: int
+    log: Callable[[str], None]
+    metrics: list = field(default_factory=list)  # open metrics.jsonl files, one per member
+    step: int = 0
+    t0: float = field(default_factory=time.time)
+    lr: float = 0.0
+
+    def write(self, k: int, row: dict) -> None:
+        self.metrics[k].write(json.dumps(row) + "\n")
+
+    def save(self, complete: bool) -> None:
+        state = self.optimizer.state_dict()
+        K = len(self.members)
+        for k, (m, weights) in enumerate(zip(self.members, self.stepper.states())):
+            m.run.save_checkpoint(weights, split_optimizer_state(state, k, K), self.step, complete)
+
+
+class EvaluateEvery:
+    """Multilinguality on the first `eval_sentences` dev sentences (layers 0 and 8, or the last layer of
+    a shallower model) and dev perplexity on as many sequences, every `eval_every` steps and at the end;
+    training randomness is untouched (every step reseeds)."""
+
+    def __init__(self, every: int):
+        self.every = every
+
+    def __call__(self, loop: Loop) -> None:
+        if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total):
+            return
+        from minimult.evaluate import evaluate_model, summary_parts
+
+        for k, (m, model) in enumerate(zip(loop.members, loop.stepper.models())):
+            cfg = m.cfg
+            model.eval()
+            try:
+                ctx = m.run.context(model, (0, min(8, cfg.model.layers)), dev_sentences=cfg.train.eval_sentences,
+                                    ppl_sentences=cfg.train.eval_sentences, ppl_splits=("dev",))
+                row = {"step": loop.step, "epoch": loop.step / loop.spe, "eval": evaluate_model(ctx)}
+            finally:
+                model.train()
+            loop.write(k, row)
+            who = f"{m.run.name}: " if len(loop.members) > 1 else ""
+            loop.log(f"{who}step {loop.step:>6} | eval: " + ", ".join(summary_parts(row["eval"])))
+
+
+class Progress:
+    """Every few steps: the mean loss of each run (a NaN stops training, keeping the last good
+    checkpoint), a metrics row and one progress line with tokens/s and time left."""
+
+    def __init__(self, log_every: int, checkpoint_every: int):
+        self.log_every, self.checkpoint_every = log_every, checkpoint_every
+        self.window_t, self.tokens, self.steps, self.loss = time.time(), 0, 0, None
+
+    def add(self, losses: torch.Tensor, tokens: int) -> None:
+        self.loss = losses.detach().float() if self.loss is None else self.loss + losses.detach().float()
+        self.tokens += tokens
+        self.steps += 1
+
+    def __call__(self, loop: Loop) -> None:
+        step = loop.step
+        if not (step % self.log_every == 0 or step == loop.end or step % self.checkpoint_every == 0):
+            return
+        K = len(loop.members)
+        mean = [float(x) / self.steps for x in self.loss]
+        bad = [(m.run, x) for m, x in zip(loop.members, mean) if not math.isfinite(x)]
+        if bad:
+            self._fail(loop, bad)
+        now = time.time()
+        rate = self.tokens / max(now - self.window_t, 1e-9)
+        eta = (now - loop.t0) / (step - loop.start_step) * (loop.total - step)
+        for k, x in enumerate(mean):
+            loop.write(k, {"step": step, "epoch": step / loop.spe, "loss": x, "lr": loop.lr,
+                           "tokens_per_s": rate / K, "elapsed_s": now - loop.t0})
+            loop.metrics[k].flush()
+        losses = "/".join(f"{x:.4f}" for x in mean) if K > 1 else f"{mean[0]:7.4f}"
+        loop.log(f"step {step:>6}/{loop.total} | epoch {step / loop.spe:6.2f} | loss {losses} | lr {loop.lr:.2e} | "
+                 f"{rate:8,.0f} tok/s | {fmt_time(now - loop.t0)} elapsed, {fmt_time(eta)} left")
+        self.window_t, self.tokens, self.steps, self.loss = now, 0, 0, None
+
+    @staticmethod
+    def _fail(loop: Loop, bad) -> None:
+        run, x = bad[0]
+        for m in loop.members:
+            m.meta.update(status=f"failed: loss {x} at step {loop.step}")
+            m.run.write_meta(m.meta)
+        if len(loop.members) == 1:
+            kept = (f"the last good checkpoint is kept at {run.checkpoint_path}" if run.has_checkpoint()
+                    else "no checkpoint had been written yet")
+        else:
+            kept = f"stopped all {len(loop.members)} stacked runs ({run.name} diverged): the last good checkpoints are kept"
+        raise MinimultError(f"loss became {x} at step {loop.step}; stopped: {kept} (try a lower --set train.lr)")
+
+
+class CheckpointEvery:
+    def __init__(self, every: int):
+        self.every = every
+
+    def __call__(self, loop: Loop) -> None:
+        if loop.step % self.every == 0 or loop.step == loop.end:
+            loop.save(complete=loop.step == loop.total)
+
+
+def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra) -> dict:
+    """run.json at the start of (or on resuming) training: what the run is and where it runs."""
+    cfg = m.cfg
+    meta = m.run.meta
+    meta.update({"name": m.run.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
+                 "mod_versions": versions(m.run.mods), "vocab_sha256": m.run.data.prepared.vocab_hash,
+                 "prepared": str(m.run.data.prepared.path), "environment": m.run.environment(),
+                 "status": "training", "device": str(device),
+                 "precision": precision.resolve(cfg.train.precision, device), "parameters": parameters,
+                 "steps_per_epoch": spe, "total_steps": total, **extra})
+    m.run.write_meta(meta)
+    return meta
+
+
+def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]:
+    """Load every member's checkpoint: (step, optimizer states or None, all complete)."""
+    ckpts = [m.run.checkpoint(map_location=device) for m in members]
+    steps = {c["step"] for c in ckpts}
+    if len(steps) != 1:
+        raise MinimultError(f"cannot resume stacked runs saved at different steps ({sorted(steps)}); "
+                            "resume them one by one with `minimult pretrain --resume`")
+    step = steps.pop()
+    for m, c in zip(members, ckpts):
+        m.model.load_state_dict(c["model"])
+    states = [c["optimizer"] for c in ckpts] if all(c["optimizer"] is not None for c in ckpts) else None
+    return step, states, all(c.get("complete") for c in ckpts)
+
+
+def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None] = print,
+          stop_after: int | None = None) -> list[dict]:
+    """Train (or continue) `runs` together; see the module docstring. `stop_after` ends early after that
+    many steps in total (used to test resuming)."""
+    runs = [runs] if isinstance(runs, Run) else list(runs)
+    if not runs:
+        raise MinimultError("nothing to train: no runs given")
+    check_stackable([r.cfg for r in runs])
+    tc = runs[0].cfg.train
     if tc.threads:
         torch.set_num_threads(tc.threads)
     device = pick_device(tc.device)
-    s = build(cfg, mods, device, log)
-    model = s.model
-    spe = steps_per_epoch(len(s.train_set), tc.batch_size)
-    total = tc.epochs * spe
-    optimizer = torch.optim.AdamW(model.param_groups(tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999),
-                                  eps=tc.adam_eps, fused=True)  # fused: ~4% faster per step on CPU too
-    ckpt_path, metrics_path = run_dir / CHECKPOINT, run_dir / "metrics.jsonl"
-    step = 0
+    members = [setup(r, device, log) for r in runs]
+    spes = [steps_per_epoch(len(m.train_set), tc.batch_size) for m in members]
+    if len(set(spes)) != 1:
+        raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
+    spe, K = spes[0], len(members)
+    total, step, opt_states = tc.epochs * spe, 0, None
+    names = ", ".join(m.run.name for m in members)
     if resume:
-        ckpt = load_checkpoint(ckpt_path, map_location=device)
-        model.load_state_dict(ckpt["model"])
-        if ckpt["optimizer"] is not None:
-            optimizer.load_state_dict(ckpt["optimizer"])
-        step = ckpt["step"]
-        truncate_log(metrics_path, step)
-        if ckpt.get("complete"):
-            log(f"run {run_dir} is already complete ({step} steps)")
-            return read_json(run_dir / "run.json")
-        log(f"resuming {run_dir} from step {step}")
+        step, opt_states, complete = _resume(members, device, log)
+        if complete:
+            log(f"run{'s' if K > 1 else ''} {names} {'are' if K > 1 else 'is'} already complete ({step} steps)")
+            return [m.run.meta for m in members]
+        for m in members:
+            truncate_log(m.run.metrics_path, step)
+        log(f"resuming {names} from step {step}")
 
-    meta = start_meta(run_dir, cfg, mods, s, spe, total)
-    tokens_per_epoch = int(s.train_set.lengths_np.sum() + 2 * len(s.train_set))
-    log(f"device {device} ({precision.describe(tc.precision, device)}) | {model.num_parameters():,} parameters | "
-        f"batch {tc.batch_size} sequences "
-        f"(~{tokens_per_epoch / spe:,.0f} tokens/step) | {len(s.train_set):,} sequences, {spe} steps/epoch, "
-        f"{tc.epochs} epochs = {total} steps | mods: {cfg.mods}")
+    stepper = (Single if K == 1 else Stacked)(members)
+    optimizer = torch.optim.AdamW(stepper.model.param_groups(tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999),
+                                  eps=tc.adam_eps, fused=True)  # fused: ~4% faster per step on CPU too
+    if opt_states is not None:
+        optimizer.load_state_dict(stack_optimizer_states(opt_states))
+    parameters = members[0].model.num_parameters()
+    extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
+    for m in members:
+        m.meta = start_meta(m, spe, total, device, parameters, **extra)
+    tokens_per_epoch = sum(int(m.train_set.lengths_np.sum() + 2 * len(m.train_set)) for m in members)
+    log(f"device {device} ({precision.describe(tc.precision, device)}) | "
+        + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
+        f"sequences (~{tokens_per_epoch / K / spe:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
+        f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | "
+        + ", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" if K > 1 else f"mods: {m.cfg.mods}"
+                    for m in members))
 
+    end = min(total, stop_after) if stop_after else total
+    loop = Loop(members, stepper, optimizer, spe, total, step, end, log, step=step)
     if total == 0 or step >= total:
-        save_checkpoint(ckpt_path, model, optimizer, step, cfg, complete=True)
-        meta.update(status="complete", steps=step)
-        write_json(run_dir / "run.json", meta)
-        log(f"no training steps ({'untrained' if total == 0 else 'done'}); checkpoint written to {ckpt_path}")
-        return meta
+        loop.save(complete=True)
+        _finish(loop, 0.0, 0)
+        log(f"no training steps ({'0 epochs' if total == 0 else 'done'}); checkpoint written")
+        return [m.meta for m in members]
 
+    progress = Progress(max(1, min(50, spe // 4)), tc.checkpoint_every or spe)
+    callbacks = [EvaluateEvery(tc.eval_every), progress, CheckpointEvery(tc.checkpoint_every or spe)]
     autocast = precision.autocast(tc.precision, device)
-    generator = torch.Generator(device=device)
-    every = tc.checkpoint_every or spe
-    log_every = max(1, min(50, spe // 4))
-    model.train()
-    t0, window_t, window_tokens, window_loss, window_steps = time.time(), time.time(), 0, 0.0, 0
-    start_step, end = step, min(total, stop_after) if stop_after else total
-    with open(metrics_path, "a") as metrics:
-        while step < end:
-            epoch, within = divmod(step, spe)
-            plan = plan_epoch(s.train_set.lengths_np, tc.batch_size, tc.seed, epoch)
-            for index in plan[within:]:
-                if step >= end:
-                    break
-                torch.manual_seed(step_seed(tc.seed, step))  # dropout
-                generator.manual_seed(step_seed(tc.seed, step) + 1)  # masking
-                batch = s.train_set.batch(index)
-                masked = mask_batch(batch.input_ids, batch.maskable, s.train_set.mask_id[batch.lang],
-                                    s.random_ids, cfg.mask, generator, s.neighbours)
-                for g in optimizer.param_groups:
-                    g["lr"] = lr_at(step, total, tc.lr, tc.warmup_steps)
-                with autocast:
-                    loss = model.mlm_loss(masked.input_ids, batch.position_ids, batch.token_type_ids,
-                                          batch.attention_mask, masked.selected, masked.targets)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
-                optimizer.step()
-                step += 1
-                window_loss += loss.detach().float()
-                window_steps += 1
-                window_tokens += int(s.train_set.lengths_np[index].sum()) + 2 * len(index)
-                if on_step is not None:
-                    on_step(step, model)
-                if tc.eval_every and (step % tc.eval_every == 0 or step == total):
-                    row = evaluate_during_training(model, s, cfg, mods, step, spe)
-                    metrics.write(json.dumps(row) + "\n")
-                    log(eval_line(row))
-                last = step == end
-                if step % log_every == 0 or last or step % every == 0:
-                    mean_loss = float(window_loss) / window_steps
-                    if not math.isfinite(mean_loss):
-                        meta.update(status=f"failed: loss {mean_loss} at step {step}")
-                        write_json(run_dir / "run.json", meta)
-                        kept = (f"the last good checkpoint is kept at {ckpt_path}" if ckpt_path.is_file()
-                                else "no checkpoint had been written yet")
-                        raise MinimultError(f"loss became {mean_loss} at step {step}; stopped: {kept} "
-                                            f"(try a lower --set train.lr)")
-                    now = time.time()
-                    rate = window_tokens / max(now - window_t, 1e-9)
-                    eta = (now - t0) / (step - start_step) * (total - step)
-                    row = {"step": step, "epoch": step / spe, "loss": mean_loss,
-                           "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": rate,
-                           "elapsed_s": now - t0}
-                    metrics.write(json.dumps(row) + "\n")
-                    metrics.flush()
-                    log(f"step {step:>6}/{total} | epoch {step / spe:6.2f} | loss {mean_loss:7.4f} | "
-                        f"lr {row['lr']:.2e} | {rate:8,.0f} tok/s | {fmt_time(now - t0)} elapsed, "
-                        f"{fmt_time(eta)} left")
-                    window_t, window_tokens, window_loss, window_steps = now, 0, 0.0, 0
-                if step % every == 0 or last:
-                    save_checkpoint(ckpt_path, model, optimizer, step, cfg, complete=step == total)
-    elapsed = time.time() - t0
-    meta.update(status="complete" if step == total else "interrupted", steps=step,
-                train_seconds=meta.get("train_seconds", 0) + elapsed,
-                tokens_per_s=(step - start_step) * tokens_per_epoch / spe / max(elapsed, 1e-9))
-    write_json(run_dir / "run.json", meta)
-    return meta
+    stepper.model.train()
+    loop.t0 = time.time()
+    plans: dict[int, list] = {}
+    with ExitStack() as files:
+        loop.metrics = [files.enter_context(open(m.run.metrics_path, "a")) for m in members]
+        while loop.step < end:
+            epoch, within = divmod(loop.step, spe)
+            if epoch not in plans:
+                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch)
+                                 for m in members]}
+            indices = [p[within] for p in plans[epoch]]
+            loop.lr = lr_at(loop.step, total, tc.lr, tc.warmup_steps)
+            for g in optimizer.param_groups:
+                g["lr"] = loop.lr
+            with autocast:
+                losses = stepper.losses(loop.step, indices)
+            optimizer.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            stepper.clip(tc.clip)
+            optimizer.step()
+            loop.step += 1
+            progress.add(losses, sum(m.tokens(i) for m, i in zip(members, indices)))
+            for callback in callbacks:
+                callback(loop)
+    _finish(loop, time.time() - loop.t0, tokens_per_epoch)
+    return [m.meta for m in members]
+
+
+def _finish(loop: Loop, elapsed: float, tokens_per_epoch: int) -> None:
+    done = loop.step - loop.start_step
+    for m in loop.members:
+        m.meta.update(status="complete" if loop.step == loop.total else "interrupted", steps=loop.step)
+        if elapsed:
+            m.meta.update(train_seconds=m.meta.get("train_seconds", 0) + elapsed,
+                          tokens_per_s=done * tokens_per_epoch / len(loop.members) / loop.spe / max(elapsed, 1e-9))
+        m.run.write_meta(m.meta)
+
+
+def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str], None] = print,
+             stop_after: int | None = None) -> dict:
+    """Train (or continue) the one run in `run_dir` (which holds its config.json)."""
+    return train([Run(Path(run_dir), cfg, mods)], resume=resume, log=log, stop_after=stop_after)[0]

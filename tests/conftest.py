@@ -40,6 +40,6 @@ def tiny_data_cfg():
 
 @pytest.fixture(scope="session")
 def tiny_prepared(minimult_cache, tiny_data_cfg):
-    from minimult.prepare import prepare
+    from minimult.data.prepare import prepare
 
     return prepare(tiny_data_cfg)

@@ -1,9 +1,12 @@
 """The benchmark scripts run end to end on tiny inputs and report what the README quotes (their
-timings are not checked: speed claims come from full runs of these scripts, never from tests)."""
+timings are not checked: speed claims come from full runs of these scripts, never from tests);
+`--json` files hold the same result with the command and the machine, and the README's Speed table
+is what bench_table.py makes from the result files in experiments/results/bench/."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +24,51 @@ def bench(script: str, *args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # the machine-readable last line
 
 
+def filed(path: Path, res: dict, script: str) -> dict:
+    """The --json file: the printed result, the options, the machine."""
+    data = json.loads(path.read_text())
+    assert data["result"] == res and data["script"] == script and "--json" not in data["argv"]
+    assert data["command"].startswith(f"python experiments/{script} ") and data["date"]
+    assert data["machine"]["threads"] == 1 and data["machine"]["cpu"] and data["machine"]["torch"]
+    return data
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_bench_train_reports_ratios_and_gemm_share(precision):
-    res = bench("bench_train.py", "--precision", precision, "--hf-precision", "fp32")
+def test_bench_train_reports_ratios_and_gemm_share(precision, tmp_path):
+    res = bench("bench_train.py", "--precision", precision, "--hf-precision", "fp32",
+                "--json", str(tmp_path / "r.json"))
+    assert filed(tmp_path / "r.json", res, "bench_train.py")["argv"][-4:] == [
+        "--precision", precision, "--hf-precision", "fp32"]
     assert (res["precision"], res["hf_precision"], res["steps"]) == (precision, "fp32", 2)
     for key in ("tok_s_ours", "tok_s_hf-bucketed", "tok_s_hf-padded", "ours_over_hf-bucketed",
                 "ours_over_hf-padded", "gemm_gflops", "ours_gflops", "ours_frac_of_gemm"):
         assert res[key] > 0, key
 
 
-def test_bench_stacked_reports_the_ratio_to_separate_models():
-    res = bench("bench_stacked.py", "--models", "2", "--precision", "bf16")
+def test_bench_stacked_reports_the_ratio_to_separate_models(tmp_path):
+    res = bench("bench_stacked.py", "--models", "2", "--precision", "bf16", "--json", str(tmp_path / "s.json"))
+    filed(tmp_path / "s.json", res, "bench_stacked.py")
     assert (res["models"], res["precision"]) == (2, "bf16")
     assert res["tok_s_separate"] > 0 and res["tok_s_stacked"] > 0 and res["stacked_over_separate"] > 0
+
+
+def test_readme_speed_table_is_made_from_the_result_files(tmp_path):
+    """Regenerating the README's Speed table from experiments/results/bench/ changes nothing; a new
+    result file is a new row, labelled by its options."""
+    readme = tmp_path / "README.md"
+    readme.write_bytes((ROOT / "README.md").read_bytes())
+    table = [sys.executable, str(ROOT / "experiments" / "bench_table.py"), "--readme", str(readme)]
+    proc = subprocess.run(table + ["--check"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    results = tmp_path / "bench"
+    shutil.copytree(ROOT / "experiments" / "results" / "bench", results)
+    new = json.loads((results / "train-10-fp32.json").read_text())
+    new.pop("label")
+    new["argv"] += ["--steps", "12"]
+    (results / "train-99-new.json").write_text(json.dumps(new))
+    proc = subprocess.run(table + ["--results", str(results)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = readme.read_text()
+    assert text != (ROOT / "README.md").read_text()
+    row = "| `--precision fp32 --steps 12` | 12,388 | 8,048 | 1,109 | 1.51× | 10.8× | 70% (51.3 of 73.2) |"
+    assert row + "\n<!-- END bench-train -->" in text  # the GFLOP/s unit only on the first row with rates

@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from minimult import cache
+from minimult.data import cache
 from minimult.errors import MinimultError
-from minimult.prepare import load_prepared, prepare
+from minimult.data.prepare import load_prepared, prepare
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import statistics
 import pytest
 from pythonbible import Book
 
-from minimult import corpus
+from minimult.data import corpus
 from minimult.errors import MinimultError
 
 VERSE_MARKER = re.compile(r"(?<!\w)\d+\.(?!\d)")  # "17." as the numbered plain texts write verse numbers

@@ -13,14 +13,15 @@ import pytest
 import torch
 
 from conftest import TINY_SETTINGS
-from minimult.batching import SequenceSet
+from minimult.data.batching import SequenceSet
 from minimult.config import resolve
 from minimult.evaluate import (PPL_SEED, evaluate_run, gold_links, mlm_perplexity, piece_vectors, row_slices,
                                sentence_vectors, truncate)
-from minimult.languages import Side, build_sides
-from minimult.masking import MaskConfig, mask_batch, random_replacement_ids
+from minimult.data.languages import Side
+from minimult.data.run_data import RunData
+from minimult.data.masking import MaskConfig, mask_batch, random_replacement_ids
 from minimult.model import Bert
-from minimult.prepare import prepare
+from minimult.data.prepare import prepare
 from minimult.runs import copy_vocab, write_json
 from minimult.train import pretrain
 
@@ -117,12 +118,12 @@ def test_eval_every_logs_multilinguality_curves(tmp_path):
 def tiny_model():
     """An untrained tiny Bert with its config, prepared data and permuted dev sides, truncated to 60 pieces."""
     cfg, mods = resolve("tiny", TINY_SETTINGS, "permute")
-    prepared = prepare(cfg.data)
+    data = RunData(cfg, mods)
     torch.manual_seed(0)
     model = Bert(cfg.model).eval()
-    english, second = build_sides(prepared, cfg.data, mods, "dev", 0)
+    english, second = data.views("dev")
     index = np.arange(60)
-    return cfg, prepared, model, truncate(english.subset(index), 60), truncate(second.subset(index), 60)
+    return data, data.prepared, model, truncate(english.subset(index), 60), truncate(second.subset(index), 60)
 
 
 def test_gold_links_equal_per_sentence_alignment(tiny_model):
@@ -152,28 +153,28 @@ def test_row_slices_cover_the_batch_within_budget():
 
 
 def test_piece_vectors_equal_one_sentence_at_a_time(tiny_model):
-    cfg, _, model, english, second = tiny_model
+    data, _, model, english, second = tiny_model
     device = torch.device("cpu")
     for side in (english, second):
-        seqs = SequenceSet.from_sides([side], cfg.data, device)
+        seqs = SequenceSet.from_sides([side], data.layouts, device)
         single = []
         for i in range(side.num_sentences):
             b = seqs.batch(np.array([i]))
             with torch.no_grad():
                 single.append(model.hidden_states(b.input_ids, b.position_ids, b.token_type_ids, b.attention_mask))
         for batch_size, tokens in ((16, 100), (512, 10**6)):  # padded batches in slices of 1-3 rows; all at once
-            out = piece_vectors(model, side, cfg.data, (0, 2), device, batch_size, tokens)
+            out = piece_vectors(model, side, data.layouts, (0, 2), device, batch_size, tokens)
             for l in (0, 2):
                 expected = torch.cat([hs[l][0, 1:-1] for hs in single])  # without [CLS] and [SEP]
                 torch.testing.assert_close(out[l], expected, rtol=1e-6, atol=1e-6)
 
 
-def reference_perplexity(model, sides, data_cfg, batch_size):
+def reference_perplexity(model, sides, data, batch_size):
     """mlm_perplexity as first written: every masking batch through the model whole."""
-    seqs = SequenceSet.from_sides(list(sides), data_cfg, "cpu")
+    seqs = SequenceSet.from_sides(list(sides), data.layouts, "cpu")
     order = np.argsort(seqs.lengths_np, kind="stable")
     gen = torch.Generator().manual_seed(PPL_SEED)
-    random_ids = random_replacement_ids(data_cfg.vocab_size, data_cfg.n_langs)
+    random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
     nll, count = 0.0, 0
     for i in range(0, len(order), batch_size):
         b = seqs.batch(order[i : i + batch_size])
@@ -187,10 +188,12 @@ def reference_perplexity(model, sides, data_cfg, batch_size):
 
 
 def test_perplexity_in_row_slices_equals_whole_batches(tiny_model):
-    cfg, _, model, english, second = tiny_model
-    expected = reference_perplexity(model, (english, second), cfg.data, 16)
+    data, _, model, english, second = tiny_model
+    expected = reference_perplexity(model, (english, second), data, 16)
+    random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
     for tokens in (100, 10**6):  # slices of 1-3 rows; whole batches
-        r = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=16, tokens=tokens)
+        r = mlm_perplexity(model, (english, second), data.layouts, random_ids, torch.device("cpu"), batch_size=16,
+                           tokens=tokens)
         assert r["perplexity"] == pytest.approx(expected, rel=1e-6) and r["sequences"] == 120
-    other = mlm_perplexity(model, (english, second), cfg.data, torch.device("cpu"), batch_size=8)
+    other = mlm_perplexity(model, (english, second), data.layouts, random_ids, torch.device("cpu"), batch_size=8)
     assert other["perplexity"] != pytest.approx(expected, rel=1e-6)  # the masks follow the batches

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from minimult.cli import main
 from minimult.config import resolve
 from minimult.errors import MinimultError
-from minimult.grid import load_grid, parse_seeds
+from minimult.sweep.grid import load_grid, parse_seeds
 from minimult.mods import parse_mods
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,24 +10,24 @@ import pytest
 import torch
 
 from conftest import TINY_SETTINGS
-from minimult.batching import SequenceSet, plan_epoch
+from minimult.data.batching import SequenceSet, plan_epoch
 from minimult.config import resolve
-from minimult.knn import neighbour_table, table_info
-from minimult.languages import build_sides
-from minimult.masking import mask_batch, random_replacement_ids
-from minimult.prepare import prepare
+from minimult.knn.neighbours import neighbour_table, table_info
+from minimult.data.run_data import RunData
+from minimult.data.masking import mask_batch, random_replacement_ids
+from minimult.data.prepare import prepare
 
-TINY = {**TINY_SETTINGS, "data.knn_dim": 32}
+TINY = {**TINY_SETTINGS, "knn.dim": 32}
 
 
 @pytest.fixture(scope="module")
 def knn_setup():
     cfg, mods = resolve("tiny", TINY, "knn-replace")
-    prepared = prepare(cfg.data)
-    sides = build_sides(prepared, cfg.data, mods, "train", cfg.train.seed)
+    data = RunData(cfg, mods)
+    prepared, sides = data.prepared, data.views("train")
     logs = []
-    table = neighbour_table(prepared, cfg, mods, sides, log=logs.append)
-    return cfg, mods, prepared, sides, table, logs
+    table = neighbour_table(prepared, data.source, cfg, 1, sides, log=logs.append)
+    return cfg, data, prepared, sides, table, logs
 
 
 def test_table_links_each_language_to_the_other(knn_setup):
@@ -39,22 +39,22 @@ def test_table_links_each_language_to_the_other(knn_setup):
     assert (table[en & have, 0] >= V).all() and (table[l1 & have, 0] < V).all()  # always the other language
     assert not have[:5].any() and not have[V:V + 5].any()  # specials have no vector
     # Fake-English is an exact copy: the mapping must find the identity for nearly every word
-    p1 = table_info(prepared, cfg, knn_setup[3])["identity_p1"]
+    p1 = table_info(prepared, cfg, 1, knn_setup[3])["identity_p1"]
     assert p1["nn"] > 0.9 and p1["pairs"] > 100
     assert (table[en & have, 0] == torch.arange(2 * V)[en & have] + V).float().mean() > 0.9
 
 
 def test_second_build_reuses_the_cache(knn_setup):
-    cfg, mods, prepared, sides, table, logs = knn_setup
+    cfg, data, prepared, sides, table, logs = knn_setup
     again = []
-    assert torch.equal(neighbour_table(prepared, cfg, mods, sides, log=again.append), table)
+    assert torch.equal(neighbour_table(prepared, data.source, cfg, 1, sides, log=again.append), table)
     assert "reused" in again[-1] and "built" in logs[-1]
 
 
 def test_knn_mix_replaces_30_percent_of_selected_tokens_by_their_neighbour(knn_setup):
-    cfg, _, prepared, sides, table, _ = knn_setup
+    cfg, data, prepared, sides, table, _ = knn_setup
     assert cfg.mask.probs == (0.5, 0.1, 0.1, 0.3)
-    seqs = SequenceSet.from_sides(list(sides), cfg.data, "cpu")
+    seqs = SequenceSet.from_sides(sides, data.layouts, "cpu")
     random_ids = random_replacement_ids(cfg.data.vocab_size, 2)
     gen = torch.Generator().manual_seed(0)
     hits = selected = 0
@@ -72,7 +72,7 @@ def test_knn_mix_replaces_30_percent_of_selected_tokens_by_their_neighbour(knn_s
 
 def test_embeddings_smaller_than_the_dimension_fail_cleanly(tmp_path):
     args = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
-            "--set", "data.vocab_size=256", "--set", "data.knn_dim=400", "--mods", "knn-replace",
+            "--set", "data.vocab_size=256", "--set", "knn.dim=400", "--mods", "knn-replace",
             "--out", str(tmp_path / "run")]
     proc = subprocess.run([sys.executable, "-m", "minimult.cli", "pretrain", *args], capture_output=True, text=True)
     lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("knn-replace")]

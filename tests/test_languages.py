@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 from minimult import mods as mods_mod
 from minimult.config import RunConfig, resolve
 from minimult.errors import MinimultError
-from minimult.languages import (UNICODE_SHIFT, build_sides, is_special, positions_within, shift_text,
-                                special_id, special_ids)
+from minimult.data import sources
+from minimult.data.languages import build_sides, positions_within
+from minimult.data.layout import is_special, layouts
+from minimult.data.sources.unicode import UNICODE_SHIFT, shift_text
 from minimult.mods import REGISTRY, parse_mods
-from minimult.vocab import CLS, MASK, PAD, SEP
+from minimult.data.vocab import CLS, MASK, PAD, SEP
 
 V = 256
 ORDER_MODS = [None, "inv-order", "permute=0.25", "permute", "permute=1.0"]
@@ -25,7 +27,7 @@ ORDER_MODS = [None, "inv-order", "permute=0.25", "permute", "permute=1.0"]
 @pytest.fixture(scope="module")
 def sides(tiny_prepared, tiny_data_cfg):
     def make(mods=None, split="train", seed=0, prepared=tiny_prepared, cfg=tiny_data_cfg):
-        return build_sides(prepared, cfg, parse_mods(mods), split, seed)
+        return build_sides(prepared, sources.get(cfg.fake), cfg, parse_mods(mods), split, seed)
     return make
 
 
@@ -218,7 +220,7 @@ def test_unigram_then_word_order(sides, order):
 
 @pytest.fixture(scope="module")
 def unicode_prepared(tiny_data_cfg):
-    from minimult.prepare import prepare
+    from minimult.data.prepare import prepare
 
     cfg = dataclasses.replace(tiny_data_cfg, fake="unicode")
     return cfg, prepare(cfg)
@@ -280,13 +282,20 @@ def test_unicode_conflicts_with_shift_special(tiny_data_cfg):
 # Special ids
 
 
-def test_special_ids_shared_or_shifted(tiny_data_cfg):
-    shared = tiny_data_cfg
-    shifted = dataclasses.replace(tiny_data_cfg, shift_special=True)
-    assert special_ids(shared) == {"pad": [PAD, PAD], "cls": [CLS, CLS], "sep": [SEP, SEP], "mask": [MASK, MASK]}
-    assert special_ids(shifted) == {"pad": [PAD, PAD + V], "cls": [CLS, CLS + V], "sep": [SEP, SEP + V],
-                                    "mask": [MASK, MASK + V]}
-    assert special_id(MASK, 1, shifted) == 4 + V and special_id(MASK, 1, shared) == 4
+def _layouts(mods=None, **settings):
+    cfg, active = resolve("tiny", {"data.vocab_size": V, **settings}, mods)
+    return layouts(cfg, sources.get(cfg.data.fake), active)
+
+
+def specials(layout) -> tuple:
+    return layout.pad, layout.cls, layout.sep, layout.mask
+
+
+def test_special_ids_shared_or_shifted():
+    shared, shifted = _layouts(), _layouts("shift-special")
+    assert [specials(l) for l in shared] == [(PAD, CLS, SEP, MASK)] * 2
+    assert [specials(l) for l in shifted] == [(PAD, CLS, SEP, MASK), (PAD + V, CLS + V, SEP + V, MASK + V)]
+    assert [l.id_offset for l in shared] == [0, V]
     assert is_special(np.array([0, 4, 5, V, V + 4, V + 5]), V).tolist() == [True, True, False, True, True, False]
 
 
@@ -295,7 +304,8 @@ def test_special_ids_shared_or_shifted(tiny_data_cfg):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("nope", "unknown mod 'nope'; valid mods: " + ", ".join(REGISTRY)),
+    ("nope", "unknown mod 'nope'; valid mods: lang-pos, shift-special, no-random, knn-replace, overparam, "
+             "inv-order, permute, no-parallel, unigram, untrained"),
     ("lang-pos,nope", "unknown mod 'nope'"),
     ("lang-pos,lang-pos", "given twice"),
     ("permute=0.5,permute=1.0", "given twice"),
@@ -341,6 +351,11 @@ def _data_changes(sides, spec) -> set:
     return changed
 
 
+def _layout_changes(spec) -> set:
+    return {f"layout.{f.name}" for a, b in zip(_layouts(spec), _layouts()) for f in dataclasses.fields(a)
+            if getattr(a, f.name) != getattr(b, f.name)}
+
+
 def _config_changes(spec) -> set:
     base, _ = resolve("tiny")
     cfg, _ = resolve("tiny", mods=spec)
@@ -355,37 +370,48 @@ def test_every_mod_is_complete_and_has_an_effect(sides, name):
     assert isinstance(mod.description, str) and len(mod.description) > 10 and "\n" not in mod.description
     assert isinstance(mod.version, int) and mod.version >= 1
     assert resolve("tiny", mods=name)[0].mods == mod.spec(mod.default)
-    assert _config_changes(name) or _data_changes(sides, name), f"mod {name} changes nothing"
+    assert _config_changes(name) or _layout_changes(name) or _data_changes(sides, name), f"mod {name} changes nothing"
 
 
-# What each known mod changes, and nothing else (a new mod adds its row here with its test).
+# What each known mod changes, and nothing else: config fields, layout fields, data views, and
+# whether it builds something for training (a new mod adds its row here with its test).
+POSITIONS = {"layout.position_offset", "layout.segment"}
+SPECIALS = {"layout.pad", "layout.cls", "layout.sep", "layout.mask"}
 EXPECTED = {
-    "lang-pos": ({"data.lang_positions", "model.max_positions"}, set()),
-    "shift-special": ({"data.shift_special"}, set()),
-    "no-random": ({"mask.probs"}, set()),
-    "knn-replace": ({"mask.probs"}, set()),
-    "overparam": ({"model.hidden", "model.intermediate", "model.heads", "model.layers", "train.lr"}, set()),
-    "inv-order": (set(), {"train.second", "dev.second"}),
-    "permute": (set(), {"train.second", "dev.second"}),
-    "no-parallel": ({"train.epochs"}, {"train.english", "train.second"}),
-    "unigram": (set(), {"train.second"}),
-    "untrained": ({"train.epochs"}, set()),
+    "lang-pos": ({"model.max_positions"}, POSITIONS, set(), False),
+    "shift-special": (set(), SPECIALS, set(), False),
+    "no-random": ({"mask.probs"}, set(), set(), False),
+    "knn-replace": ({"mask.probs"}, set(), set(), True),
+    "overparam": ({"model.hidden", "model.intermediate", "model.heads", "model.layers", "train.lr"}, set(), set(),
+                  False),
+    "inv-order": (set(), set(), {"train.second", "dev.second"}, False),
+    "permute": (set(), set(), {"train.second", "dev.second"}, False),
+    "no-parallel": ({"train.epochs"}, set(), {"train.english", "train.second"}, False),
+    "unigram": (set(), set(), {"train.second"}, False),
+    "untrained": ({"train.epochs"}, set(), set(), False),
 }
+
+
+def test_every_registered_mod_is_in_the_table():
+    assert set(EXPECTED) == set(REGISTRY)
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_mod_changes_exactly(sides, name):
-    config, data = EXPECTED[name]
+    config, layout, data, builds = EXPECTED[name]
     assert _config_changes(name) == config
+    assert _layout_changes(name) == layout
     assert _data_changes(sides, name) == data
+    assert (REGISTRY[name].build is not None) == builds
 
 
 def test_config_mod_values():
     base, _ = resolve("tiny")
     assert resolve("tiny", mods="lang-pos")[0].model.max_positions == 2 * base.data.max_len
+    assert [(l.position_offset, l.segment) for l in _layouts("lang-pos")] == [(0, 0), (base.data.max_len, 1)]
     assert resolve("tiny", mods="no-random")[0].mask.probs == (0.8, 0.2, 0.0, 0.0)
     knn, _ = resolve("tiny", mods="knn-replace=5")
-    assert knn.mask.probs == (0.5, 0.1, 0.1, 0.3) and knn.data.knn_k == 5
+    assert knn.mask.probs == (0.5, 0.1, 0.1, 0.3) and parse_mods(knn.mods)[0].value == 5
     big, _ = resolve("tiny", mods="overparam")
     assert (big.model.hidden, big.model.intermediate, big.model.heads, big.model.layers, big.train.lr) == \
         (768, 3072, 12, 12, 1e-4)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from minimult.errors import MinimultError
-from minimult.masking import (KNN, KNN_PUBLISHED, NO_RANDOM, NO_RANDOM_PUBLISHED, STANDARD, MaskConfig,
+from minimult.data.masking import (KNN, KNN_PUBLISHED, NO_RANDOM, NO_RANDOM_PUBLISHED, STANDARD, MaskConfig,
                               mask_batch, parse_probs, random_replacement_ids)
 
 V, N_SPECIAL = 2048, 5

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from minimult.errors import MinimultError
-from minimult.metrics import alignment_prf, multilinguality, perplexity, retrieval_p1
+from minimult.evaluate.metrics import alignment_prf, multilinguality, perplexity, retrieval_p1
 
 
 def sentences(seed=0, n=40, H=16):

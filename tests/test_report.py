@@ -1,21 +1,30 @@
 """`minimult report`: the table equals the per-run results (mean and sample std over seeds computed
 here independently), the CSV parses, Welch p-values are there for settings with 2 seeds, figures
-are real PNGs; one seed gives blank std and p; no evaluated runs is a one-line error."""
+are real PNGs; one seed gives blank std and p; no evaluated runs is a one-line error. The columns
+and the training figure's panels come from the evaluator registry; the README's quick Table 1 is
+what `--readme` writes between its markers, which `update_readme` alone touches."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+import shutil
 import statistics
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from scipy import stats
 
 from minimult.cli import main
+from minimult.errors import MinimultError
+from minimult.report import build_report, readme_table
+from minimult.report.readme import table_marker, update_readme
 from minimult.runs import read_json
 from test_sweep import RUNS, SEEDS, SETTINGS, swept  # noqa: F401  (the shared tiny sweep)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def per_run(root, name) -> dict:
@@ -130,3 +139,86 @@ def test_report_without_results_is_a_clear_error(tmp_path):
     empty.mkdir()
     result = CliRunner().invoke(main, ["report", str(empty), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "no run folders" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns from the evaluator registry; the README's generated table.
+
+QUICK = ROOT / "experiments" / "results" / "quick"
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The report of the kept quick-preset runs (no checkpoints: tables and the training figure)."""
+    out = tmp_path_factory.mktemp("quick")
+    return build_report([QUICK], out, log=lambda s: None), out
+
+
+def test_columns_come_from_the_evaluator_registry(quick):
+    from minimult.evaluate.registry import table_columns
+
+    report, out = quick
+    cols = table_columns(report["top_layer"])
+    assert report["columns"] == [c.key(l) for c, l in cols]
+    header = next(l for l in (out / "table1.md").read_text().splitlines() if l.startswith("| ID"))
+    (first, layer), rest = cols[0], cols[1:]
+    assert [c.strip() for c in header.strip("|").split("|")] == (
+        ["ID", "setting", "n", first.heading(layer), f"p ({first.heading(layer)})"] + [c.heading(l) for c, l in rest])
+    fields = next(csv.reader((out / "table1.csv").open()))
+    assert fields[7:] == [f"{c.key(l)}_{s}" for c, l in cols for s in ("mean", "std", "p")]
+
+
+def test_training_panels_are_the_registry_curve_columns():
+    from minimult.report.figures import curve_panels
+
+    assert [t for t, _, _ in curve_panels("8")] == [
+        "multilinguality µ", "retrieval ρ, layer 0", "translation τ, layer 0", "retrieval ρ, layer 8",
+        "translation τ, layer 8", "dev perplexity"]
+    assert [c.key(l) for _, c, l in curve_panels("0")] == ["mu", "retrieval_L0", "translation_L0", "ppl_dev"]
+
+
+def test_pca_needs_one_id_block_per_language():
+    from minimult.report.figures import shares_vocabulary
+
+    assert not shares_vocabulary({"fake": "shift"}) and not shares_vocabulary({})
+    assert shares_vocabulary({"fake": "unicode"})  # one vocabulary learned over both scripts
+    assert shares_vocabulary({"fake": "no-such-source"})  # unknown: no figure rather than a wrong one
+
+
+README_TEXT = "intro\n\n<!-- BEGIN t -->\nold 1\nold 2\n<!-- END t -->\n\n<!-- BEGIN u -->\nkeep\n<!-- END u -->\nend\n"
+
+
+def test_update_readme_replaces_only_between_its_markers(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text(README_TEXT)
+    assert update_readme(path, "| a |\n|---|\n| 1 |\n", "t")
+    assert path.read_text() == README_TEXT.replace("old 1\nold 2\n", "| a |\n|---|\n| 1 |\n")
+    before = path.stat().st_mtime_ns
+    assert not update_readme(path, "\n| a |\n|---|\n| 1 |", "t")  # the same text, blank edges aside: not rewritten
+    assert path.stat().st_mtime_ns == before
+    assert update_readme(path, "new", "u", write=False) and "keep" in path.read_text()  # would change; a dry run
+
+
+@pytest.mark.parametrize("text", ["no markers\n", "<!-- BEGIN t -->\nx\n", "<!-- END t -->\n<!-- BEGIN t -->\n",
+                                  README_TEXT + "<!-- BEGIN t -->\n"])
+def test_update_readme_refuses_missing_or_misplaced_markers(tmp_path, text):
+    path = tmp_path / "README.md"
+    path.write_text(text)
+    with pytest.raises(MinimultError, match="<!-- BEGIN t -->") as e:
+        update_readme(path, "| a |", "t")
+    assert "\n" not in str(e.value) and path.read_text() == text
+    with pytest.raises(MinimultError, match="cannot read"):
+        update_readme(tmp_path / "missing.md", "| a |", "t")
+
+
+def test_readme_table_round_trip(quick, tmp_path):
+    """The README's quick Table 1 is exactly what `report --readme` writes there."""
+    report, _ = quick
+    readme = tmp_path / "README.md"
+    shutil.copyfile(ROOT / "README.md", readme)
+    original = readme.read_bytes()
+    assert table_marker(report["sections"][0]) == "quick-table1"
+    assert not update_readme(readme, readme_table(report), "quick-table1")
+    build_report([QUICK], tmp_path / "out", log=lambda s: None, readme=readme)
+    assert readme.read_bytes() == original
+    assert readme_table(report) in report["markdown"]

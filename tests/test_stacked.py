@@ -7,8 +7,8 @@ import torch
 
 from minimult import precision
 from minimult.errors import MinimultError
-from minimult.train import load_checkpoint, pretrain
-from minimult.train_stacked import pretrain_stacked
+from minimult.runs import Run, load_checkpoint
+from minimult.train import pretrain, train
 from test_train import new_run, quiet, tiny_cfg
 
 # float round-off of batched vs single matrix products, after every step of the run
@@ -25,6 +25,11 @@ def _losses(d) -> list[float]:
     import json
 
     return [r["loss"] for r in map(json.loads, (d / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def pretrain_stacked(cfgs, mods, run_dirs, **kwargs):
+    """K runs trained together as one stacked model (train.train with K > 1)."""
+    return train([Run(d, c, m) for c, m, d in zip(cfgs, mods, run_dirs)], **kwargs)
 
 
 def _separate_and_stacked(tmp_path, specs, **overrides):
@@ -91,25 +96,25 @@ def test_stacking_refuses_runs_of_different_shape(tmp_path):
 
 
 def test_per_model_gradient_clipping_matches_torch():
-    from minimult.model import Bert, ModelConfig
-    from minimult.stacked import StackedBert
+    from minimult.model import Bert, ModelConfig, stack
 
     cfg = ModelConfig(vocab_size=50, hidden=8, intermediate=16, layers=1, max_positions=8)
     torch.manual_seed(0)
     models = [Bert(cfg) for _ in range(2)]
-    stacked = StackedBert(models)
+    stacked = stack(models)
+    assert [n for n, _ in stacked.named_parameters()] == [n for n, _ in models[0].named_parameters()]
     for m, model in enumerate(models):
         scale = 10.0 if m else 0.01  # one model clipped, one not
         for p in model.parameters():
             p.grad = torch.randn_like(p) * scale
-    for n in stacked.names:
-        stacked.p(n).grad = torch.stack([dict(m.named_parameters())[n].grad for m in models])
+    for n, p in stacked.named_parameters():
+        p.grad = torch.stack([dict(m.named_parameters())[n].grad for m in models])
     norms = stacked.clip_grad_norm_per_model(1.0)
     for m, model in enumerate(models):
         expected = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         assert norms[m].item() == pytest.approx(expected.item(), rel=1e-5)
         for n, p in model.named_parameters():
-            torch.testing.assert_close(stacked.p(n).grad[m], p.grad)
+            torch.testing.assert_close(stacked.get_parameter(n).grad[m], p.grad)
 
 
 @pytest.mark.parametrize("heads", [1, 2])
@@ -119,8 +124,7 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
     padded batches of different shapes, and under bf16 autocast within bf16 rounding of them; with
     dropout it trains (finite loss, gradients everywhere)."""
     from minimult import model as model_module
-    from minimult.model import Bert, ModelConfig
-    from minimult.stacked import StackedBert, pack
+    from minimult.model import Bert, ModelConfig, pack, stack
 
     cfg = ModelConfig(vocab_size=40, hidden=16, intermediate=32, heads=heads, layers=2, max_positions=12)
     g = torch.Generator().manual_seed(0)
@@ -137,12 +141,12 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
     items = [item(6, 9), item(4, 12)]
     torch.manual_seed(0)
     models = [Bert(cfg).eval() for _ in items]
-    stacked = StackedBert(models).eval()
+    stacked = stack(models).eval()
 
     def losses():
         single = [m.mlm_loss(it["input_ids"], it["position_ids"], it["token_type_ids"], it["attention_mask"],
                              it["selected"], it["targets"]) for m, it in zip(models, items)]
-        return torch.stack(single), stacked.mlm_losses(pack(items))
+        return torch.stack(single), stacked.stacked_losses(pack(items))
 
     cpu_single, cpu_stacked = losses()
     monkeypatch.setattr(model_module, "cpu_kernels", lambda device: False)
@@ -158,8 +162,8 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
     assert not torch.equal(bf16_single, cpu_single)  # autocast did act
 
     stacked.train()
-    loss = stacked.mlm_losses(pack(items)).sum()
+    loss = stacked.stacked_losses(pack(items)).sum()
     loss.backward()
     assert torch.isfinite(loss)
     assert all(p.grad is not None and p.grad.abs().sum() > 0 and torch.isfinite(p.grad).all()
-               for p in stacked.stack.values())
+               for p in stacked.parameters())

@@ -17,7 +17,8 @@ import torch
 from minimult.config import RunConfig
 from minimult.mods import parse_mods
 from minimult.runs import read_json, write_json
-from minimult.train import load_checkpoint, pretrain
+from minimult.runs import load_checkpoint
+from minimult.train import pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
 # `-c` rather than `-m minimult.cli`: works whatever the order of cli.py's `__main__` block
@@ -227,7 +228,7 @@ def test_grouping_for_stacking_keeps_shapes_and_checkpointed_runs_apart(tmp_path
 def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):
     from types import SimpleNamespace
 
-    from minimult.grid import load_grid
+    from minimult.sweep.grid import load_grid
     from minimult.sweep import write_manifest
 
     (tmp_path / "tiny.toml").write_text(GRID)
@@ -246,7 +247,7 @@ def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):
 
 
 def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_path, monkeypatch):
-    from minimult.grid import load_grid
+    from minimult.sweep.grid import load_grid
     from minimult.sweep import run_sweep
 
     assert swept.proc.returncode == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from minimult.sweep_progress import SweepProgress, last_step, seconds
+from minimult.sweep.progress import SweepProgress, last_step, seconds
 
 LINE = ("step {step:>6}/1775 | epoch  16.52 | loss  3.9585 | lr 6.99e-04 |   11,962 tok/s | "
         "{elapsed} elapsed, {left} left\n")
@@ -48,7 +48,7 @@ def test_status_lines_and_time_left(tmp_path):
 
 
 def test_a_sweep_prints_status_lines_while_runs_train(tmp_path):
-    from minimult.grid import load_grid
+    from minimult.sweep.grid import load_grid
     from minimult.sweep import run_sweep
 
     from test_sweep import GRID

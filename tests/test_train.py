@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from conftest import TINY_SETTINGS
-from minimult.batching import SequenceSet, plan_epoch, steps_per_epoch
+from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.config import resolve
-from minimult.languages import build_sides
-from minimult.prepare import prepare
+from minimult.data.prepare import prepare
 from minimult.runs import read_json, write_json
-from minimult.train import load_checkpoint, lr_at, pretrain
+from minimult.data.run_data import RunData
+from minimult.runs import load_checkpoint
+from minimult.train import lr_at, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,8 +40,9 @@ def new_run(tmp_path, name, cfg):
 
 def first_batch(mods):
     cfg, active = tiny_cfg(mods)
-    sides = build_sides(prepare(cfg.data), cfg.data, active, "train", 0)
-    seqs = SequenceSet.from_sides(list(sides), cfg.data, "cpu")
+    data = RunData(cfg, active)
+    sides = data.views("train")
+    seqs = SequenceSet.from_sides(sides, data.layouts, "cpu")
     n = sides[0].num_sentences
     return cfg, seqs.batch(np.array([0, n])), sides  # sentence 0 in English and in language 1
 
@@ -208,6 +210,10 @@ def test_cli_bad_input(tmp_path):
     assert_one_line_error(cli("pretrain", "--resume", str(tmp_path / "missing")), "not a run folder")
     assert_one_line_error(cli("pretrain", *TINY_ARGS, "--mask-probs", "0.5,0.5,0.5,0"), "sum")
     assert_one_line_error(cli("pretrain", *TINY_ARGS, "--set", "train.precision=fp16"), "unknown precision 'fp16'")
+    # a knn share in the mix needs the mod that builds the neighbour table; no run folder is left behind
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, "--mask-probs", "0.5,0.1,0.1,0.3", "--out", str(tmp_path / "k")),
+                          "needs neighbours", "--mods knn-replace")
+    assert not (tmp_path / "k").exists()
 
 
 def test_corrupt_checkpoint_and_nan_loss_fail_cleanly(tmp_path):

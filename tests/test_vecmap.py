@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from minimult.embeddings import neighbour_table, train_fasttext
+from minimult.knn.fasttext import neighbour_table, train_fasttext
 from minimult.errors import MinimultError
-from minimult.vecmap import VecMapConfig, nearest, normalize, translation_p1, unsupervised_map
+from minimult.knn.vecmap import VecMapConfig, nearest, normalize, translation_p1, unsupervised_map
 
 FAST = VecMapConfig(patience=5)
 

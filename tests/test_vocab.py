@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minimult.corpus import file_corpus
+from minimult.data.corpus import file_corpus
 from minimult.errors import MinimultError
-from minimult.vocab import (CLS, MASK, N_SPECIAL, PAD, SEP, SPECIALS, UNK, Encoded, Vocab,
+from minimult.data.vocab import (CLS, MASK, N_SPECIAL, PAD, SEP, SPECIALS, UNK, Encoded, Vocab,
                             train_wordpiece)
 
 

@@ -1,7 +1,7 @@
 """knn-replace's neighbour table: fastText per language -> unsupervised VecMap -> k nearest ids.
 
-Public entry: `neighbour_table(prepared, cfg, mods, sides, log) -> LongTensor (V_total, k)`, cached by
-content (the training text of both languages, fastText and mapping settings, k). Row i holds the k
+Public entry: `neighbour_table(prepared, source, cfg, k, sides, log) -> LongTensor (V_total, k)`, cached
+by content (the training text of both languages, fastText and mapping settings, k). Row i holds the k
 nearest ids of id i in the other language (−1: no vector, so masking falls back to a random id).
 """
 
@@ -17,10 +17,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .cache import cache_root, cached, key_hash
-from .embeddings import neighbour_table as nearest_table, train_fasttext
-from .languages import Side
-from .vecmap import VecMapConfig, translation_p1, unsupervised_map
+from minimult.data.cache import cache_root, cached, key_hash
+from minimult.knn.fasttext import neighbour_table as nearest_table, train_fasttext
+from minimult.data.languages import Side
+from minimult.knn.vecmap import VecMapConfig, translation_p1, unsupervised_map
 
 FASTTEXT = {"dim": 300, "epoch": 10, "thread": 1, "minn": 0, "maxn": 0, "min_count": 1}  # no subwords:
 # on a corpus this small, spelling would dominate the neighbours (VECMAP.md)
@@ -58,40 +58,42 @@ def build_mapping(prepared, sides: tuple[Side, Side], seed: int, dim: int = 300,
     return (spaces[0][0], Xm), (spaces[1][0], Zm), info
 
 
-def identity_p1(en, l1, stride: int) -> dict:
-    """Translation P@1 of the mapped spaces against the identity dictionary (Fake-English by shift)."""
+def dictionary_p1(en, l1, dictionary) -> dict:
+    """Translation P@1 of the mapped spaces against the source's dictionary (for Fake-English by
+    shift: the identity)."""
     en_ids, Xm = en
     l1_ids, Zm = l1
+    translation = {int(a): int(b) for a, b in zip(dictionary[0].ids, dictionary[1].ids)}
     where = {int(i): r for r, i in enumerate(l1_ids)}
-    pairs = np.array([(r, where[int(i) + stride]) for r, i in enumerate(en_ids) if int(i) + stride in where])
+    pairs = np.array([(r, where[translation[int(i)]]) for r, i in enumerate(en_ids)
+                      if translation.get(int(i)) in where])
     if len(pairs) == 0:
         return {"pairs": 0}
     return {"pairs": int(len(pairs)), "nn": translation_p1(Xm, Zm, pairs, "nn"),
             "csls": translation_p1(Xm, Zm, pairs, "csls")}
 
 
-def _key(prepared, cfg, sides) -> dict:
-    return {"prepared": prepared.path.name, "text": _fingerprint(sides), "k": cfg.data.knn_k,
-            "seed": cfg.train.seed, "fasttext": {**FASTTEXT, "dim": cfg.data.knn_dim}, "vecmap": asdict(VECMAP),
+def _key(prepared, cfg, k, sides) -> dict:
+    return {"prepared": prepared.path.name, "text": _fingerprint(sides), "k": k,
+            "seed": cfg.train.seed, "fasttext": {**FASTTEXT, "dim": cfg.knn.dim}, "vecmap": asdict(VECMAP),
             "version": 2}  # 2: fastText rows all initialised from the seed
 
 
-def table_info(prepared, cfg, sides) -> dict:
-    """What the cached table's build recorded (mapping iterations, identity P@1, timings)."""
-    path = cache_root() / f"neighbours-{key_hash(_key(prepared, cfg, sides))}"
+def table_info(prepared, cfg, k, sides) -> dict:
+    """What the cached table's build recorded (mapping iterations, dictionary P@1, timings)."""
+    path = cache_root() / f"neighbours-{key_hash(_key(prepared, cfg, k, sides))}"
     return json.loads((path / "info.json").read_text()) if (path / "info.json").is_file() else {}
 
 
-def neighbour_table(prepared, cfg, mods, sides: tuple[Side, Side], log: Callable[[str], None] = print) -> torch.Tensor:
-    k, total = cfg.data.knn_k, cfg.model.vocab_size
-    key = _key(prepared, cfg, sides)
+def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Callable[[str], None] = print) -> torch.Tensor:
+    total = cfg.model.vocab_size
+    key = _key(prepared, cfg, k, sides)
 
     def build(tmp: Path) -> None:
-        en, l1, info = build_mapping(prepared, sides, cfg.train.seed, cfg.data.knn_dim, log)
+        en, l1, info = build_mapping(prepared, sides, cfg.train.seed, cfg.knn.dim, log)
         table = torch.maximum(nearest_table(en[0], en[1], l1[0], l1[1], total, k),
                               nearest_table(l1[0], l1[1], en[0], en[1], total, k))
-        if cfg.data.fake == "shift":
-            info["identity_p1"] = identity_p1(en, l1, prepared.vocab.size)
+        info["identity_p1"] = dictionary_p1(en, l1, source.dictionary(prepared, cfg.data))
         torch.save(table, tmp / "neighbours.pt")
         (tmp / "info.json").write_text(json.dumps(info, indent=1, default=str))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import MinimultError
+from minimult.errors import MinimultError
 
 # Deterministic training: one thread for the Rust pool (must be set before tokenizers starts it).
 os.environ.setdefault("RAYON_NUM_THREADS", "1")

@@ -32,7 +32,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import MinimultError
+from minimult.errors import MinimultError
 
 TOP_KEYS = {"title", "description", "preset", "seeds", "overrides", "preset_overrides", "settings"}
 SETTING_KEYS = {"id", "name", "mods", "overrides", "note", "needs_gpu"}
@@ -115,8 +115,8 @@ def parse_seeds(text) -> tuple[int, ...]:
 
 
 def load_grid(path: str | Path) -> Grid:
-    from .config import PRESETS, RunConfig, override, resolve
-    from .mods import parse_mods
+    from minimult.config import PRESETS, RunConfig, override, resolve
+    from minimult.mods import parse_mods
 
     path = Path(path)
     try:

@@ -73,6 +73,11 @@ def parse_probs(text: str) -> tuple[float, float, float, float]:
     return _check_probs(values)
 
 
+def inputs_needed(cfg: MaskConfig) -> set[str]:
+    """What `mask_batch` needs beyond the batch for this mix: {"neighbours"} when it has a knn share."""
+    return {"neighbours"} if cfg.probs[NEIGHBOUR] > 0 else set()
+
+
 @dataclass
 class Masked:
     input_ids: torch.Tensor  # (B, T) long, the corrupted batch

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .train import fmt_time as fmt
+from minimult.train import fmt_time as fmt
 
 EVERY = 300.0  # seconds between status lines
 _STEP = re.compile(r"step\s+(\d+)/(\d+) \|.*\| loss\s+(\S+) \|.*\|\s*([\d,]+) tok/s \| (\S+) elapsed, (\S+) left")

@@ -1,9 +1,9 @@
 """Sequences on the device and length-bucketed batches.
 
-Public entry: `SequenceSet.from_sides(sides, data_cfg, device)` then `plan_epoch(...)` and
+Public entry: `SequenceSet.from_sides(sides, layouts, device)` then `plan_epoch(...)` and
 `set.batch(index)`. All pieces live in one flat tensor on the device; a batch is assembled there
-with a few vectorised gathers (`[CLS] s [SEP]` + padding, per-language specials, positions and
-segments), so no per-token Python runs in the training loop.
+with a few vectorised gathers (`[CLS] s [SEP]` + padding, and each language's specials, positions and
+segment from its `Layout`), so no per-token Python runs in the training loop.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .languages import Side, special_ids
+from minimult.data.languages import Side
 
 
 @dataclass
@@ -30,31 +30,29 @@ class Batch:
 class SequenceSet:
     """Every sentence of every language, ready to be batched as `[CLS] s [SEP]`."""
 
-    def __init__(self, ids, starts, lengths, langs, data_cfg, device):
+    def __init__(self, ids, starts, lengths, langs, layouts, device):
         self.device = torch.device(device)
         self.ids = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         self.starts = torch.as_tensor(starts, dtype=torch.long, device=self.device)
         self.lengths_np = np.asarray(lengths, dtype=np.int64)
         self.lengths = torch.as_tensor(self.lengths_np, device=self.device)
         self.langs = torch.as_tensor(langs, dtype=torch.long, device=self.device)
-        sp = special_ids(data_cfg)
-        self.pad, self.cls, self.sep, self.mask_id = (torch.tensor(sp[k], device=self.device)
-                                                      for k in ("pad", "cls", "sep", "mask"))
-        self.position_offset = data_cfg.max_len if data_cfg.lang_positions else 0
-        self.lang_segments = data_cfg.lang_positions
+        per_lang = lambda field: torch.tensor([getattr(l, field) for l in layouts], device=self.device)  # noqa: E731
+        self.pad, self.cls, self.sep, self.mask_id = (per_lang(k) for k in ("pad", "cls", "sep", "mask"))
+        self.position_offset, self.segment = per_lang("position_offset"), per_lang("segment")
 
     @classmethod
-    def from_sides(cls, sides: list[Side], data_cfg, device) -> "SequenceSet":
-        limit = data_cfg.max_len - 2  # room for [CLS] and [SEP]
+    def from_sides(cls, sides: list[Side], layouts, device) -> "SequenceSet":
         ids, starts, lengths, langs, base = [], [], [], [], 0
         for side in sides:
+            limit = layouts[side.lang].max_len - 2  # room for [CLS] and [SEP]
             ids.append(side.ids)
             starts.append(side.offsets[:-1] + base)
             lengths.append(np.minimum(side.lengths, limit))
             langs.append(np.full(side.num_sentences, side.lang))
             base += len(side.ids)
         return cls(np.concatenate(ids), np.concatenate(starts), np.concatenate(lengths),
-                   np.concatenate(langs), data_cfg, device)
+                   np.concatenate(langs), layouts, device)
 
     def __len__(self) -> int:
         return len(self.lengths_np)
@@ -74,8 +72,8 @@ class SequenceSet:
         ids = torch.where(col == 0, self.cls[lang][:, None], ids)
         ids = torch.where(col == L + 1, self.sep[lang][:, None], ids)
         real = col <= L + 1
-        positions = col + lang[:, None] * self.position_offset
-        segments = lang[:, None].expand(-1, T) if self.lang_segments else torch.zeros_like(ids)
+        positions = col + self.position_offset[lang][:, None]
+        segments = self.segment[lang][:, None].expand(-1, T)
         return Batch(ids, positions.expand(len(index), T), segments, real if padded else None,
                      inside, lang, lengths)
 

@@ -1,9 +1,8 @@
-"""Language views: English and its second-language versions, with the gold alignment between them.
+"""Language views: English and its versions in the other languages, with the gold alignment between them.
 
-Public entry: `build_sides(prepared, data_cfg, mods, split, seed) -> (english, second)`.
-Fake-English is made at the id level (`id + vocab_size`, so its tokenization equals English's) or,
-with `--fake unicode`, from text whose code points were shifted (its own tokenization). The mods'
-`reorder` hooks act on the second language of every split; `resample` hooks only on training data.
+Public entry: `build_sides(prepared, source, data_cfg, mods, split, seed) -> [English, language 1, ...]`.
+The language source (`minimult.data.sources`) makes the views; the mods' `reorder` hooks act on every
+language but English in every split, their `resample` hooks only on training data.
 """
 
 from __future__ import annotations
@@ -13,13 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .vocab import CLS, MASK, N_SPECIAL, PAD, SEP, Encoded, Ragged
-
-UNICODE_SHIFT = 0x2C00  # K et al.'s Fake-English: every character moved to an unused script range
-
-
-def shift_text(word: str, shift: int = UNICODE_SHIFT) -> str:
-    return "".join(chr(ord(c) + shift) for c in word)
+from minimult.data.vocab import Encoded, Ragged
 
 
 @dataclass(frozen=True)
@@ -104,69 +97,18 @@ def english_side(enc: Encoded) -> Side:
                 positions_within(enc.offsets))
 
 
-def shifted_side(enc: Encoded, lang: int, vocab_size: int) -> Side:
-    """Fake-English by id shift: identical tokenization, identity alignment."""
-    base = english_side(enc)
-    return dataclasses.replace(base, lang=lang, ids=base.ids + lang * vocab_size)
-
-
-def unicode_side(english: Encoded, second: Encoded, lang: int) -> Side:
-    """Fake-English from shifted text: its own tokenization, aligned piece by piece within words.
-
-    Piece m of word w is aligned to piece m of the same word in English when it exists.
-    """
-    def word_piece_keys(enc: Encoded):
-        word = np.cumsum(enc.word_starts) - 1
-        sent = np.repeat(np.arange(len(enc)), enc.lengths)
-        first_word = np.zeros(len(enc), dtype=np.int64)
-        has = enc.lengths > 0
-        first_word[has] = word[enc.offsets[:-1][has]]
-        word_in_sent = word - first_word[sent]
-        word_first_piece = np.flatnonzero(enc.word_starts)
-        piece_in_word = np.arange(len(enc.ids)) - word_first_piece[word]
-        return sent, word_in_sent, piece_in_word
-
-    es, ew, ep = word_piece_keys(english)
-    ss, sw, sp = word_piece_keys(second)
-    english_pos = positions_within(english.offsets)
-    lookup = {(int(a), int(b), int(c)): int(p) for a, b, c, p in zip(es, ew, ep, english_pos)}
-    gold = np.array([lookup.get((int(a), int(b), int(c)), -1) for a, b, c in zip(ss, sw, sp)], dtype=np.int64)
-    return Side(lang, second.ids.astype(np.int32), second.offsets, second.word_starts,
-                np.arange(len(second)), gold)
-
-
-def build_sides(prepared, data_cfg, mods, split: str, seed: int) -> tuple[Side, Side]:
-    """(English, second language) for `split` ('train' or 'dev'), with the mods' hooks applied."""
-    enc = prepared.train if split == "train" else prepared.dev
-    english = english_side(enc)
-    if data_cfg.fake == "unicode":
-        second = unicode_side(enc, prepared.train_fake if split == "train" else prepared.dev_fake, 1)
-    else:
-        second = shifted_side(enc, 1, data_cfg.vocab_size)
+def build_sides(prepared, source, data_cfg, mods, split: str, seed: int) -> list[Side]:
+    """[English, language 1, ...] for `split` ('train' or 'dev') from the source, with the mods' hooks
+    applied: `resample` (training data only, before reordering: it needs the word boundaries that
+    reordering drops), then `reorder` on every language but English."""
+    sides = source.views(prepared, split, data_cfg)
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
-    if split == "train":  # before reordering: resampling needs the word boundaries reordering drops
+    if split == "train":
         for a in mods:
             if a.mod.resample is not None:
-                english, second = a.mod.resample(english, second, rng, a.value)
+                sides = a.mod.resample(sides, rng, a.value)
     for a in mods:
         if a.mod.reorder is not None:
-            second = second.reordered([a.mod.reorder(int(n), rng, a.value) for n in second.lengths])
-    return english, second
-
-
-# ---------------------------------------------------------------------------------------------
-# Special ids per language.
-
-
-def special_id(token: int, lang: int, data_cfg) -> int:
-    """The id of special `token` (PAD, CLS, SEP, MASK, ...) as language `lang` uses it."""
-    return token + lang * data_cfg.vocab_size if data_cfg.shift_special else token
-
-
-def special_ids(data_cfg) -> dict[str, list[int]]:
-    return {name: [special_id(t, k, data_cfg) for k in range(data_cfg.n_langs)]
-            for name, t in (("pad", PAD), ("cls", CLS), ("sep", SEP), ("mask", MASK))}
-
-
-def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:
-    return (ids % vocab_size) < N_SPECIAL
+            sides = [sides[0]] + [s.reordered([a.mod.reorder(int(n), rng, a.value) for n in s.lengths])
+                                  for s in sides[1:]]
+    return sides

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .errors import MinimultError
+from minimult.errors import MinimultError
 
 RECIPE_VERSION = 1  # bump when the text a corpus yields changes: it is part of every cache key
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from minimult.errors import MinimultError
-from minimult.vecmap import nearest
+from minimult.knn.vecmap import nearest
 
 EOS = "</s>"  # fastText's end-of-line token: it gets a vector but is no word of ours
 

@@ -15,11 +15,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import corpus as corpus_mod
-from .cache import cached
-from .errors import MinimultError
-from .languages import shift_text
-from .vocab import Encoded, Vocab, train_wordpiece
+from minimult.data import corpus as corpus_mod
+from minimult.data.cache import cached
+from minimult.errors import MinimultError
+from minimult.data import sources
+from minimult.data.vocab import Encoded, Vocab
 
 FORMAT_VERSION = 1
 
@@ -30,14 +30,16 @@ class Prepared:
     vocab: Vocab
     train: Encoded
     dev: Encoded
-    train_fake: Encoded | None  # only for --fake unicode (its own tokenization)
-    dev_fake: Encoded | None
+    extra: dict[str, Encoded]  # the source's own encoded texts (e.g. unicode's "train_fake")
     stats: dict
     reused: bool
 
     @property
     def vocab_hash(self) -> str:
         return self.stats["vocab_sha256"]
+
+    def encoded(self, split: str) -> Encoded:
+        return self.train if split == "train" else self.dev
 
 
 def cache_key(cfg) -> dict:
@@ -74,13 +76,7 @@ def _build(cfg, progress: Callable[[str], None]):
         dev = corpus_mod.load_corpus(cfg.dev, cfg.dev_sentences or None)
         stats = corpus_stats(train, dev)
         progress(f"training a WordPiece vocabulary of {cfg.vocab_size} ...")
-        if cfg.fake == "unicode":
-            fake = [[shift_text(w) for w in s] for s in train.sentences]
-            vocab = train_wordpiece(train.sentences + fake, cfg.vocab_size * cfg.n_langs)
-            vocab.encode(fake, train.verse_ids).save(tmp / "train_fake.npz")
-            vocab.encode([[shift_text(w) for w in s] for s in dev.sentences], dev.verse_ids).save(tmp / "dev_fake.npz")
-        else:
-            vocab = train_wordpiece(train.sentences, cfg.vocab_size)
+        vocab = sources.get(cfg.fake).train_vocab(train, dev, cfg, tmp, progress)
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
         enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
@@ -110,12 +106,10 @@ def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
     path = Path(path)
     try:
         stats = json.loads((path / "stats.json").read_text())
-        size = cfg.vocab_size * (cfg.n_langs if cfg.fake == "unicode" else 1)
-        vocab = Vocab.load(path, size)
-        fake = cfg.fake == "unicode"
+        source = sources.get(cfg.fake)
+        vocab = Vocab.load(path, source.vocab_size(cfg))
         return Prepared(path, vocab, Encoded.load(path / "train.npz"), Encoded.load(path / "dev.npz"),
-                        Encoded.load(path / "train_fake.npz") if fake else None,
-                        Encoded.load(path / "dev_fake.npz") if fake else None, stats, reused)
+                        {name: Encoded.load(path / f"{name}.npz") for name in source.extra}, stats, reused)
     except (OSError, ValueError, KeyError) as e:
         raise MinimultError(f"prepared data at {path} is unreadable ({e}); delete it to rebuild") from None
 

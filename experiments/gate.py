@@ -1,0 +1,126 @@
+"""The refactoring gate: tiny-preset numbers of every setting, recorded before a change and compared after.
+
+    python experiments/gate.py record OUT        # trains + evaluates every setting, single and stacked
+    python experiments/gate.py compare A/gate.json B/gate.json
+
+`record` sweeps, through the CLI a user types, every setting of Table 1 (overparam included) plus
+every registered mod alone and the unicode Fake-English source, with the tiny preset on the built-in
+corpus, seed 0: once run by run (`--stack 1`) and once stacked (`--stack 8`, runs of one shape
+trained as one batched model). For each run it keeps what a refactor must not change: every metric in
+`results.json`, every training-log row (loss, lr, in-training evaluations; timings dropped) and a
+sha256 of every tensor of the final checkpoint. `compare` prints each difference and exits 1 if there
+is any. On one machine the two must be equal bit for bit; the cache (vocabulary, neighbour tables)
+is shared through `MINIMULT_CACHE` (default `OUT/../gate-cache`), since a cold vocabulary build is
+not reproducible (README, known differences).
+
+The overparam settings (BERT-base sizes) train on 100 sentences so the gate stays near ten minutes
+on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (id, mods, overrides) beyond Table 1: every mod alone, and the unicode source
+EXTRA = [("m-permute", "permute", {}), ("m-permute25", "permute=0.25", {}), ("m-unigram", "unigram", {}),
+         ("m-knn2", "knn-replace=2", {}), ("u-original", "", {"data.fake": "unicode"}),
+         ("u-inv-order", "inv-order", {"data.fake": "unicode"}),
+         ("u-lang-pos", "lang-pos", {"data.fake": "unicode"})]
+SMALL = {"data.train_sentences": 100}  # for BERT-base sized settings
+TIMING_KEYS = {"tokens_per_s", "elapsed_s"}
+
+
+def grid_text() -> str:
+    import tomllib
+
+    table1 = tomllib.loads((ROOT / "experiments" / "table1.toml").read_text())
+    lines = ['title = "gate"', 'preset = "tiny"', "seeds = [0]", "[preset_overrides.tiny]",
+             '"model.layers" = 8', '"train.eval_every" = 13']
+    settings = [(s["id"], s["mods"], SMALL if "overparam" in s["mods"] else {}) for s in table1["settings"]]
+    for sid, mods, overrides in settings + EXTRA:
+        lines += ["[[settings]]", f'id = "{sid}"', f'name = "{sid}"', f'mods = "{mods}"']
+        if overrides:
+            lines.append("overrides = { " + ", ".join(f'"{k}" = {json.dumps(v)}' for k, v in overrides.items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def tensor_hashes(path: Path) -> dict[str, str]:
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=False)["model"]
+    return {k: hashlib.sha256(v.detach().contiguous().numpy().tobytes()).hexdigest()[:16]
+            for k, v in sorted(state.items())}
+
+
+def run_record(run_dir: Path) -> dict:
+    results = json.loads((run_dir / "results.json").read_text())
+    keep = ("layers", "mu", "perplexity", "dev_sentences", "dictionary_entries", "steps", "mods",
+            "mod_versions", "vocab_sha256")
+    log = run_dir / "metrics.jsonl"  # an untrained run logs nothing
+    rows = [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
+            for line in (log.read_text().splitlines() if log.is_file() else []) if line.strip()]
+    return {"results": {k: results.get(k) for k in keep}, "log": rows,
+            "weights": tensor_hashes(run_dir / "checkpoint.pt")}
+
+
+def record(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT),  # this checkout's package, whatever is installed
+           "MINIMULT_CACHE": os.environ.get("MINIMULT_CACHE", str(out.resolve().parent / "gate-cache"))}
+    grid = out / "gate.toml"
+    grid.write_text(grid_text())
+    ids = [line.split('"')[1] for line in grid.read_text().splitlines() if line.startswith("id = ")]
+    record = {}
+    for how, stack in (("single", 1), ("stacked", 8)):
+        root = out / how
+        cmd = [sys.executable, "-m", "minimult.cli", "sweep", str(grid), "--root", str(root), "--stack", str(stack),
+               "--jobs", "2", "--only", ",".join(ids), "--status-every", "600"]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, env=env, cwd=ROOT)
+        for run_dir in sorted(p.parent for p in root.glob("*/results.json")):
+            record[f"{how}/{run_dir.name}"] = run_record(run_dir)
+    (out / "gate.json").write_text(json.dumps(record, indent=1, sort_keys=True))
+    print(f"gate: {len(record)} runs recorded in {out / 'gate.json'}")
+
+
+def diff(a, b, where: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b)) for d in diff(a.get(k), b.get(k), f"{where}/{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in diff(x, y, f"{where}[{i}]")]
+    return [] if a == b else [f"{where}: {a!r} -> {b!r}"]
+
+
+def compare(a: Path, b: Path) -> int:
+    before, after = json.loads(a.read_text()), json.loads(b.read_text())
+    diffs = diff(before, after)
+    for d in diffs[:200]:
+        print(d)
+    print(f"gate: {len(before)} runs before, {len(after)} after; {len(diffs)} difference(s)")
+    return 1 if diffs else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("record").add_argument("out", type=Path)
+    c = sub.add_parser("compare")
+    c.add_argument("before", type=Path)
+    c.add_argument("after", type=Path)
+    args = p.parse_args()
+    if args.cmd == "record":
+        record(args.out)
+        return 0
+    return compare(args.before, args.after)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""How each language's sequences are written for the model: its special ids, where its positions
+start, its segment id.
+
+A language source gives every language its id offset; mods change the rest through their `layout`
+hook (lang-pos: positions k*max_len+i and segment k; shift-special: the specials shifted like any other
+id). Batching, masking and evaluation read layouts, never mod names, and the model's position and
+segment tables are sized from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from minimult.data.vocab import CLS, MASK, N_SPECIAL, PAD, SEP
+
+
+@dataclass(frozen=True)
+class Layout:
+    lang: int
+    id_offset: int  # the language's first id (k * vocab_size when every language has its own block)
+    pad: int = PAD
+    cls: int = CLS
+    sep: int = SEP
+    mask: int = MASK
+    max_len: int = 128  # pieces per sequence, [CLS] and [SEP] included (positions per language)
+    position_offset: int = 0  # position id of the language's first piece ([CLS])
+    segment: int = 0  # token type id of the language's sequences
+
+
+def layouts(cfg, source, mods) -> list[Layout]:
+    """Every language's layout: the source's id offsets, then each mod's `layout` hook in order."""
+    out = []
+    for lang in range(cfg.data.n_langs):
+        layout = Layout(lang, source.id_offset(lang, cfg.data), max_len=cfg.data.max_len)
+        for a in mods:
+            if a.mod.layout is not None:
+                layout = a.mod.layout(layout, cfg, a.value)
+        out.append(layout)
+    return out
+
+
+def model_sizes(layouts: list[Layout]) -> dict:
+    """Rows of the position and segment tables the layouts need."""
+    return {"max_positions": max(l.position_offset + l.max_len for l in layouts),
+            "segments": max(l.segment for l in layouts) + 1}
+
+
+def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Whether each id is one of a language block's five specials (ids k*V + 0..4)."""
+    return (ids % vocab_size) < N_SPECIAL

@@ -1,0 +1,68 @@
+"""Language sources: where each language's text, vocabulary, ids and gold alignment come from.
+
+A `Source` owns, for its languages (0 = English, 1.. the others):
+- the vocabulary it trains (`train_vocab`) and any extra encoded text it keeps (`extra`),
+- each language's id offset (`id_offset`) and whether all languages share one id block,
+- its views of a split with the gold alignment to English (`views`),
+- its translation dictionary (`dictionary`) and the ids a random replacement may draw (`random_ids`).
+
+Sources register on import of their module; this package imports every module in it, so adding a
+source is one file (copy `shift.py`) plus its test. `data.fake` in the config names the source.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from minimult.errors import MinimultError
+
+REGISTRY: dict[str, "Source"] = {}
+
+
+class Source:
+    name: str = ""
+    description: str = ""
+    version: int = 1
+    shared_vocabulary: bool = False  # one id block for every language (shift-special has nothing to shift)
+    extra: tuple[str, ...] = ()  # encoded files it keeps beside train/dev (e.g. "train_fake")
+
+    def vocab_size(self, data_cfg) -> int:
+        """Entries of the trained vocabulary (and the stride of `Vocab.display`)."""
+        return data_cfg.vocab_size
+
+    def id_offset(self, lang: int, data_cfg) -> int:
+        return lang * data_cfg.vocab_size
+
+    def train_vocab(self, train, dev, data_cfg, tmp, progress):
+        """Train the vocabulary on corpus `train` (and write `extra` files into tmp); returns a Vocab."""
+        raise NotImplementedError
+
+    def views(self, prepared, split: str, data_cfg) -> list:
+        """[English, language 1, ...] Sides of `split` ('train' | 'dev') with gold alignments."""
+        raise NotImplementedError
+
+    def dictionary(self, prepared, data_cfg) -> list:
+        """[English, language 1] Sides of one-piece sentences: entry i of each translates entry i of the
+        other (word translation τ)."""
+        raise NotImplementedError
+
+    def random_ids(self, prepared, data_cfg):
+        raise NotImplementedError
+
+
+def register(source: Source) -> Source:
+    if source.name in REGISTRY:
+        raise ValueError(f"language source {source.name!r} registered twice")
+    REGISTRY[source.name] = source
+    return source
+
+
+def get(name: str) -> Source:
+    if name not in REGISTRY:
+        raise MinimultError(f"unknown --fake {name!r}: use {' or '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+for _m in pkgutil.iter_modules(__path__):  # every source module registers itself
+    importlib.import_module(f"{__name__}.{_m.name}")

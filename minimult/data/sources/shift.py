@@ -1,0 +1,48 @@
+"""Fake-English by id shift (the paper's construction): language k is English with every id moved by
+k * vocab_size, so its tokenization is English's and the gold alignment is the identity."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from minimult.data.languages import Side, english_side
+from minimult.data.masking import random_replacement_ids
+from minimult.data.sources import Source, register
+from minimult.data.vocab import N_SPECIAL, train_wordpiece
+
+
+def shifted_side(base: Side, lang: int, vocab_size: int) -> Side:
+    """English's side with ids moved into language `lang`'s block: identical tokenization, identity gold."""
+    return dataclasses.replace(base, lang=lang, ids=base.ids + lang * vocab_size)
+
+
+def one_piece_sides(ids_per_lang: list[np.ndarray]) -> list[Side]:
+    """Each language's dictionary entries as one-piece sentences (entry i translates entry i)."""
+    n = len(ids_per_lang[0])
+    offsets = np.arange(n + 1, dtype=np.int64)
+    return [Side(lang, ids, offsets, np.ones(n, bool), np.arange(n), np.zeros(n, np.int64))
+            for lang, ids in enumerate(ids_per_lang)]
+
+
+class Shift(Source):
+    name = "shift"
+    description = "Fake-English: English ids shifted by k * vocab_size (identical tokenization)"
+
+    def train_vocab(self, train, dev, data_cfg, tmp, progress):
+        return train_wordpiece(train.sentences, data_cfg.vocab_size)
+
+    def views(self, prepared, split, data_cfg):
+        english = english_side(prepared.encoded(split))
+        return [english] + [shifted_side(english, k, data_cfg.vocab_size) for k in range(1, data_cfg.n_langs)]
+
+    def dictionary(self, prepared, data_cfg):
+        en = np.arange(N_SPECIAL, prepared.vocab.size, dtype=np.int32)
+        return one_piece_sides([en + k * prepared.vocab.size for k in range(data_cfg.n_langs)])
+
+    def random_ids(self, prepared, data_cfg):
+        return random_replacement_ids(prepared.vocab.size, data_cfg.n_langs)
+
+
+register(Shift())

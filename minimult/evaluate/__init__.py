@@ -1,0 +1,94 @@
+"""Evaluation of a run: every registered evaluator (alignment F1, retrieval ρ, translation τ,
+multilinguality µ, perplexity, ...) on the run's dev data, into `results.json`.
+
+Public entries: `evaluate_run(run, layers, ...) -> dict` (a run folder or `Run`), `evaluate_model(ctx)`
+(the scores of one model, e.g. during training) and `summary_table(results)`. Every module of this
+package registers its evaluator on import (see `registry.py`); the development data get the run's
+mods exactly as in training (positions, segments, specials, word order with its gold alignment), and
+representations exclude [CLS], [SEP] and [PAD].
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from minimult.errors import MinimultError
+from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
+from minimult.evaluate.representations import (Context, gold_links, phase, piece_vectors, row_slices,
+                                               sentence_vectors, tokens_per_batch, truncate)
+
+for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
+    importlib.import_module(f"{__name__}.{_m.name}")
+
+from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
+
+DEFAULT_LAYERS = (0, 8)
+
+
+def _merge(into: dict, part: dict) -> None:
+    for k, v in part.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+def evaluate_model(ctx: Context) -> dict:
+    """Every registered evaluator on `ctx` (derived ones, such as µ, after the rest): the scores dict."""
+    ctx.results = {"layers": {}}
+    for ev in sorted(evaluators(), key=lambda e: e.derived):  # stable: registry order within each kind
+        _merge(ctx.results, ev.run(ctx))
+    return ctx.results
+
+
+def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
+                 device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
+                 timings: dict | None = None) -> dict:
+    """Every measure of a run into a dict (and `results.json` when `write`). Perplexity runs over every
+    training and dev sequence unless `ppl_sentences` (a fixed random subset per split) is given."""
+    from minimult.runs import Run
+
+    t0 = time.time()
+    with phase(timings, "load"):
+        run = run if isinstance(run, Run) else Run.open(run)
+        model = run.load_model(device, log=log)
+    depth = run.cfg.model.layers
+    layers = tuple(sorted(set(int(l) for l in (layers or (0, min(8, depth))))))
+    bad = [l for l in layers if not 0 <= l <= depth]
+    if bad:
+        raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
+    ctx = run.context(model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
+                      ppl_sentences=ppl_sentences, timings=timings)
+    scores = evaluate_model(ctx)
+    meta = run.meta
+    results = {
+        "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
+        "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
+        "vocab_sha256": run.data.prepared.vocab_hash, "steps": meta.get("steps"), "config": run.cfg.to_dict(),
+        "environment": run.environment(),
+        "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
+        **scores, "eval_seconds": time.time() - t0,
+    }
+    if write:
+        results = run.write_results(results)
+    return results
+
+
+def summary_table(results: dict) -> str:
+    rows = [("layer", "align P", "align R", "align F1", "retrieval ρ", "translation τ")]
+    for l, r in sorted(results["layers"].items(), key=lambda kv: int(kv[0])):
+        tau = "-" if r["translation"] is None else f"{r['translation']:.3f}"
+        rows.append((l, f"{r['align_precision']:.3f}", f"{r['align_recall']:.3f}", f"{r['align_f1']:.3f}",
+                     f"{r['retrieval']:.3f}", tau))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, {results['dev_sentences']:,} dev sentences)"]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    mu = results.get("mu")
+    ppl = results.get("perplexity", {})
+    lines.append(f"multilinguality µ = {'n/a (needs layers 0 and 8)' if mu is None else f'{mu:.3f}'}   "
+                 f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}")
+    return "\n".join(lines)

@@ -1,0 +1,23 @@
+"""Word alignment F1 (DESIGN §8): mutual-argmax links between the pieces of each parallel dev pair,
+scored against the gold alignment of the run's language views, pooled over all pairs."""
+
+from minimult.evaluate import metrics
+from minimult.evaluate.registry import Column, Evaluator, register
+
+
+def run(ctx) -> dict:
+    (en, l1), (ven, vl1) = ctx.dev, ctx.dev_vectors
+    out = {}
+    for l in ctx.layers:
+        with ctx.phase("alignment"):
+            prf = metrics.alignment_prf(ven[l], en.offsets, vl1[l], l1.offsets, ctx.links)
+        out[str(l)] = {"align_precision": prf["precision"], "align_recall": prf["recall"], "align_f1": prf["f1"]}
+    return {"layers": out, "dev_sentences": en.num_sentences}
+
+
+register(Evaluator(
+    "alignment", "word alignment precision, recall and F1 against the gold links (intersection of argmaxes)",
+    version=1, order=20, run=run,
+    columns=(Column("align_precision", "align P", per_layer=True),
+             Column("align_recall", "align R", per_layer=True),
+             Column("align_f1", "align F1", per_layer=True, table=True, summary=True, short="F1"))))

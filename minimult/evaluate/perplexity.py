@@ -1,0 +1,62 @@
+"""MLM perplexity (DESIGN §8): 15% of each sequence's tokens replaced by [MASK] with a fixed seed,
+exp(mean negative log-likelihood) over them, on the training and the dev sequences."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from minimult.data.batching import SequenceSet
+from minimult.data.masking import MaskConfig, mask_batch
+from minimult.evaluate import metrics
+from minimult.evaluate.registry import Column, Evaluator, register
+from minimult.evaluate.representations import row_slices, tokens_per_batch
+
+PPL_SEED = 12345
+
+
+@torch.inference_mode()
+def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None = None, batch_size: int = 256,
+                   tokens: int | None = None) -> dict:
+    """15% of each sequence's tokens replaced by [MASK] (fixed seed); exp(mean NLL) over them.
+
+    `limit` sequences (a fixed random subset) instead of all when given. The masks are drawn per batch
+    of `batch_size` length-sorted sequences, which fixes the selection; the model runs on row slices
+    of at most `tokens` tokens, which only changes the speed.
+    """
+    seqs = SequenceSet.from_sides(list(sides), layouts, device)
+    n = len(seqs)
+    index_all = np.arange(n) if not limit or limit >= n else np.random.default_rng(PPL_SEED).choice(n, limit, replace=False)
+    order = index_all[np.argsort(seqs.lengths_np[index_all], kind="stable")]
+    cfg = MaskConfig(probs=(1.0, 0.0, 0.0, 0.0))
+    gen = torch.Generator(device=device)
+    gen.manual_seed(PPL_SEED)
+    random_ids = random_ids.to(device)
+    nll, count = 0.0, 0
+    for i in range(0, len(order), batch_size):
+        b = seqs.batch(order[i : i + batch_size])
+        m = mask_batch(b.input_ids, b.maskable, seqs.mask_id[b.lang], random_ids, cfg, gen)
+        hidden = torch.cat([model(m.input_ids[r], b.position_ids[r], b.token_type_ids[r],
+                                  None if b.attention_mask is None else b.attention_mask[r])
+                            for r in row_slices(*m.input_ids.shape, tokens or tokens_per_batch(device))])  # (B, T, H)
+        logits = model.mlm_logits(hidden.flatten(0, 1)[m.selected]).float()
+        nll += float(torch.nn.functional.cross_entropy(logits, m.targets, reduction="sum"))
+        count += len(m.targets)
+    return {"perplexity": metrics.perplexity(nll, count), "masked_tokens": count, "sequences": len(order)}
+
+
+def run(ctx) -> dict:
+    out = {}
+    for split in ctx.ppl_splits:  # a forward pass of its own: the inputs are masked
+        with ctx.phase(f"perplexity_{split}"):
+            out[split] = mlm_perplexity(ctx.model, ctx.views(split), ctx.layouts, ctx.random_ids, ctx.device,
+                                        ctx.ppl_sentences)["perplexity"]
+    return {"perplexity": out}
+
+
+register(Evaluator(
+    "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data", version=1,
+    order=90, run=run,
+    columns=(Column("train", "ppl train", group="perplexity", kind="perplexity", higher_is_better=False, table=True),
+             Column("dev", "ppl dev", group="perplexity", kind="perplexity", higher_is_better=False, table=True,
+                    curve=True, summary=True, short="ppl dev"))))

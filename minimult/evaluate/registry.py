@@ -1,0 +1,122 @@
+"""The registry of evaluators, each declaring the columns it writes into `results.json`.
+
+An `Evaluator` computes part of a run's results from a `Context` (the model, the run's data views,
+the layers asked for) and declares its `Column`s: name, whether it is per layer, how it is
+formatted, whether higher is better, and where it appears (Table 1, the training figure, the one-line
+summaries). `results.json`, the training log's evaluation line, the sweep's summary line, the
+report's tables and the training figure's panels are all derived from these declarations.
+
+Evaluators register on import of their module; `minimult.evaluate` imports every module of the
+package, so adding one is one file (copy `retrieval.py`) plus its test.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+REGISTRY: dict[str, "Evaluator"] = {}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One number in results.json. Per-layer columns live at results["layers"][L][name]; the others
+    at results[name], or at results[group][name] when `group` is set (e.g. perplexity's splits)."""
+
+    name: str
+    label: str  # table heading ("align F1"); per-layer columns get " L<layer>" appended
+    per_layer: bool = False
+    group: str | None = None
+    kind: str = "score"  # "score" (3 decimals) | "perplexity" (1 decimal, none from 100)
+    higher_is_better: bool = True
+    table: bool = False  # a column of Table 1
+    curve: bool = False  # a panel of the training figure
+    summary: bool = False  # in the sweep's one-line summary and the training log's evaluation line
+    short: str = ""  # label in one-line summaries (default: label)
+
+    def key(self, layer: str | None = None) -> str:
+        """The report's key: `mu`, `align_f1_L8`, `ppl_dev`."""
+        if self.per_layer:
+            return f"{self.name}_L{layer}"
+        return f"ppl_{self.name}" if self.group == "perplexity" else self.name
+
+    def heading(self, layer: str | None = None) -> str:
+        return f"{self.label} L{layer}" if self.per_layer else self.label
+
+    def value(self, results: dict, layer: str | None = None):
+        """This column's number in a results dict (or an evaluation row's "eval"); None if absent."""
+        if self.per_layer:
+            return results.get("layers", {}).get(str(layer), {}).get(self.name)
+        if self.group:
+            return (results.get(self.group) or {}).get(self.name)
+        return results.get(self.name)
+
+    def table_text(self, x: float | None) -> str:
+        if x is None:
+            return ""
+        if self.kind == "perplexity":
+            return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}"
+        return f"{x:.3f}"
+
+    def short_text(self, x: float | None) -> str:
+        if x is None or not math.isfinite(x):
+            return "n/a"
+        return f"{x:.1f}" if self.kind == "perplexity" else f"{x:.3f}"
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    name: str
+    description: str
+    version: int
+    order: int  # position in tables and results: per-layer evaluators form one block per layer
+    columns: tuple[Column, ...]
+    run: Callable[[Any], dict]  # Context -> part of the results (merged into the rest)
+    derived: bool = False  # computed from the other evaluators' results (runs after them)
+    options: dict = field(default_factory=dict)
+
+
+def register(evaluator: Evaluator) -> Evaluator:
+    if evaluator.name in REGISTRY:
+        raise ValueError(f"evaluator {evaluator.name!r} registered twice")
+    REGISTRY[evaluator.name] = evaluator
+    return evaluator
+
+
+def evaluators() -> list[Evaluator]:
+    return sorted(REGISTRY.values(), key=lambda e: e.order)
+
+
+def versions() -> dict[str, int]:
+    return {e.name: e.version for e in evaluators()}
+
+
+def columns() -> list[Column]:
+    return [c for e in evaluators() for c in e.columns]
+
+
+def table_columns(top: str) -> list[tuple[Column, str | None]]:
+    """(column, layer) in table order: the scalar columns of evaluators before the first per-layer one,
+    then every per-layer column for layer 0, then for `top`, then the remaining scalar columns. With
+    the built-in evaluators this is the paper's Table 1 order."""
+    cols = [c for c in columns() if c.table]
+    first = next((i for i, c in enumerate(cols) if c.per_layer), len(cols))
+    layered = [c for c in cols if c.per_layer]
+    before = [(c, None) for c in cols[:first] if not c.per_layer]
+    after = [(c, None) for c in cols[first:] if not c.per_layer]
+    return before + [(c, l) for l in dict.fromkeys(["0", top]) for c in layered] + after
+
+
+def summary_parts(results: dict) -> list[str]:
+    """'µ 0.140', 'F1 L0 0.942', ..., 'ppl dev 277.1': the summary columns of a results dict."""
+    parts = []
+    layers = sorted(results.get("layers", {}), key=int)
+    for c in columns():
+        if not c.summary:
+            continue
+        if c.per_layer:
+            parts += [f"{c.short or c.label} L{l} {c.short_text(c.value(results, l))}" for l in layers]
+        else:
+            parts.append(f"{c.short or c.label} {c.short_text(c.value(results))}")
+    return parts

@@ -1,0 +1,167 @@
+"""What the evaluators measure on: the run's dev views and dictionary, and the model's vectors of them.
+
+`Context` holds the model and the run's data for one evaluation and computes every representation
+lazily, once: the dev sentences of both languages (truncated to the model's window, with their gold
+links), the translation dictionary, and the piece vectors of each at the layers asked for. Each
+phase's wall and CPU seconds go into `timings` (experiments/bench_eval.py).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+import torch
+
+from minimult import precision
+from minimult.data.batching import SequenceSet
+from minimult.data.languages import Side, positions_within
+from minimult.errors import MinimultError
+from minimult.model import Bert
+
+
+def truncate(side: Side, limit: int) -> Side:
+    """Keep the first `limit` pieces of every sentence (the model's window); gold links beyond go."""
+    lengths = np.minimum(side.lengths, limit)
+    keep = positions_within(side.offsets) < np.repeat(lengths, side.lengths)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    gold = side.gold[keep].copy()
+    gold[gold >= limit] = -1
+    return Side(side.lang, side.ids[keep], offsets, side.word_starts[keep], side.source, gold)
+
+
+def tokens_per_batch(device: torch.device) -> int:
+    """Padded tokens per forward pass. On CPU ~2k tokens keep a block's activations (2k x 256 floats in
+    the feed-forward layer) inside a core's L2 cache: ~1.5x the throughput of whole 512-sentence
+    batches (experiments/bench_eval.py)."""
+    return 2048 if device.type == "cpu" else 65536
+
+
+def row_slices(rows: int, T: int, tokens: int) -> list[slice]:
+    """Consecutive row slices of a (rows, T) batch of at most `tokens` tokens each (at least one row).
+
+    The model computes every row on its own, so running a batch slice by slice (with its padding and
+    attention mask) gives the numbers of running it whole, bit for bit on CPU.
+    """
+    step = max(1, tokens // T)
+    return [slice(r, min(r + step, rows)) for r in range(0, rows, step)]
+
+
+@torch.inference_mode()
+def piece_vectors(model: Bert, side: Side, layouts, layers, device, batch_size: int = 512,
+                  tokens: int | None = None) -> dict[int, torch.Tensor]:
+    """{layer: (P, H)} vectors of every piece of `side`, in the side's order (float32, on device).
+
+    Batches of `batch_size` length-sorted sentences fix the padding; each runs through the blocks up
+    to max(layers) in row slices of at most `tokens` tokens.
+    """
+    seqs = SequenceSet.from_sides([side], layouts, device)
+    order = np.argsort(side.lengths, kind="stable")
+    out = {l: torch.zeros(len(side.ids), model.cfg.hidden, device=device) for l in layers}
+    offsets = torch.as_tensor(side.offsets, device=device)
+    autocast = precision.autocast("auto", device)  # bf16 on CUDA, fp32 on CPU
+    for i in range(0, len(order), batch_size):
+        index = order[i : i + batch_size]
+        b = seqs.batch(index)
+        starts = offsets[torch.as_tensor(index, device=device)]
+        for r in row_slices(len(index), b.input_ids.shape[1], tokens or tokens_per_batch(device)):
+            mask = None if b.attention_mask is None else b.attention_mask[r]
+            with autocast:
+                hs = model.hidden_states(b.input_ids[r], b.position_ids[r], b.token_type_ids[r], mask, layers=layers)
+            rows, cols = b.maskable[r].nonzero(as_tuple=True)  # word pieces only, row-major
+            flat = starts[r][rows] + cols - 1
+            for l in layers:
+                out[l][flat] = hs[l][rows, cols].float()
+    return out
+
+
+def sentence_vectors(vectors: torch.Tensor, side: Side) -> torch.Tensor:
+    """Mean of each sentence's piece vectors: (S, H)."""
+    sent = torch.as_tensor(np.repeat(np.arange(side.num_sentences), side.lengths), device=vectors.device)
+    sums = torch.zeros(side.num_sentences, vectors.shape[1], device=vectors.device).index_add_(0, sent, vectors)
+    return sums / torch.as_tensor(np.maximum(side.lengths, 1), device=vectors.device, dtype=sums.dtype)[:, None]
+
+
+def gold_links(second: Side) -> np.ndarray:
+    """(K, 3) gold links (sentence, English position, second-language position) of every sentence at
+    once: row by row what `second.alignment(i)` gives for sentence i, with i in front."""
+    keep = second.gold >= 0
+    sentence = np.repeat(np.arange(second.num_sentences), second.lengths)
+    return np.stack([sentence[keep], second.gold[keep], positions_within(second.offsets)[keep]], 1).astype(np.int64)
+
+
+@contextmanager
+def phase(timings: dict | None, name: str):
+    """Add the block's wall and process CPU seconds to timings[name] = [wall, cpu] (nothing without a
+    dict); on a shared machine CPU seconds are the steadier of the two."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            spent = timings.setdefault(name, [0.0, 0.0])
+            spent[0] += time.perf_counter() - wall
+            spent[1] += time.process_time() - cpu
+
+
+@dataclass
+class Context:
+    """One evaluation: a model, the run's data (`views(split) -> [English, second]`, `dictionary() ->
+    [English, second]`, `layouts`), the layers to measure and the evaluation's options."""
+
+    model: Bert
+    views: Callable[[str], list[Side]]
+    dictionary: Callable[[], list[Side]]
+    layouts: list
+    max_len: int
+    layers: tuple[int, ...]
+    device: torch.device
+    dev_sentences: int | None = None  # the first N dev sentences (None: all)
+    ppl_sentences: int | None = None  # sequences per split for perplexity (None: all)
+    ppl_splits: tuple[str, ...] = ("train", "dev")
+    random_ids: torch.Tensor | None = None  # ids a random replacement may draw (perplexity's masking)
+    timings: dict | None = None
+    results: dict = field(default_factory=dict)  # what the evaluators have computed so far
+
+    def phase(self, name: str):
+        return phase(self.timings, name)
+
+    @cached_property
+    def dev(self) -> list[Side]:
+        """The dev sentences of both languages, cut to the model's window."""
+        with self.phase("data"):
+            sides = self.views("dev")
+            if self.dev_sentences:
+                index = np.arange(min(self.dev_sentences, sides[0].num_sentences))
+                sides = [s.subset(index) for s in sides]
+            if sides[0].num_sentences < 2:
+                raise MinimultError(f"the dev set has {sides[0].num_sentences} sentence(s): retrieval needs at least 2")
+            return [truncate(s, self.max_len - 2) for s in sides]
+
+    @cached_property
+    def links(self) -> np.ndarray:
+        with self.phase("data"):
+            return gold_links(self.dev[1])
+
+    @cached_property
+    def dictionary_sides(self) -> list[Side]:
+        with self.phase("data"):
+            return self.dictionary()
+
+    @cached_property
+    def dev_vectors(self) -> list[dict[int, torch.Tensor]]:
+        """Piece vectors of the dev sides at every layer asked for (shared by alignment and retrieval)."""
+        sides = self.dev
+        with self.phase("forward_dev"):
+            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device) for s in sides]
+
+    @cached_property
+    def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
+        sides = self.dictionary_sides
+        with self.phase("forward_dictionary"):
+            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device) for s in sides]

@@ -1,0 +1,29 @@
+"""Word translation τ (DESIGN §8): every dictionary entry of the run's language source fed alone
+(`[CLS] w [SEP]` in each language's ids, specials and positions), the vector at w, P@1 both ways."""
+
+from minimult.evaluate import metrics
+from minimult.evaluate.registry import Column, Evaluator, register
+
+
+def run(ctx) -> dict:
+    en, _ = ctx.dictionary_sides
+    out = {}
+    for l in ctx.layers:
+        if en.num_sentences > 1:
+            ven, vl1 = ctx.dictionary_vectors
+            with ctx.phase("translation"):
+                tau = metrics.retrieval_p1(ven[l], vl1[l])
+        else:
+            tau = None
+        out[str(l)] = {"translation": tau["mean"] if tau else None,
+                       "translation_forward": tau["forward"] if tau else None,
+                       "translation_backward": tau["backward"] if tau else None}
+    return {"layers": out, "dictionary_entries": en.num_sentences}
+
+
+register(Evaluator(
+    "translation", "word translation P@1 over the source's dictionary, both directions", version=1, order=40,
+    run=run,
+    columns=(Column("translation", "τ", per_layer=True, table=True, curve=True, summary=True),
+             Column("translation_forward", "τ en→L1", per_layer=True),
+             Column("translation_backward", "τ L1→en", per_layer=True))))

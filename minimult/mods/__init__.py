@@ -1,0 +1,161 @@
+"""The registry of mods: each one small unit with a name, a description, a version and its hooks.
+
+A mod acts only through hooks that the stages call (all optional):
+- `configure(cfg, value) -> cfg`: the run configuration (model sizes, masking mix, schedule).
+- `layout(layout, cfg, value) -> layout`: how a language's sequences are written (its special ids,
+  position offset, segment id; `minimult.data.layout`). The model's tables are sized from layouts.
+- `reorder(length, rng, value) -> perm`: the order of a sentence of every language but English, as
+  source positions (piece j of the new sentence is piece perm[j] of the original). Applies to
+  training and evaluation data alike; the gold alignment follows it.
+- `resample(sides, rng, value) -> sides`: replaces the training data of the languages ([English,
+  language 1, ...]; non-parallel parts, unigram sampling); evaluation data stay parallel.
+- `build(data, sides, cfg, value, log) -> dict`: what training needs built for it, passed to the
+  masking step by name (knn-replace: `{"neighbours": table}`).
+
+Each module of this package holds one family of mods and registers them on import; importing
+`minimult.mods` imports them all, so there is no second list to keep in sync. `order` fixes the
+canonical order of mods in run names and results. Adding a mod = one file (copy `word_order.py`)
+plus its test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from minimult.errors import MinimultError
+
+REGISTRY: dict[str, "Mod"] = {}
+
+
+@dataclass(frozen=True)
+class Mod:
+    name: str
+    description: str
+    version: int
+    order: int  # canonical position in run names and results
+    configure: Callable[[Any, Any], Any] | None = None
+    layout: Callable | None = None
+    reorder: Callable[[int, np.random.Generator, Any], np.ndarray] | None = None
+    resample: Callable | None = None
+    build: Callable | None = None
+    provides: tuple[str, ...] = ()  # the names `build` returns (checked against what masking needs)
+    parse: Callable[[str], Any] | None = None  # for `name=value`; None = takes no value
+    default: Any = None
+    group: str | None = None  # mods sharing a group contradict each other
+
+    def spec(self, value) -> str:
+        return self.name if self.parse is None else f"{self.name}={value}"
+
+
+@dataclass(frozen=True)
+class ActiveMod:
+    mod: Mod
+    value: Any
+
+    @property
+    def spec(self) -> str:
+        return self.mod.spec(self.value)
+
+
+def register(mod: Mod) -> Mod:
+    if mod.name in REGISTRY:
+        raise ValueError(f"mod {mod.name!r} registered twice")
+    REGISTRY[mod.name] = mod
+    return mod
+
+
+def registered() -> list[Mod]:
+    """Every mod, in canonical order."""
+    return sorted(REGISTRY.values(), key=lambda m: m.order)
+
+
+def valid_names() -> str:
+    return ", ".join(m.name for m in registered())
+
+
+def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
+    """'lang-pos,permute=0.5' -> active mods in registry order; clear errors for bad input."""
+    if text is None:
+        return ()
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    active: dict[str, ActiveMod] = {}
+    for item in items:
+        name, _, raw = item.partition("=")
+        mod = REGISTRY.get(name)
+        if mod is None:
+            raise MinimultError(f"unknown mod {name!r}; valid mods: {valid_names()}")
+        if name in active:
+            raise MinimultError(f"mod {name!r} given twice")
+        if raw and mod.parse is None:
+            raise MinimultError(f"mod {name!r} takes no value (got {item!r})")
+        try:
+            value = mod.parse(raw) if (raw and mod.parse) else mod.default
+        except (ValueError, MinimultError) as e:
+            raise MinimultError(f"bad value for mod {name!r}: {e}") from None
+        active[name] = ActiveMod(mod, value)
+    groups: dict[str, str] = {}
+    for a in active.values():
+        if a.mod.group and a.mod.group in groups:
+            raise MinimultError(f"contradictory mods: {groups[a.mod.group]} and {a.mod.name} both set "
+                                f"the {a.mod.group}; use one of them")
+        if a.mod.group:
+            groups[a.mod.group] = a.mod.name
+    return tuple(sorted(active.values(), key=lambda a: a.mod.order))
+
+
+def canonical(mods: tuple[ActiveMod, ...]) -> str:
+    return ",".join(a.spec for a in mods) or "original"
+
+
+def versions(mods: tuple[ActiveMod, ...]) -> dict[str, int]:
+    return {a.mod.name: a.mod.version for a in mods}
+
+
+def check_masking(cfg, mods: tuple[ActiveMod, ...]) -> None:
+    """The masking mix can be served: whatever it needs (a neighbour table) some active mod builds."""
+    from minimult.data.masking import inputs_needed
+
+    missing = inputs_needed(cfg.mask) - {name for a in mods for name in a.mod.provides}
+    if missing:
+        providers = [m.name for m in registered() if missing & set(m.provides)]
+        raise MinimultError(f"the masking mix {cfg.mask.probs} needs {', '.join(sorted(missing))}, which no active "
+                            f"mod builds: add --mods {' or '.join(providers)}")
+
+
+def apply_config(cfg, mods: tuple[ActiveMod, ...]):
+    for a in mods:
+        if a.mod.configure is not None:
+            cfg = a.mod.configure(cfg, a.value)
+    return cfg
+
+
+def set_section(cfg, section: str, **changes):
+    """cfg with `section`'s fields changed (for `configure` hooks)."""
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **changes)})
+
+
+def probability(raw: str) -> float:
+    p = float(raw)
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"{p} is not in (0, 1]")
+    return p
+
+
+def positive_int(raw: str) -> int:
+    k = int(raw)
+    if k < 1:
+        raise ValueError(f"{k} must be at least 1")
+    return k
+
+
+for _m in pkgutil.iter_modules(__path__):  # every family module registers its mods
+    importlib.import_module(f"{__name__}.{_m.name}")
+_ordered = registered()
+REGISTRY.clear()
+REGISTRY.update((m.name, m) for m in _ordered)  # canonical order for everyone who iterates it

@@ -1,0 +1,27 @@
+"""Masking mods: the replacement mix of selected tokens (DESIGN §6)."""
+
+from __future__ import annotations
+
+from minimult.data.masking import KNN, NO_RANDOM
+from minimult.mods import Mod, positive_int, register, set_section
+
+
+def _neighbours(data, sides, cfg, k, log):
+    """knn-replace's neighbour table (fastText + unsupervised VecMap, cached): row i = k nearest ids of
+    id i in the other language."""
+    from minimult.knn.neighbours import neighbour_table
+
+    return {"neighbours": neighbour_table(data.prepare(log), data.source, cfg, k, sides, log=log)}
+
+
+def with_knn_replace(mods: str | None) -> str:
+    """`mods` with knn-replace added when missing (for `minimult neighbours`)."""
+    return mods if "knn-replace" in (mods or "") else ",".join(m for m in ((mods or ""), "knn-replace") if m)
+
+
+register(Mod("no-random", "masking without random replacement: (mask, keep, random, knn) = (0.8, 0.2, 0, 0)",
+             1, order=30, group="masking mix", configure=lambda cfg, v: set_section(cfg, "mask", probs=NO_RANDOM)))
+register(Mod("knn-replace", "30% of selected tokens replaced by one of their k nearest neighbours in "
+             "another language (mix 0.5, 0.1, 0.1, 0.3)", 1, order=40, group="masking mix",
+             parse=positive_int, default=1, build=_neighbours, provides=("neighbours",),
+             configure=lambda cfg, k: set_section(cfg, "mask", probs=KNN)))

@@ -1,0 +1,84 @@
+"""Report: the paper's Table 1 (mean ± std over seeds, Welch's t-test against `original`) and figures.
+
+Public entry: `build_report(paths, out_dir, log, readme=None) -> dict`. `paths` are run folders or
+folders holding runs (searched recursively). Everything comes from files in the run folders
+(`results.json`, `config.json`, `metrics.jsonl`, `checkpoint.pt`); a sweep's `<grid>.sweep.json` next
+to its runs only says which runs form which setting (paper ID and name) of which table. Runs no
+sweep claims are grouped by mods and configuration in a section of their own.
+
+Writes to `out_dir`: `table1.md` (every section, the first being Table 1), `table1.csv` (one row per
+setting, full precision, a `section` column), `report.json` (every aggregated number, the values per
+seed and the p-values of every metric) and PNG figures (see `figures.py`); with `readme`, the first
+table also goes between that file's `<preset>-table1` markers (see `readme.py`).
+
+The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
+(aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
+(position similarity, PCA, training curves) and `readme` (generated tables inside README.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from minimult.errors import MinimultError
+from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
+                                     load_runs)
+from minimult.report.figures import pca_figure, position_figure, training_figure
+from minimult.report.readme import table_marker, update_readme
+from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, markdown,  # noqa: F401
+                                    run_values, section_table, top_layer, welch_p)
+
+
+def draw_figures(sections: list[Section], out: Path) -> list[str]:
+    """Position and PCA figures of each setting's lowest seed (once per run), one training figure
+    per section; the paths written."""
+    figures, drawn = [], set()
+    for section in sections:
+        for g in section.groups:
+            run = g.runs[0]
+            if run.path in drawn:
+                continue
+            drawn.add(run.path)
+            figures += [str(p) for p in (position_figure(run, g, out), pca_figure(run, g, out)) if p is not None]
+        p = training_figure(section, out)
+        if p is not None:
+            figures.append(str(p))
+    return figures
+
+
+def readme_table(report: dict) -> str:
+    """The report's first table as it goes into a README: the table lines and the "No row" lines."""
+    return "\n".join(section_table(report["sections"][0], report["top_layer"])).strip("\n") + "\n"
+
+
+def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None) -> dict:
+    """Tables, figures and report.json into `out_dir` (see the module doc); with `readme` (a path), the
+    first table also replaces the one between its markers. Returns report.json's contents."""
+    from minimult.data.cache import atomic_write_text
+    from minimult.runs import write_json
+
+    run_dirs, homes = find_run_dirs(paths)
+    runs, unevaluated = load_runs(run_dirs)
+    if not runs:
+        raise MinimultError(f"none of the {len(run_dirs)} run folder(s) has a results.json yet: evaluate them with "
+                            f"`minimult eval RUN` or run `minimult sweep`")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = build_sections(runs, homes, log)
+    top = top_layer(runs)
+    aggregated = aggregate_sections(sections, top)
+    md = markdown(aggregated, top, len(runs), unevaluated)
+    atomic_write_text(out / "table1.md", md)
+    atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
+    figures = draw_figures(sections, out)
+    log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
+        f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
+    report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
+              "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md}
+    write_json(out / "report.json", report)
+    if readme is not None:
+        marker = table_marker(aggregated[0])
+        changed = update_readme(readme, readme_table(report), marker)
+        log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker} markers")
+    return report

@@ -1,0 +1,169 @@
+"""Finding and reading run folders, and grouping them into the report's sections.
+
+A run folder is any folder with a `config.json`; it enters the tables once it has a `results.json`.
+A sweep's `<grid>.sweep.json` beside its runs says which runs form which setting (paper ID and name)
+of which table, and which settings have no run (with why); runs that no manifest claims are grouped
+by mods, preset and configuration into one last section.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from minimult.errors import MinimultError
+
+OTHER_SECTION = "Other runs (not part of a sweep)"
+
+
+@dataclass
+class Run:
+    path: Path
+    results: dict
+    config: dict
+    metrics_rows: list = field(default_factory=list)  # rows with an "eval" key
+
+    @property
+    def seed(self) -> int:
+        return self.results.get("seed", self.config.get("train", {}).get("seed", 0))
+
+    @property
+    def mods(self) -> str:
+        return self.results.get("mods") or self.config.get("mods", "original")
+
+
+@dataclass
+class Group:
+    """One setting: its runs (one per seed, lowest seed first)."""
+
+    id: str
+    name: str
+    mods: str
+    runs: list[Run]
+    preset: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.id} {self.name}".strip()
+
+
+@dataclass
+class Section:
+    title: str
+    groups: list[Group]
+    preset: str = ""
+    missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _eval_rows(path: Path) -> list[dict]:
+    """The evaluations logged during training (`--eval-every`); other and damaged lines are skipped."""
+    rows = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "eval" in row:
+                rows.append(row)
+    return rows
+
+
+def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
+    """(run folders, folders to look for sweep manifests in)."""
+    runs, homes = [], []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise MinimultError(f"not a folder: {p}")
+        if (p / "config.json").is_file():
+            runs.append(p)
+            homes.append(p.parent)
+        else:
+            found = sorted(q.parent for q in p.rglob("config.json"))
+            if not found:
+                raise MinimultError(f"no run folders (with config.json) under {p}")
+            runs += found
+            homes += [p, *sorted({q.parent for q in found})]
+    return list(dict.fromkeys(r.resolve() for r in runs)), list(dict.fromkeys(h.resolve() for h in homes))
+
+
+def load_runs(run_dirs: list[Path]) -> tuple[list[Run], list[Path]]:
+    """(evaluated runs, folders without a usable results.json yet)."""
+    runs, unevaluated = [], []
+    for d in run_dirs:
+        results, config = _read(d / "results.json"), _read(d / "config.json")
+        if not results or "layers" not in results or config is None:
+            unevaluated.append(d)
+            continue
+        runs.append(Run(d, results, config, _eval_rows(d / "metrics.jsonl")))
+    return runs, unevaluated
+
+
+def _fingerprint(config: dict) -> str:
+    """The configuration without seed and device: runs that differ only there are one setting."""
+    c = json.loads(json.dumps(config))
+    c.get("train", {}).pop("seed", None)
+    c.get("train", {}).pop("device", None)
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run]) -> Section | None:
+    """One sweep manifest's settings as groups of the runs found; settings without a run as `missing`."""
+    groups, missing = [], []
+    for s in data["settings"]:
+        paths = ((manifest.parent / name).resolve() for name in s.get("runs", []))
+        members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
+        name = s.get("name") or s.get("mods") or ""
+        if members:
+            groups.append(Group(str(s.get("id", "")), name, s.get("mods") or members[0].mods, members,
+                                data.get("preset", "")))
+        else:
+            why = s.get("left_out") or ("no evaluated run yet" if s.get("runs") else "not run")
+            missing.append({"id": str(s.get("id", "")), "setting": name, "why": why})
+    if not (groups or missing):
+        return None
+    return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing)
+
+
+def _other_section(runs: list[Run]) -> Section | None:
+    """Unclaimed runs grouped by (mods, preset, configuration); named by mods alone where that is unique."""
+    rest: dict[tuple, list[Run]] = {}
+    for r in runs:
+        rest.setdefault((r.mods, r.config.get("preset", ""), _fingerprint(r.config)), []).append(r)
+    if not rest:
+        return None
+    names = [k[0] for k in rest]
+    groups = []
+    for (mods, preset, fp), members in rest.items():
+        name = mods if names.count(mods) == 1 else f"{mods} ({preset}, config {fp})"
+        groups.append(Group("", name, mods, sorted(members, key=lambda r: r.seed), preset))
+    groups.sort(key=lambda g: (g.mods != "original", g.name))
+    return Section(OTHER_SECTION, groups)
+
+
+def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None]) -> list[Section]:
+    """The sweeps' sections by title ("Table 1 ..." before "Table 2 ..."), then the unclaimed runs'."""
+    by_path = {r.path: r for r in runs}
+    sections = []
+    for m in sorted({m for h in homes for m in h.glob("*.sweep.json")}):
+        data = _read(m)
+        if not data or not isinstance(data.get("settings"), list):
+            log(f"note: ignoring unreadable sweep manifest {m}")
+            continue
+        section = _manifest_section(m, data, by_path)
+        if section is not None:
+            sections.append(section)
+    sections.sort(key=lambda s: s.title)
+    claimed = {r.path for s in sections for g in s.groups for r in g.runs}
+    other = _other_section([r for r in runs if r.path not in claimed])
+    return sections + ([other] if other else [])

@@ -1,0 +1,242 @@
+"""The report's figures (matplotlib, Agg backend), each a PNG in the output folder:
+
+- `positions_<run>.png`: cosine similarity of position embeddings (paper Fig. 5/8),
+- `pca_<run>.png`: PCA of layer-0 token embeddings of both languages (Fig. 4), for language sources
+  with one id block per language,
+- `training_<section>.png`: the evaluations logged during training, mean ± std over seeds (Fig. 6/7),
+  one panel per registry column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl).
+
+Weights come from `minimult.runs.read_weights`; a run without a readable checkpoint gets no figure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from minimult.errors import MinimultError
+from minimult.report.collect import Group, Run, Section
+from minimult.report.tables import table_columns
+
+POSITIONS = "embeddings.lookups.position.weight"
+TOKENS = "embeddings.lookups.token.weight"
+N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK]: the first ids of each language's block, left out of the PCA
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+_-]+", "_", text).strip("_")[:80] or "x"
+
+
+def _weight(run: Run, name: str) -> np.ndarray | None:
+    from minimult.runs import read_weights
+
+    return (read_weights(run.path, [name]) or {}).get(name)
+
+
+def _save(fig, plt, path: Path, dpi: int) -> Path:
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def position_figure(run: Run, group: Group, out: Path) -> Path | None:
+    W = _weight(run, POSITIONS)
+    if W is None:
+        return None
+    unit = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+    sim = unit @ unit.T
+    per_lang = int(run.config.get("data", {}).get("max_len", W.shape[0]))
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
+    if W.shape[0] > per_lang:  # lang-pos: one block of positions per language
+        for b in range(per_lang, W.shape[0], per_lang):
+            ax.axhline(b - 0.5, color="white", lw=0.8)
+            ax.axvline(b - 0.5, color="white", lw=0.8)
+        ax.set_xlabel(f"position id (0–{per_lang - 1} English, {per_lang}–{W.shape[0] - 1} second language)")
+    else:
+        ax.set_xlabel("position id (shared by both languages)")
+    ax.set_ylabel("position id")
+    ax.set_title(f"Cosine similarity of position embeddings\n{group.label} (seed {run.seed})")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="cosine similarity")
+    fig.tight_layout()
+    return _save(fig, plt, out / f"positions_{_slug(run.path.name)}.png", 120)
+
+
+# ---------------------------------------------------------------------------------------------
+# PCA of the token embeddings.
+
+
+def shares_vocabulary(data_cfg: dict) -> bool:
+    """Whether the run's language source (`data.fake`) puts every language in one id block, so the token
+    table has no English and second-language blocks to compare. An unknown source counts as shared:
+    no figure rather than a wrong one."""
+    name = data_cfg.get("fake")
+    if name is None:
+        return False
+    from minimult.data import sources
+
+    try:
+        return bool(sources.get(name).shared_vocabulary)
+    except MinimultError:
+        return True
+
+
+def _language_blocks(run: Run) -> tuple[np.ndarray, int] | None:
+    """(the token table, V) when the table holds one block of V = `vocab_size` ids per language;
+    None otherwise (no checkpoint, one shared vocabulary, too few rows)."""
+    data = run.config.get("data", {})
+    if shares_vocabulary(data):
+        return None
+    W = _weight(run, TOKENS)
+    if W is None:
+        return None
+    V = int(data.get("vocab_size", W.shape[0] // 2))
+    if W.shape[0] < 2 * V:
+        return None
+    return W, V
+
+
+def _project(W: np.ndarray, ids: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """English rows and their second-language copies (id + V) on the first two principal components:
+    (English points, second-language points, share of variance of PC 1 and 2)."""
+    X = np.concatenate([W[ids], W[ids + V]])
+    X = X - X.mean(0)
+    _, S, Vt = np.linalg.svd(X, full_matrices=False)
+    P = X @ Vt[:2].T
+    share = S[:2] ** 2 / max(float((S ** 2).sum()), 1e-12)
+    return P[: len(ids)], P[len(ids):], share
+
+
+def _word_pairs(ax, en, l1, ids, words) -> None:
+    """A sample of whole words, each joined to its Fake-English copy (paper Fig. 4, bottom)."""
+    candidates = [i for i, idx in enumerate(ids) if idx < len(words) and words[idx].isalpha() and len(words[idx]) > 2]
+    rng = np.random.default_rng(0)
+    sample = rng.choice(candidates, size=min(20, len(candidates)), replace=False) if candidates else []
+    for i in sample:
+        ax.plot([en[i, 0], l1[i, 0]], [en[i, 1], l1[i, 1]], color="0.75", lw=0.8, zorder=1)
+        ax.scatter(*en[i], s=18, color="tab:blue", zorder=2)
+        ax.scatter(*l1[i], s=18, color="tab:orange", zorder=2)
+        ax.annotate(words[ids[i]], en[i], fontsize=8, color="tab:blue", xytext=(3, 3), textcoords="offset points")
+        ax.annotate("::" + words[ids[i]], l1[i], fontsize=8, color="tab:orange", xytext=(3, -9),
+                    textcoords="offset points")
+    ax.set_title("a sample of words and their Fake-English copies")
+
+
+def pca_figure(run: Run, group: Group, out: Path) -> Path | None:
+    blocks = _language_blocks(run)
+    if blocks is None:
+        return None
+    W, V = blocks
+    ids = np.arange(N_SPECIAL, V)
+    en, l1, share = _project(W, ids, V)
+    vocab_file = run.path / "vocab.txt"
+    words = vocab_file.read_text(encoding="utf-8").splitlines() if vocab_file.is_file() else []
+    plt = _plt()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5.4))
+    a.scatter(en[:, 0], en[:, 1], s=4, alpha=0.5, color="tab:blue", label="English")
+    a.scatter(l1[:, 0], l1[:, 1], s=4, alpha=0.5, color="tab:orange", label="Fake-English")
+    a.set_title("all vocabulary entries")
+    a.legend(markerscale=4, loc="best")
+    _word_pairs(b, en, l1, ids, words)
+    for ax in (a, b):
+        ax.set_xlabel(f"PC 1 ({share[0]:.0%} of variance)")
+        ax.set_ylabel(f"PC 2 ({share[1]:.0%} of variance)")
+    fig.suptitle(f"PCA of layer-0 token embeddings — {group.label} (seed {run.seed})")
+    fig.tight_layout()
+    return _save(fig, plt, out / f"pca_{_slug(run.path.name)}.png", 120)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training curves.
+
+
+def panel_title(column, layer: str | None, evaluator: str) -> str:
+    """'multilinguality µ', 'retrieval ρ, layer 0', 'dev perplexity': from the evaluator's name and the
+    column's label (a grouped column: its name and group)."""
+    title = f"{column.name} {column.group}" if column.group else f"{evaluator} {column.label}"
+    return f"{title}, layer {layer}" if column.per_layer else title
+
+
+def curve_panels(top: str) -> list[tuple[str, object, str | None]]:
+    """(title, Column, layer) for every registry column marked `curve`, in Table 1 order."""
+    from minimult.evaluate.registry import evaluators
+
+    owner = {c: e.name for e in evaluators() for c in e.columns}
+    return [(panel_title(c, l, owner[c]), c, l) for c, l in table_columns(top) if c.curve]
+
+
+def _curve(group: Group, extract) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Mean and std over seeds at the steps every seed logged."""
+    per_run = []
+    for r in group.runs:
+        pts = {row["step"]: extract(row["eval"]) for row in r.metrics_rows}
+        pts = {s: v for s, v in pts.items() if v is not None}
+        if pts:
+            per_run.append(pts)
+    if not per_run:
+        return None
+    steps = sorted(set.intersection(*(set(p) for p in per_run)))
+    if not steps:
+        return None
+    Y = np.array([[p[s] for s in steps] for p in per_run], dtype=float)
+    std = Y.std(0, ddof=1) if len(Y) > 1 else np.zeros(len(steps))
+    return np.array(steps), Y.mean(0), std
+
+
+def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> None:
+    for j, g in enumerate(groups):
+        c = _curve(g, lambda e: column.value(e, layer))
+        if c is None:
+            continue
+        steps, mean, std = c
+        ax.plot(steps, mean, marker="o", ms=3, color=colors(j % colors.N), label=f"{g.label} (n={len(g.runs)})")
+        if len(g.runs) > 1:
+            ax.fill_between(steps, mean - std, mean + std, color=colors(j % colors.N), alpha=0.15, lw=0)
+    ppl = column.kind == "perplexity"
+    ax.set_title(title)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("perplexity" if ppl else "score")
+    lows = [ln.get_ydata().min() for ln in ax.get_lines()]
+    highs = [ln.get_ydata().max() for ln in ax.get_lines()]
+    if ppl and lows and min(lows) > 0 and max(highs) / min(lows) > 20:
+        ax.set_yscale("log")  # early-training perplexities dwarf the later ones
+    ax.grid(alpha=0.3)
+
+
+def training_figure(section: Section, out: Path) -> Path | None:
+    groups = [g for g in section.groups if any(r.metrics_rows for r in g.runs)]
+    if not groups:
+        return None
+    rows = [row["eval"] for g in groups for r in g.runs for row in r.metrics_rows]
+    layers = sorted({l for e in rows for l in e.get("layers", {})}, key=int)
+    top = "8" if "8" in layers else (layers[-1] if layers else "0")
+    # a column nobody logged gets no panel (µ of models shallower than 8 layers)
+    panels = [p for p in curve_panels(top) if any(p[1].value(e, p[2]) is not None for e in rows)]
+    plt = _plt()
+    ncols = 3
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows + 0.8), squeeze=False)
+    colors = plt.get_cmap("tab20" if len(groups) > 10 else "tab10")
+    for ax, (title, column, layer) in zip(axes.flat, panels):
+        _draw_panel(ax, title, column, layer, groups, colors)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    handles, labels = next(((h, lab) for h, lab in (ax.get_legend_handles_labels() for ax in axes.flat) if h),
+                           axes.flat[0].get_legend_handles_labels())
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False)
+    fig.suptitle(f"Multilinguality during training (mean ± std over seeds) — {section.title}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
+    return _save(fig, plt, out / f"training_{_slug(section.title.split(':')[0])}.png", 110)

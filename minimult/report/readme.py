@@ -1,0 +1,52 @@
+"""Generated tables inside README.md: the text between two marker lines is replaced, the rest kept.
+
+    <!-- BEGIN quick-table1 -->
+    | ID | setting | n | µ | ...
+    No row: ...
+    <!-- END quick-table1 -->
+
+`minimult report RUNS --out DIR --readme README.md` puts the report's first table there (markers
+`<preset>-table1`, e.g. `quick-table1`: a report of tiny runs cannot overwrite the quick table);
+`experiments/bench_table.py` does the same for the Speed table (`bench-train`). The file is only
+rewritten when the text changes, and atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from minimult.errors import MinimultError
+
+
+def markers(marker: str) -> tuple[str, str]:
+    return f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
+
+
+def update_readme(path, markdown_table: str, marker: str, write: bool = True) -> bool:
+    """Replace the lines between `<!-- BEGIN marker -->` and `<!-- END marker -->` (each alone on its
+    line, once, BEGIN first) with `markdown_table`; True when the text changed (`write=False`: would
+    change; nothing is written)."""
+    from minimult.data.cache import atomic_write_text
+
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise MinimultError(f"cannot read {path}: {e}") from None
+    begin, end = markers(marker)
+    lines = text.splitlines(keepends=True)
+    b = [i for i, line in enumerate(lines) if line.strip() == begin]
+    e = [i for i, line in enumerate(lines) if line.strip() == end]
+    if len(b) != 1 or len(e) != 1 or e[0] < b[0]:
+        raise MinimultError(f"{path} needs the line {begin} and, below it, the line {end} around the table to "
+                            f"replace (found {len(b)} and {len(e)})")
+    body = markdown_table.strip("\n")
+    new = "".join(lines[: b[0] + 1]) + (body + "\n" if body else "") + "".join(lines[e[0]:])
+    if write and new != text:
+        atomic_write_text(path, new)
+    return new != text
+
+
+def table_marker(section: dict) -> str:
+    """The markers' name for an aggregated section's table: `<preset>-table1` (`table1` without a preset)."""
+    return f"{section['preset']}-table1" if section.get("preset") else "table1"

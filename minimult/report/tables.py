@@ -1,0 +1,179 @@
+"""The numbers: per-setting aggregates over seeds, Welch p-values against `original`, and the tables.
+
+The columns are not listed here: they are the evaluator registry's Table 1 columns
+(`minimult.evaluate.registry.table_columns`), each with its key (`mu`, `align_f1_L8`, `ppl_dev`),
+heading, how it reads a results dict and how it formats a number. The first column (µ) is the
+headline: the markdown table shows its p-value next to it; the CSV and report.json have every
+column's. Standard deviations are sample standard deviations (ddof=1), None for one seed; p-values are
+Welch's unequal-variance t-test over seeds (scipy), None with fewer than 2 seeds on either side.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from minimult.report.collect import Group, Run, Section
+
+
+def table_columns(top: str) -> list:
+    """[(Column, layer or None), ...] in Table 1 order, with layers 0 and `top`."""
+    import minimult.evaluate  # noqa: F401  (registers every evaluator)
+    from minimult.evaluate.registry import table_columns as registered
+
+    return registered(top)
+
+
+def column_keys(top: str) -> list[str]:
+    return [c.key(l) for c, l in table_columns(top)]
+
+
+def top_layer(runs: list[Run]) -> str:
+    """'8' as in the paper when any run has it; otherwise the deepest layer every run has."""
+    if any("8" in r.results["layers"] for r in runs):
+        return "8"
+    common = set.intersection(*(set(r.results["layers"]) for r in runs))
+    return max(common - {"0"}, key=int, default="0") if common else "0"
+
+
+def finite(v) -> float | None:
+    return float(v) if v is not None and math.isfinite(float(v)) else None
+
+
+def run_values(run: Run, top: str) -> dict[str, float | None]:
+    """{key: the run's number or None (absent or not finite)} for every table column."""
+    return {c.key(l): finite(c.value(run.results, l)) for c, l in table_columns(top)}
+
+
+def aggregate(values: list[float | None]) -> dict:
+    xs = [v for v in values if v is not None]
+    n = len(xs)
+    return {"mean": float(np.mean(xs)) if n else None,
+            "std": float(np.std(xs, ddof=1)) if n >= 2 else None,
+            "n": n, "values": values}
+
+
+def welch_p(a: list, b: list) -> float | None:
+    from scipy import stats
+
+    a, b = [x for x in a if x is not None], [x for x in b if x is not None]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # identical values: scipy warns and returns nan (-> blank)
+        p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    return float(p) if p is not None and math.isfinite(p) else None
+
+
+def baseline_for(section: Section, sections: list[Section]) -> Group | None:
+    """The section's `original` (ID 0 first), else an `original` of the same preset elsewhere."""
+    for candidates in (section.groups, [g for s in sections for g in s.groups if g.preset == section.preset]):
+        originals = [g for g in candidates if g.mods == "original"]
+        if originals:
+            return next((g for g in originals if g.id == "0"), originals[0])
+    return None
+
+
+def _group_row(g: Group, base: Group | None, base_values: dict | None, keys: list[str], top: str) -> dict:
+    per_run = [run_values(r, top) for r in g.runs]
+    metrics = {}
+    for k in keys:
+        agg = aggregate([v[k] for v in per_run])
+        agg["p_vs_original"] = None if base is None or g is base else welch_p(agg["values"], base_values[k])
+        metrics[k] = agg
+    return {"id": g.id, "setting": g.name, "mods": g.mods, "preset": g.preset,
+            "seeds": [r.seed for r in g.runs], "runs": [str(r.path) for r in g.runs],
+            "baseline": None if base is None or g is base else base.label, "metrics": metrics}
+
+
+def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
+    """Per section: its title, preset, baseline label, settings without a run, and one row per setting
+    with every column's mean, std, n, per-seed values and p against the baseline."""
+    keys = column_keys(top)
+    out = []
+    for section in sections:
+        base = baseline_for(section, sections)
+        base_values = {k: [run_values(r, top)[k] for r in base.runs] for k in keys} if base else None
+        rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
+        out.append({"title": section.title, "preset": section.preset, "rows": rows,
+                    "baseline": base.label if base else None, "not_run": section.missing})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown and CSV.
+
+
+def _cell(agg: dict, column) -> str:
+    if agg["mean"] is None:
+        return "–"
+    std = f" ± {column.table_text(agg['std'])}" if agg["std"] is not None else ""
+    return column.table_text(agg["mean"]) + std
+
+
+def _p(p: float | None) -> str:
+    return "" if p is None else f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def section_table(sec: dict, top: str) -> list[str]:
+    """One aggregated section as markdown lines: the table (when it has rows), then one "No row: ..."
+    line per reason settings were left out. This is what the README's table markers hold."""
+    cols = table_columns(top)
+    (first, first_layer), rest = cols[0], cols[1:]
+    head = ["ID", "setting", "n", first.heading(first_layer), f"p ({first.heading(first_layer)})"]
+    head += [c.heading(l) for c, l in rest]
+    lines = []
+    if sec["rows"]:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
+    for row in sec["rows"]:
+        m, k0 = row["metrics"], first.key(first_layer)
+        cells = [row["id"], row["setting"], str(len(row["seeds"])), _cell(m[k0], first), _p(m[k0]["p_vs_original"])]
+        cells += [_cell(m[c.key(l)], c) for c, l in rest]
+        lines.append("| " + " | ".join(cells) + " |")
+    for why in dict.fromkeys(m["why"] for m in sec["not_run"]):  # e.g. "needs a GPU"
+        names = ", ".join(f"{m['id']} {m['setting']}".strip() for m in sec["not_run"] if m["why"] == why)
+        lines += ["", f"No row: {names} ({why})."]
+    return lines
+
+
+def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Path]) -> str:
+    """table1.md: a header paragraph, then every section (title, preset and baseline, table)."""
+    lines = ["# minimult report", "",
+             f"{n_runs} evaluated runs. Mean ± sample standard deviation over seeds (n seeds); "
+             f"p (µ): Welch's t-test of µ against the table's `original` (blank: fewer than 2 seeds, or the baseline "
+             f"itself). Layers 0 and {top}."]
+    if top != "8":
+        lines[-1] += f" (These models are shallower than 8 layers, so L{top} stands in for L8 and µ is not defined.)"
+    if unevaluated:
+        lines.append(f"Not evaluated yet (no results.json), left out: {', '.join(p.name for p in unevaluated)}.")
+    for sec in aggregated:
+        lines += ["", f"## {sec['title']}", ""]
+        presets = sorted({r['preset'] for r in sec["rows"] if r["preset"]})
+        if presets:
+            lines += [f"Preset {', '.join(presets)}; baseline for p: {sec['baseline'] or 'none'}.", ""]
+        lines += section_table(sec, top)
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(aggregated: list[dict], top: str) -> str:
+    """table1.csv: one row per setting, full precision (repr), mean, std and p of every column."""
+    keys = column_keys(top)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["section", "id", "setting", "mods", "preset", "n_seeds", "seeds"]
+               + [f"{k}_{s}" for k in keys for s in ("mean", "std", "p")])
+    for sec in aggregated:
+        for row in sec["rows"]:
+            cells = [sec["title"], row["id"], row["setting"], row["mods"], row["preset"], len(row["seeds"]),
+                     " ".join(map(str, row["seeds"]))]
+            for k in keys:
+                m = row["metrics"][k]
+                cells += ["" if v is None else repr(v) for v in (m["mean"], m["std"], m["p_vs_original"])]
+            w.writerow(cells)
+    return buf.getvalue()

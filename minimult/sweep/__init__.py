@@ -1,0 +1,174 @@
+"""Sweeps: every (setting, seed) of a grid trained and evaluated in its own run folder, locally or on Ray.
+
+Public entry: `run_sweep(grid, seeds, preset, jobs, backend, address, root, overrides, log) -> Summary`.
+
+A run folder is named `<root>/<id>-<mods>-s<seed>`, so invoking the same sweep again finds its runs:
+a run whose `results.json` matches its finished training is skipped, one with an unfinished
+checkpoint is resumed (`train.pretrain(..., resume=True)`), a finished one without results is only
+evaluated, and a missing one is created and trained. A folder that holds a different configuration
+(another preset, other overrides) is never reused: that run fails with a message saying so.
+
+Backends:
+- `local`: a `ProcessPoolExecutor` (spawn). On CPU one worker per core, one thread each (two
+  single-thread runs beat one two-thread run by ~1.28x on a 2-core machine); with CUDA one worker
+  per GPU, each pinned to its GPU with `CUDA_VISIBLE_DEVICES`.
+- `ray`: one Ray task per run (`num_cpus=1`, `num_gpus=1` when the cluster has GPUs); Ray schedules
+  them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
+  must see the same run folders and cache (`MINIMULT_CACHE`) paths, e.g. on a shared filesystem.
+
+The data are prepared (cached) once in this process before any worker starts, so workers only read
+the cache. A failing run is reported with its error line and the others go on; each run's own log
+is `sweep.log` in its folder; every `progress_every` seconds the sweep prints where each running run
+is and roughly how long the sweep has left (`minimult.sweep.progress`). The sweep writes
+`<root>/<grid>.sweep.json` (settings -> run folders) for `minimult report`.
+
+Settings a grid marks `needs_gpu = true` (overparam: BERT-base sizes, about a day per quick-preset
+run on one CPU core) are left out on a machine without CUDA, with a line saying so, unless `only`
+names them; with a Ray `address` they are kept (the cluster may have GPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from minimult import precision
+from minimult.errors import MinimultError
+from minimult.sweep.grid import Grid
+from minimult.sweep.plan import (LEFT_OUT, NEEDS_GPU, Outcome, Summary, Task, group_tasks, plan,  # noqa: F401
+                                 run_dir_name, state, triage, write_manifest)
+from minimult.sweep.progress import EVERY as PROGRESS_EVERY, SweepProgress
+from minimult.sweep.worker import LOCK, RUN_LOG, run_group, run_task  # noqa: F401
+
+
+def _check(backend, jobs, stack, progress_every, address) -> None:
+    if backend not in ("local", "ray"):
+        raise MinimultError(f"unknown backend {backend!r}: use local or ray")
+    if jobs is not None and jobs < 1:
+        raise MinimultError(f"--jobs must be at least 1 (got {jobs})")
+    if stack < 1:
+        raise MinimultError(f"--stack must be at least 1 (got {stack})")
+    if not progress_every > 0:
+        raise MinimultError(f"--status-every must be a positive number of seconds (got {progress_every})")
+    if address is not None and backend != "ray":
+        raise MinimultError("--address is for --backend ray")
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Placement:
+    """Where the runs go: GPUs (one worker each) or CPU workers with `threads` threads each."""
+
+    gpus: list[int]
+    jobs: int
+    workers: int
+    threads: int
+
+    @classmethod
+    def choose(cls, todo: list[Task], groups: list, jobs: int | None) -> "Placement":
+        import torch
+
+        on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
+        gpus = list(range(torch.cuda.device_count())) if on_gpu else []
+        jobs = jobs or (len(gpus) if gpus else _cpu_count())
+        workers = max(1, min(jobs, len(groups)))
+        return cls(gpus, jobs, workers, 1 if gpus else max(1, _cpu_count() // workers))
+
+    def describe(self) -> str:
+        return f"{len(self.gpus)} GPU(s)" if self.gpus else f"CPU, {self.threads} thread(s) per run"
+
+
+def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: Placement, backend, stack, log) -> None:
+    """The sweep's opening lines: what it will do, what failed or is left out already, a bf16 tip."""
+    import torch
+
+    left_out = list(dict.fromkeys(o.task.setting_id for o in outcomes if o.status == LEFT_OUT))
+    n_left = sum(o.status == LEFT_OUT for o in outcomes)
+    log(f"sweep {grid.title}: {len(grid.settings)} settings x {len(seeds)} seeds ({','.join(map(str, seeds))}), "
+        f"preset {preset} = {len(tasks)} runs under {root}/: {len(todo)} to run, "
+        f"{sum(o.status == 'skipped' for o in outcomes)} already complete"
+        + (f", {n_left} left out (need a GPU)" if n_left else "")
+        + (f"; backend {backend}, {where.workers if backend == 'local' else where.jobs} parallel on "
+           f"{where.describe()}" if todo else "")
+        + (f"; stacked in {sum(len(g) > 1 for g in groups)} group(s) of up to {stack}" if stack > 1 and todo else ""))
+    for o in outcomes:
+        if o.status == "failed":
+            log(f"  FAILED {o.task.name}: {o.message}")
+    if left_out:
+        log(f"  left out on this machine (no GPU): setting(s) {', '.join(left_out)}, marked needs_gpu in "
+            f"{grid.path.name}; name them in --only to run them on the CPU anyway")
+    cpu = torch.device("cpu")
+    if (todo and not where.gpus and precision.native_bf16(cpu)
+            and all(precision.resolve(t.config["train"]["precision"], cpu) == "fp32" for t in todo)):
+        log("  tip: this CPU computes bf16 natively; --set train.precision=bf16 (run_all.sh --precision bf16) "
+            "trains ~1.6x faster, into another --root (README, Speed)")
+
+
+def _execute(todo, groups, where: Placement, backend, address, progress_every, log) -> list[Outcome]:
+    """Prepare each data configuration once (so workers only read the cache), then run every group."""
+    from minimult.config import RunConfig
+    from minimult.data.prepare import prepare
+    from minimult.evaluate import summary_parts
+    from minimult.sweep.backends import run_local, run_ray
+
+    for cfg in {json.dumps(t.config["data"], sort_keys=True): t.config for t in todo}.values():
+        prepare(RunConfig.from_dict(cfg).data, progress=log)
+    outcomes: list[Outcome] = []
+    progress = SweepProgress(todo, where.workers if backend == "local" else where.jobs, RUN_LOG, log, progress_every)
+
+    def report(o: Outcome) -> None:
+        outcomes.append(o)
+        progress.finished(o)
+        n = f"[{len(outcomes)}/{len(todo)}]"
+        if o.status == "done":
+            log(f"{n} done {o.task.name} ({o.message}, {o.seconds:.0f} s): " + ", ".join(summary_parts(o.results)))
+        else:
+            log(f"{n} FAILED {o.task.name}: {o.message}")
+
+    if backend == "local":
+        run_local(groups, where.workers, where.gpus, where.threads, report, progress.tick, progress_every)
+    else:
+        run_ray(groups, where.jobs, address, report, log, progress.tick, progress_every)
+    return outcomes
+
+
+def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | None = None, backend: str = "local",
+              address: str | None = None, root: str | Path = "runs", overrides: dict | None = None,
+              log: Callable[[str], None] = print, only=None, stack: int = 1,
+              progress_every: float = PROGRESS_EVERY) -> Summary:
+    """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring."""
+    import torch
+
+    _check(backend, jobs, stack, progress_every, address)
+    whole, grid = grid, grid.select(only)
+    seeds = tuple(seeds) if seeds else grid.seeds
+    preset = preset or grid.preset
+    root = Path(root).resolve()
+    tasks = plan(grid, seeds, preset, root, overrides or {})
+    root.mkdir(parents=True, exist_ok=True)
+    gpu_somewhere = torch.cuda.is_available() or (backend == "ray" and address is not None)  # a cluster may have them
+    outcomes, todo = triage(tasks, {str(i).strip() for i in only or ()}, gpu_somewhere)
+    not_here = {o.task.run_dir for o in outcomes if o.status == LEFT_OUT}
+    manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here],
+                              [t for t in tasks if t.run_dir in not_here])
+    groups = group_tasks(todo, stack)
+    where = Placement.choose(todo, groups, jobs)
+    _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where, backend, stack, log)
+    if todo:
+        outcomes += _execute(todo, groups, where, backend, address, progress_every, log)
+    order = {t.run_dir: i for i, t in enumerate(tasks)}
+    outcomes.sort(key=lambda o: order[o.task.run_dir])
+    summary = Summary(outcomes, root, manifest)
+    log(summary.line())
+    for o in summary.failed:
+        log(f"  failed: {o.task.name}: {o.message}")
+    return summary

@@ -1,0 +1,82 @@
+"""Where a sweep's runs execute: a local process pool (one single-thread worker per core, or one per
+GPU) or one Ray task per group of runs. Both call `worker.run_group` and report every `Outcome`."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+from minimult.errors import MinimultError
+from minimult.sweep.plan import Outcome
+from minimult.sweep.worker import init_local_worker, run_group
+
+
+
+def run_local(groups, jobs, gpus, threads, report, tick, every) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    for i in range(jobs):
+        queue.put(gpus[i % len(gpus)] if gpus else None)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_local_worker,
+                             initargs=(queue,)) as pool:
+        futures = {pool.submit(run_group, g, threads): g for g in groups}
+        pending = set(futures)
+        try:
+            while pending:
+                ready, pending = wait(pending, timeout=every, return_when=FIRST_COMPLETED)
+                tick()
+                for future in ready:
+                    _report_local(future, futures[future], report)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _report_local(future, group, report) -> None:
+    try:
+        outcomes = future.result()
+    except Exception as e:  # the worker process itself died (killed, out of memory)
+        outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}") for t in group]
+    for outcome in outcomes:
+        report(outcome)
+
+
+def run_ray(groups, jobs, address, report, log, tick, every) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise MinimultError("the ray backend needs Ray: pip install 'ray[default]>=2.9'") from None
+    started = not ray.is_initialized()
+    if started:
+        kwargs = {"include_dashboard": False, "logging_level": "warning", "log_to_driver": False}
+        try:
+            if address is None:  # a private local Ray, never an unrelated running cluster
+                ray.init(address="local", num_cpus=jobs, **kwargs)
+            else:
+                ray.init(address=address, **kwargs)
+        except Exception as e:
+            raise MinimultError(f"cannot start/connect to Ray{f' at {address}' if address else ''}: "
+                                f"{type(e).__name__}: {e}") from None
+    try:
+        resources = ray.cluster_resources()
+        gpus = 1 if resources.get("GPU", 0) >= 1 else 0
+        log(f"ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; one task per run "
+            f"(num_cpus=1, num_gpus={gpus})")
+        remote = ray.remote(run_group).options(num_cpus=1, num_gpus=gpus)
+        refs = {remote.remote(g, 1): g for g in groups}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=every)
+            tick()
+            for ref in ready:
+                try:
+                    outcomes = ray.get(ref)
+                except ray.exceptions.RayError as e:  # the task's worker died
+                    why = str(e).strip().splitlines()[-1] if str(e).strip() else ""
+                    outcomes = [Outcome(t, "failed", f"ray task failed: {type(e).__name__}: {why}") for t in refs[ref]]
+                for outcome in outcomes:
+                    report(outcome)
+    finally:
+        if started:
+            ray.shutdown()

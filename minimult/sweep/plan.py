@@ -1,0 +1,213 @@
+"""Planning a sweep (in the parent process): the grid's (setting, seed) pairs as `Task`s with their
+resolved configs, what state each run folder is in, what to run, and the manifest for the report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minimult.errors import MinimultError
+from minimult.runs import read_json, write_json
+from minimult.sweep.grid import Grid
+
+LEFT_OUT = "left out"
+NEEDS_GPU = "needs a GPU"  # why a run is left out: the outcome's message and the manifest's "left_out"
+
+
+@dataclass(frozen=True)
+class Task:
+    setting_id: str
+    setting_name: str
+    mods: str  # canonical (as in config.json)
+    seed: int
+    run_dir: str  # absolute
+    config: dict  # the resolved RunConfig as a dict
+    needs_gpu: bool = False  # the grid marks the setting as too slow for a CPU
+
+    @property
+    def name(self) -> str:
+        return Path(self.run_dir).name
+
+
+@dataclass
+class Outcome:
+    task: Task
+    status: str  # done | skipped | failed | left out (needs a GPU, none here)
+    message: str = ""
+    seconds: float = 0.0
+    results: dict = field(default_factory=dict)  # a few headline numbers
+
+
+@dataclass
+class Summary:
+    outcomes: list[Outcome]
+    root: Path
+    manifest: Path
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def line(self) -> str:
+        left_out = self.count(LEFT_OUT)
+        return (f"sweep: {len(self.outcomes)} runs: {self.count('done')} done, {self.count('skipped')} skipped "
+                f"(already complete), {self.count('failed')} failed"
+                + (f", {left_out} left out (need a GPU)" if left_out else "") + f"; run folders under {self.root}/")
+
+
+def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
+    return f"{setting_id}-{mods.replace(',', '+').replace('=', '')}-s{seed}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning (in the parent).
+
+
+def _absolute_files(values: dict) -> dict:
+    """Corpus files given by a relative path become absolute, so runs and workers do not depend on
+    the current directory (built-in corpus names are left alone)."""
+    out = dict(values)
+    for key in ("data.train", "data.dev"):
+        if key in out and isinstance(out[key], str) and Path(out[key]).is_file():
+            out[key] = str(Path(out[key]).resolve())
+    return out
+
+
+def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Task]:
+    from minimult.config import resolve
+
+    tasks = []
+    for setting in grid.settings:
+        for seed in seeds:
+            values = _absolute_files({**grid.overrides_for(setting, preset), **overrides, "train.seed": seed})
+            try:
+                cfg, _ = resolve(preset, values, setting.mods)
+            except MinimultError as e:
+                raise MinimultError(f"setting {setting.id} ({setting.name}): {e}") from None
+            run_dir = root / run_dir_name(setting.id, cfg.mods, seed)
+            tasks.append(Task(setting.id, setting.name, cfg.mods, seed, str(run_dir), _plain(cfg.to_dict()),
+                              setting.needs_gpu))
+    return tasks
+
+
+def _plain(d: dict) -> dict:
+    return json.loads(json.dumps(d))  # tuples -> lists, as config.json holds them
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def results_complete(run_dir: Path) -> bool:
+    """results.json evaluates the run's finished training (same number of steps)."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+        results = json.loads((run_dir / "results.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (meta.get("status") == "complete" and results.get("steps") == meta.get("steps")
+            and "perplexity" in results and bool(results.get("layers")))
+
+
+def state(task: Task) -> str:
+    """'complete' (skip), 'partial' (resume/evaluate) or 'new'; an error if the folder holds another run."""
+    run_dir = Path(task.run_dir)
+    if not (run_dir / "config.json").is_file():
+        return "new"
+    from minimult.config import RunConfig
+
+    try:  # through RunConfig: keys added to the config since the run was made read as their defaults
+        stored = _flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
+    except (TypeError, ValueError, MinimultError) as e:
+        raise MinimultError(f"{run_dir}/config.json is not a run configuration ({e})") from None
+    wanted = _flat(task.config)
+    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    if differ:
+        shown = ", ".join(f"{k}={stored.get(k)!r} (sweep wants {wanted.get(k)!r})" for k in differ[:3])
+        raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"
+                            f"{' ...' if len(differ) > 3 else ''}; sweep into another --root or move that folder")
+    return "complete" if results_complete(run_dir) else "partial"
+
+
+def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:
+    """(outcomes already decided, tasks to run): complete runs are skipped, a folder holding another
+    run fails, and a `needs_gpu` setting is left out where no GPU can be had unless `named` (--only)."""
+    outcomes, todo = [], []
+    for t in tasks:
+        try:
+            s = state(t)
+        except MinimultError as e:
+            outcomes.append(Outcome(t, "failed", f"error: {e}"))
+            continue
+        if s == "complete":
+            outcomes.append(Outcome(t, "skipped", "already complete"))
+        elif t.needs_gpu and t.setting_id not in named and not gpu_somewhere:
+            outcomes.append(Outcome(t, LEFT_OUT, NEEDS_GPU))
+        else:
+            todo.append(t)
+    return outcomes, todo
+
+
+def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_out: list[Task] = ()) -> Path:
+    """`<root>/<grid>.sweep.json`: the grid's settings and their run folders (merged over invocations).
+    A setting with no run folder whose runs were `left_out` (needs a GPU) is listed with
+    `"left_out": "needs a GPU"` and no runs, so the report can say which rows are missing and why."""
+    path = root / f"{grid.name}.sweep.json"
+    old = {}
+    if path.is_file():
+        try:
+            old = {s["id"]: s for s in json.loads(path.read_text()).get("settings", [])}
+        except (OSError, json.JSONDecodeError, KeyError, TypeError):
+            old = {}
+    settings = []
+    for setting in grid.settings:  # the whole grid's order, whichever settings --only picked now
+        runs = [Path(t.run_dir).name for t in tasks if t.setting_id == setting.id]
+        mods = next((t.mods for t in [*tasks, *left_out] if t.setting_id == setting.id), None)
+        prev = old.pop(setting.id, {})
+        skipped = any(t.setting_id == setting.id for t in left_out)
+        if not runs and not prev and not skipped:
+            continue
+        runs = list(dict.fromkeys([*prev.get("runs", []), *runs]))
+        entry = {"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs}
+        if not runs and (skipped or prev.get("left_out")):
+            entry["left_out"] = NEEDS_GPU
+        settings.append(entry)
+    settings += list(old.values())  # settings swept earlier that the grid file no longer has
+    write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, "settings": settings})
+    return path
+
+
+def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
+    """Runs of one model shape and training schedule without a checkpoint, in groups of up to `stack`
+    (to be trained as one stacked model); every other run alone. Order otherwise kept."""
+    from minimult.train import SHARED_TRAIN
+
+    if stack <= 1:
+        return [[t] for t in tasks]
+    groups: dict[str, list[list[Task]]] = {}
+    out: list[list[Task]] = []
+    for t in tasks:
+        if (Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0:
+            out.append([t])
+            continue
+        key = json.dumps([t.config["model"], {k: t.config["train"][k] for k in SHARED_TRAIN}], sort_keys=True)
+        if key not in groups or len(groups[key][-1]) >= stack:
+            groups.setdefault(key, []).append([])
+            out.append(groups[key][-1])
+        groups[key][-1].append(t)
+    return out
+

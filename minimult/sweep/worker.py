@@ -1,0 +1,187 @@
+"""One group of a sweep's runs, in a worker process or a Ray task: lock, create / resume, train,
+evaluate; a failing run never stops the others and never raises (its `Outcome` says why).
+
+Two or more runs without a checkpoint in one group train together as one stacked model
+(`train.train` with K > 1); runs with a checkpoint resume (or are only evaluated) one by one. Each
+run's log goes to `sweep.log` in its folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import traceback
+from pathlib import Path
+
+from minimult.errors import MinimultError
+from minimult.sweep.plan import Outcome, Task
+
+RUN_LOG = "sweep.log"
+LOCK = ".sweep.lock"
+
+
+class Group:
+    """The group's runs that this worker could lock, with their log files and outcomes so far."""
+
+    def __init__(self, tasks: list[Task]):
+        self.t0 = time.time()
+        self.tasks, self.outcomes, self.locks, self.logfiles, self.runs = tasks, {}, {}, {}, {}
+        for task in tasks:
+            run_dir = Path(task.run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            lock = open(run_dir / LOCK, "w")
+            try:  # two sweeps into one root never work on the same run at once
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                self.outcomes[task.run_dir] = Outcome(task, "failed", f"error: another process is working on "
+                                                                      f"{run_dir} (it holds {LOCK})")
+                continue
+            self.locks[task.run_dir] = lock
+            self.logfiles[task.run_dir] = open(run_dir / RUN_LOG, "a", encoding="utf-8")
+
+    @property
+    def live(self) -> list[Task]:
+        return [t for t in self.tasks if t.run_dir in self.locks and t.run_dir not in self.outcomes]
+
+    def logger(self, task: Task):
+        def log(line: str) -> None:
+            self.logfiles[task.run_dir].write(f"{line}\n")
+            self.logfiles[task.run_dir].flush()
+        return log
+
+    def log_all(self, tasks: list[Task]):
+        def log(line: str) -> None:
+            for t in tasks:
+                self.logger(t)(line)
+        return log
+
+    def fail(self, task: Task, e: BaseException) -> None:
+        if isinstance(e, MinimultError):
+            self.logger(task)(f"error: {e}")
+            message = f"error: {e}"
+        else:  # a bug or a resource problem in one run must not stop the others
+            self.logger(task)(traceback.format_exc())
+            message = f"{type(e).__name__}: {e} (traceback in {Path(task.run_dir) / RUN_LOG})"
+        self.outcomes[task.run_dir] = Outcome(task, "failed", message, time.time() - self.t0)
+
+    def close(self) -> None:
+        for f in self.logfiles.values():
+            f.close()
+        for lock in self.locks.values():
+            lock.close()  # releases the lock
+
+
+def open_runs(group: Group) -> None:
+    """Each locked task's Run (config.json and vocabulary written if missing)."""
+    from minimult.config import RunConfig
+    from minimult.mods import parse_mods
+    from minimult.runs import Run
+
+    for task in group.live:
+        log = group.logger(task)
+        try:
+            log(f"--- sweep run {task.name} (setting {task.setting_id}: {task.setting_name}, seed {task.seed}) "
+                f"pid {os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            cfg = RunConfig.from_dict(task.config)
+            group.runs[task.run_dir] = Run.create_at(task.run_dir, cfg, parse_mods(None if cfg.mods == "original"
+                                                                                   else cfg.mods), log=log)
+        except Exception as e:
+            group.fail(task, e)
+
+
+def train_fresh_together(group: Group) -> dict[str, str]:
+    """The group's runs without a checkpoint, trained as one stacked model when there are several."""
+    from minimult.train import train
+
+    fresh = [t for t in group.live if not group.runs[t.run_dir].has_checkpoint()]
+    if len(fresh) < 2:
+        return {}
+    for t in fresh:
+        group.runs[t.run_dir].metrics_path.unlink(missing_ok=True)  # an attempt that never checkpointed
+    log = group.log_all(fresh)
+    log(f"--- training {len(fresh)} runs as one stacked model: {', '.join(t.name for t in fresh)}")
+    try:
+        train([group.runs[t.run_dir] for t in fresh], log=log)
+    except Exception as e:
+        for t in fresh:
+            group.fail(t, e)
+        return {}
+    return {t.run_dir: f"new run, stacked x{len(fresh)}" for t in fresh}
+
+
+def finish(group: Group, task: Task, how: str | None) -> None:
+    """Train (or resume) `task`'s run unless done, then evaluate it; record its outcome."""
+    from minimult.evaluate import evaluate_run
+    from minimult.train import train
+
+    run, log = group.runs[task.run_dir], group.logger(task)
+    try:
+        if how is None:
+            how = "new run"
+            if run.has_checkpoint():
+                how = "evaluation only" if run.meta.get("status") == "complete" else "resumed"
+                if how == "resumed":
+                    train([run], resume=True, log=log)
+            else:
+                run.metrics_path.unlink(missing_ok=True)  # rows of an attempt that never checkpointed
+                train([run], log=log)
+        results = evaluate_run(run, None, log=log)
+        log(f"--- finished ({how}) in {time.time() - group.t0:.1f} s")
+        group.outcomes[task.run_dir] = Outcome(task, "done", how, time.time() - group.t0, results)
+    except Exception as e:
+        group.fail(task, e)
+
+
+def run_group(tasks: list[Task], threads: int | None = 1) -> list[Outcome]:
+    """Create / resume / train / evaluate the runs `tasks`; never raises for a failing run."""
+    group = Group(tasks)
+    try:
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        open_runs(group)
+        how = train_fresh_together(group)
+        for task in group.live:
+            finish(group, task, how.get(task.run_dir))
+    except Exception as e:  # e.g. torch itself failing to import in this worker
+        for task in tasks:
+            if task.run_dir not in group.outcomes:
+                group.outcomes[task.run_dir] = Outcome(task, "failed", f"{type(e).__name__}: {e}",
+                                                       time.time() - group.t0)
+    finally:
+        group.close()
+    return [group.outcomes[t.run_dir] for t in tasks]
+
+
+def run_task(task: Task, threads: int | None = 1) -> Outcome:
+    """Create / resume / evaluate one run; never raises for a failing run (the outcome says why)."""
+    return run_group([task], threads)[0]
+
+
+def die_with_parent() -> None:
+    """Have the kernel end this worker when the sweep process dies (Linux `prctl(PR_SET_PDEATHSIG)`).
+
+    Ctrl-C reaches the workers too, but a sweep ended with `kill` or killed for memory would otherwise
+    leave its workers training on, unobserved; checkpoints are written atomically, so the next sweep
+    resumes their runs."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() == 1:  # the parent was already gone before prctl took effect
+        os._exit(1)
+
+
+def init_local_worker(gpu_queue) -> None:
+    """End with the sweep process; pin this worker to one GPU (before anything touches CUDA)."""
+    die_with_parent()
+    gpu = gpu_queue.get()
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
