@@ -66,6 +66,15 @@ class ModelConfig:
             raise MinimultError("model.layer_norm_eps and model.init_std must be > 0")
 
 
+def pick_device(name: str) -> torch.device:
+    """'auto' (CUDA when there is one, else CPU), 'cpu', 'cuda' or 'cuda:N'."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise MinimultError(f"device {name!r} requested but CUDA is not available")
+    return torch.device(name)
+
+
 def cpu_kernels(device: torch.device) -> bool:
     """True: the CPU formulation (written-out attention with an additive key bias, numpy dropout
     masks); False: SDPA with a bool mask and `F.dropout` (GPUs). One switch, so tests can run the GPU

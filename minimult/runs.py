@@ -239,16 +239,6 @@ class Run:
 
         return RunData(self.cfg, self.mods)
 
-    def context(self, model, layers, **options):
-        """An evaluation context for `model` (this run's shape) on this run's data (minimult.evaluate)."""
-        from minimult.data.masking import random_replacement_ids
-        from minimult.evaluate import Context
-
-        d, dc = self.data, self.cfg.data
-        return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers),
-                       next(model.parameters()).device,
-                       random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), **options)
-
     # --- files ---
 
     @property
@@ -281,8 +271,7 @@ class Run:
     def load_model(self, device: str = "auto", log: Callable[[str], None] = print):
         """The run's model with its last checkpoint's weights, in eval mode, after checking that the
         prepared vocabulary is the one it trained with."""
-        from minimult.model import Bert
-        from minimult.train import pick_device
+        from minimult.model import Bert, pick_device
 
         if not self.has_checkpoint():
             raise MinimultError(f"run {self.path} has no checkpoint yet: train it first (minimult pretrain)")

@@ -28,20 +28,12 @@ from minimult import precision
 from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.data.masking import mask_batch
 from minimult.errors import MinimultError
-from minimult.model import Bert, pack, stack
+from minimult.model import Bert, pack, pick_device, stack
 from minimult.mods import check_masking, versions
 from minimult.runs import Run, truncate_log
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
                 "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences")
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise MinimultError(f"device {name!r} requested but CUDA is not available")
-    return torch.device(name)
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -243,14 +235,14 @@ class EvaluateEvery:
     def __call__(self, loop: Loop) -> None:
         if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total):
             return
-        from minimult.evaluate import evaluate_model, summary_parts
+        from minimult.evaluate import context, evaluate_model, summary_parts
 
         for k, (m, model) in enumerate(zip(loop.members, loop.stepper.models())):
             cfg = m.cfg
             model.eval()
             try:
-                ctx = m.run.context(model, (0, min(8, cfg.model.layers)), dev_sentences=cfg.train.eval_sentences,
-                                    ppl_sentences=cfg.train.eval_sentences, ppl_splits=("dev",))
+                ctx = context(m.run, model, (0, min(8, cfg.model.layers)), dev_sentences=cfg.train.eval_sentences,
+                              ppl_sentences=cfg.train.eval_sentences, ppl_splits=("dev",))
                 row = {"step": loop.step, "epoch": loop.step / loop.spe, "eval": evaluate_model(ctx)}
             finally:
                 model.train()
@@ -344,6 +336,54 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]
     return step, states, all(c.get("complete") for c in ckpts)
 
 
+def _begin(members: list[Member], spe: int, total: int, device, log) -> None:
+    """run.json of every member at the start, and the one line saying what will train where."""
+    tc, K = members[0].cfg.train, len(members)
+    parameters = members[0].model.num_parameters()
+    extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
+    for m in members:
+        m.meta = start_meta(m, spe, total, device, parameters, **extra)
+    tokens_per_step = sum(int(m.train_set.lengths_np.sum() + 2 * len(m.train_set)) for m in members) / K / spe
+    who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1
+           else f"mods: {members[0].cfg.mods}")
+    log(f"device {device} ({precision.describe(tc.precision, device)}) | "
+        + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
+        f"sequences (~{tokens_per_step:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
+        f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | {who}")
+
+
+def _run(loop: Loop, device) -> None:
+    """The steps from loop.step to loop.end, each followed by the callbacks."""
+    members, optimizer, tc = loop.members, loop.optimizer, loop.members[0].cfg.train
+    progress = Progress(max(1, min(50, loop.spe // 4)), tc.checkpoint_every or loop.spe)
+    callbacks = [EvaluateEvery(tc.eval_every), progress, CheckpointEvery(tc.checkpoint_every or loop.spe)]
+    autocast = precision.autocast(tc.precision, device)
+    loop.stepper.model.train()
+    loop.t0 = time.time()
+    plans: dict[int, list] = {}
+    with ExitStack() as files:
+        loop.metrics = [files.enter_context(open(m.run.metrics_path, "a")) for m in members]
+        while loop.step < loop.end:
+            epoch, within = divmod(loop.step, loop.spe)
+            if epoch not in plans:
+                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch)
+                                 for m in members]}
+            indices = [p[within] for p in plans[epoch]]
+            loop.lr = lr_at(loop.step, loop.total, tc.lr, tc.warmup_steps)
+            for g in optimizer.param_groups:
+                g["lr"] = loop.lr
+            with autocast:
+                losses = loop.stepper.losses(loop.step, indices)
+            optimizer.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            loop.stepper.clip(tc.clip)
+            optimizer.step()
+            loop.step += 1
+            progress.add(losses, sum(m.tokens(i) for m, i in zip(members, indices)))
+            for callback in callbacks:
+                callback(loop)
+
+
 def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None] = print,
           stop_after: int | None = None) -> list[dict]:
     """Train (or continue) `runs` together; see the module docstring. `stop_after` ends early after that
@@ -362,8 +402,8 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
     spe, K = spes[0], len(members)
     total, step, opt_states = tc.epochs * spe, 0, None
-    names = ", ".join(m.run.name for m in members)
     if resume:
+        names = ", ".join(m.run.name for m in members)
         step, opt_states, complete = _resume(members, device, log)
         if complete:
             log(f"run{'s' if K > 1 else ''} {names} {'are' if K > 1 else 'is'} already complete ({step} steps)")
@@ -371,65 +411,26 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         for m in members:
             truncate_log(m.run.metrics_path, step)
         log(f"resuming {names} from step {step}")
-
     stepper = (Single if K == 1 else Stacked)(members)
     optimizer = torch.optim.AdamW(stepper.model.param_groups(tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999),
                                   eps=tc.adam_eps, fused=True)  # fused: ~4% faster per step on CPU too
     if opt_states is not None:
         optimizer.load_state_dict(stack_optimizer_states(opt_states))
-    parameters = members[0].model.num_parameters()
-    extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
-    for m in members:
-        m.meta = start_meta(m, spe, total, device, parameters, **extra)
-    tokens_per_epoch = sum(int(m.train_set.lengths_np.sum() + 2 * len(m.train_set)) for m in members)
-    log(f"device {device} ({precision.describe(tc.precision, device)}) | "
-        + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
-        f"sequences (~{tokens_per_epoch / K / spe:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
-        f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | "
-        + ", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" if K > 1 else f"mods: {m.cfg.mods}"
-                    for m in members))
-
-    end = min(total, stop_after) if stop_after else total
-    loop = Loop(members, stepper, optimizer, spe, total, step, end, log, step=step)
+    _begin(members, spe, total, device, log)
+    loop = Loop(members, stepper, optimizer, spe, total, step, min(total, stop_after or total), log, step=step)
     if total == 0 or step >= total:
         loop.save(complete=True)
-        _finish(loop, 0.0, 0)
+        _finish(loop, 0.0)
         log(f"no training steps ({'0 epochs' if total == 0 else 'done'}); checkpoint written")
-        return [m.meta for m in members]
-
-    progress = Progress(max(1, min(50, spe // 4)), tc.checkpoint_every or spe)
-    callbacks = [EvaluateEvery(tc.eval_every), progress, CheckpointEvery(tc.checkpoint_every or spe)]
-    autocast = precision.autocast(tc.precision, device)
-    stepper.model.train()
-    loop.t0 = time.time()
-    plans: dict[int, list] = {}
-    with ExitStack() as files:
-        loop.metrics = [files.enter_context(open(m.run.metrics_path, "a")) for m in members]
-        while loop.step < end:
-            epoch, within = divmod(loop.step, spe)
-            if epoch not in plans:
-                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch)
-                                 for m in members]}
-            indices = [p[within] for p in plans[epoch]]
-            loop.lr = lr_at(loop.step, total, tc.lr, tc.warmup_steps)
-            for g in optimizer.param_groups:
-                g["lr"] = loop.lr
-            with autocast:
-                losses = stepper.losses(loop.step, indices)
-            optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            stepper.clip(tc.clip)
-            optimizer.step()
-            loop.step += 1
-            progress.add(losses, sum(m.tokens(i) for m, i in zip(members, indices)))
-            for callback in callbacks:
-                callback(loop)
-    _finish(loop, time.time() - loop.t0, tokens_per_epoch)
+    else:
+        _run(loop, device)
+        _finish(loop, time.time() - loop.t0)
     return [m.meta for m in members]
 
 
-def _finish(loop: Loop, elapsed: float, tokens_per_epoch: int) -> None:
+def _finish(loop: Loop, elapsed: float) -> None:
     done = loop.step - loop.start_step
+    tokens_per_epoch = sum(int(m.train_set.lengths_np.sum() + 2 * len(m.train_set)) for m in loop.members)
     for m in loop.members:
         m.meta.update(status="complete" if loop.step == loop.total else "interrupted", steps=loop.step)
         if elapsed:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from minimult.data.masking import random_replacement_ids
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
 from minimult.evaluate.representations import (Context, gold_links, phase, piece_vectors, row_slices,
@@ -35,6 +36,13 @@ def _merge(into: dict, part: dict) -> None:
             _merge(into[k], v)
         else:
             into[k] = v
+
+
+def context(run, model, layers, **options) -> Context:
+    """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
+    d, dc = run.data, run.cfg.data
+    return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
+                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), **options)
 
 
 def evaluate_model(ctx: Context) -> dict:
@@ -61,8 +69,8 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     bad = [l for l in layers if not 0 <= l <= depth]
     if bad:
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
-    ctx = run.context(model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
-                      ppl_sentences=ppl_sentences, timings=timings)
+    ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
+                  ppl_sentences=ppl_sentences, timings=timings)
     scores = evaluate_model(ctx)
     meta = run.meta
     results = {
