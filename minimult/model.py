@@ -280,8 +280,13 @@ class Bert(nn.Module):
 
     @torch.no_grad()
     def clip_grad_norm_per_model(self, max_norm: float) -> torch.Tensor:
-        """`torch.nn.utils.clip_grad_norm_` applied to each model's own gradients; (M,) norms."""
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        """`torch.nn.utils.clip_grad_norm_` applied to each model's own gradients; (M,) norms.
+
+        The per-tensor norms are summed in sorted order of the parameter names with `.` read as `__`:
+        the order stacked training has always used, so stacked runs stay bit-identical to earlier ones
+        (the order changes the norm's last bits, and with them every clipped step)."""
+        named = sorted(self.named_parameters(), key=lambda item: item[0].replace(".", "__"))
+        grads = [p.grad for _, p in named if p.grad is not None]
         norms = torch.stack([g.reshape(self.models, -1).float().norm(dim=1) for g in grads], 1).norm(dim=1)
         coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
         for g in grads:

@@ -4,7 +4,7 @@ Public entry: `run_sweep(grid, seeds, preset, jobs, backend, address, root, over
 
 A run folder is named `<root>/<id>-<mods>-s<seed>`, so invoking the same sweep again finds its runs:
 a run whose `results.json` matches its finished training is skipped, one with an unfinished
-checkpoint is resumed (`train.pretrain(..., resume=True)`), a finished one without results is only
+checkpoint is resumed (`train.train([run], resume=True)`), a finished one without results is only
 evaluated, and a missing one is created and trained. A folder that holds a different configuration
 (another preset, other overrides) is never reused: that run fails with a message saying so.
 
@@ -16,7 +16,9 @@ Backends:
   them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
   must see the same run folders and cache (`MINIMULT_CACHE`) paths, e.g. on a shared filesystem.
 
-The data are prepared (cached) once in this process before any worker starts, so workers only read
+The modules, by job: `grid` (grid files), `plan` (tasks, run-folder states, the manifest), `worker`
+(one group of runs in a worker: lock, create or resume, train, evaluate), `backends` (local pool, Ray)
+and `progress` (status lines). The data are prepared (cached) once in this process before any worker starts, so workers only read
 the cache. A failing run is reported with its error line and the others go on; each run's own log
 is `sweep.log` in its folder; every `progress_every` seconds the sweep prints where each running run
 is and roughly how long the sweep has left (`minimult.sweep.progress`). The sweep writes
