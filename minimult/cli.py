@@ -96,8 +96,16 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
     from minimult.train import train as run_train
 
     if resume:
+        given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
+                                      ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
+                                      ("--eval-every", eval_every), ("--train-file", train), ("--dev-file", dev),
+                                      ("--fake", fake), ("--set", settings)) if v]
+        if given or preset != "paper":
+            raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
+                                f"would be ignored, so it is refused")
         run = Run.open(resume)
-        run_train([run], resume=True, log=click.echo)
+        with run.locked():
+            run_train([run], resume=True, log=click.echo)
         click.echo(f"run folder: {run.path}")
         return
     overrides = _overrides(train, dev, fake, settings)
@@ -112,27 +120,30 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
         cfg = dataclasses.replace(cfg, mask=dataclasses.replace(cfg.mask, probs=parse_probs(mask_probs)))
     run = Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True))
     click.echo(f"run folder: {run.path}")
-    run_train([run], log=click.echo)
+    with run.locked():
+        run_train([run], log=click.echo)
     click.echo(f"done: {run.path}")
 
 
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
 @click.option("--hf", "hf_dir", required=True, type=click.Path(file_okay=False),
-              help="Output folder for transformers.BertForMaskedLM.from_pretrained.")
+              help="Output folder for transformers.BertForMaskedLM.from_pretrained: new or empty, not inside a run.")
+@click.option("--force", is_flag=True, help="Also export into a folder that holds other files (they are kept).")
 @_fail_cleanly
-def export(run, hf_dir):
+def export(run, hf_dir, force):
     """Export a run's model as a HuggingFace BertForMaskedLM folder."""
     from pathlib import Path
 
-    from minimult.export import save_hf
+    from minimult.export import check_destination, save_hf
     from minimult.model import Bert
     from minimult.runs import Run
 
     opened = Run.open(run)
+    check_destination(Path(hf_dir), force)  # before loading anything
     model = Bert(opened.cfg.model)
     model.load_state_dict(opened.checkpoint()["model"])
-    out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt")
+    out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force)
     click.echo(f"exported {opened.path} to {out}")
 
 
@@ -167,13 +178,15 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, json_pa
     if threads:
         torch.set_num_threads(threads)
     from minimult.evaluate import evaluate_run, summary_table
-    from minimult.runs import latest_run, write_json
+    from minimult.runs import Run, latest_run, write_json
 
     if run is None:
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")
-    results = evaluate_run(Path(run), _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
-                           log=lambda s: click.echo(s, err=True))
+    opened = Run.open(run)
+    with opened.locked():
+        results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
+                               log=lambda s: click.echo(s, err=True))
     if json_path:
         write_json(Path(json_path), results)
     click.echo(summary_table(results))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from minimult.errors import MinimultError
 from minimult.model import Bert, ModelConfig
 
 
@@ -76,22 +77,41 @@ def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager"):
     return hf.eval()
 
 
-def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | None = None) -> Path:
-    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads; atomically replaces out_dir."""
+def check_destination(out_dir: Path, force: bool = False) -> None:
+    """An export goes into a new or empty folder, never into (or under) a run folder; `force` allows a
+    folder holding other files, which are kept."""
+    out_dir = Path(out_dir).resolve()
+    run = next((d for d in (out_dir, *out_dir.parents) if (d / "config.json").is_file() and
+                ((d / "run.json").is_file() or (d / "checkpoint.pt").is_file())), None)
+    if run is not None:
+        raise MinimultError(f"{out_dir} is inside the run folder {run}: export into a folder of its own")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise MinimultError(f"{out_dir} exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+        raise MinimultError(f"{out_dir} is not empty: export into a new or empty folder (or --force to add the "
+                            f"model's files beside the ones there, which are kept)")
+
+
+def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | None = None, force: bool = False) -> Path:
+    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads. A new folder appears whole
+    (built aside, then renamed); into an existing one (empty, or any with `force`) each file is
+    renamed into place, and nothing else in it is touched. Files 0644, folders 0755."""
     out_dir = Path(out_dir)
+    check_destination(out_dir, force)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
     try:
         to_hf(model, cfg).save_pretrained(tmp)
         if vocab_file is not None:
             shutil.copyfile(vocab_file, tmp / "vocab.txt")
-        old = None
-        if out_dir.exists():  # os.replace cannot overwrite a non-empty folder: move the old one aside first
-            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        for f in tmp.iterdir():
+            f.chmod(0o644)
+        tmp.chmod(0o755)
+        if not out_dir.exists():
+            os.replace(tmp, out_dir)
+        else:
+            for f in sorted(tmp.iterdir()):
+                os.replace(f, out_dir / f.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir

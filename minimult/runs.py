@@ -13,6 +13,9 @@ vocabulary, `checkpoint.pt`, `metrics.jsonl` and, after evaluation, `results.jso
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -29,6 +32,7 @@ from minimult.errors import MinimultError
 
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
+LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
 CHECKPOINT_FORMAT = 1
 
 
@@ -58,10 +62,11 @@ def create_run_dir(out: str | Path | None, mods: str, seed: int) -> Path:
 
 
 def latest_run(root: Path = RUNS_DIR) -> Path:
-    """The most recently started run under `root` (by its config.json time)."""
-    runs = [p.parent for p in Path(root).glob("*/config.json")]
+    """The most recently started run under `root` (by its config.json time) that has a checkpoint, so
+    a run that failed before its first one is never picked."""
+    runs = [p.parent for p in Path(root).glob("*/config.json") if (p.parent / CHECKPOINT).is_file()]
     if not runs:
-        raise MinimultError(f"no runs under {root}/: train one with `minimult pretrain` or name a run folder")
+        raise MinimultError(f"no trained runs under {root}/: train one with `minimult pretrain` or name a run folder")
     return max(runs, key=lambda p: (p / "config.json").stat().st_mtime)
 
 
@@ -259,6 +264,43 @@ class Run:
     def environment(self) -> dict:
         return environment()
 
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the run's lock while writing to it; another holder means one clear error, not two
+        writers (two resumes would both write the checkpoint and the log)."""
+        with open(self.path / LOCK, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise MinimultError(f"another process is working on {self.path} (it holds {LOCK}); "
+                                    f"wait for it to finish") from None
+            yield self
+
+    def check_vocabulary(self, prepared) -> None:
+        """The prepared vocabulary must be the one this run trained with (its own vocab.txt and the hash
+        run.json recorded): a rebuilt cache would silently give every piece another id."""
+        own = self.path / "vocab.txt"
+        for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
+                          (f"{own} has", hashlib.sha256(own.read_bytes()).hexdigest() if own.is_file() else None)):
+            if sha and sha != prepared.vocab_hash:
+                raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not the "
+                                    f"one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
+                                    f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
+
+    def check_checkpoint_config(self, ckpt: dict) -> None:
+        """A checkpoint resumes only the run it was written for (same resolved config)."""
+        from minimult.config import RunConfig
+
+        saved = RunConfig.from_dict(ckpt.get("config") or {}).to_dict()
+        mine = self.cfg.to_dict()
+        differ = [f"{s}.{k}" for s in mine if isinstance(mine[s], dict)
+                  for k in mine[s] if saved.get(s, {}).get(k) != mine[s][k]]
+        differ += [k for k in mine if not isinstance(mine[k], dict) and saved.get(k) != mine[k]]
+        if differ:
+            k = differ[0]
+            raise MinimultError(f"{self.checkpoint_path} was written for another configuration than {self.path}/"
+                                f"config.json ({len(differ)} setting(s) differ, e.g. {k}); refusing to resume it")
+
     def has_checkpoint(self) -> bool:
         return self.checkpoint_path.is_file()
 
@@ -280,11 +322,7 @@ class Run:
         model = Bert(self.cfg.model).to(dev)
         model.load_state_dict(ckpt["model"])
         model.eval()
-        prepared = self.data.prepare(log)
-        trained_with = self.meta.get("vocab_sha256")
-        if trained_with and trained_with != prepared.vocab_hash:
-            raise MinimultError(f"the prepared vocabulary ({prepared.vocab_hash[:12]}) differs from the one the run "
-                                f"was trained with ({trained_with[:12]}); restore that cache entry")
+        self.check_vocabulary(self.data.prepare(log))
         if not ckpt.get("complete"):
             log(f"note: run {self.path} is not complete (step {ckpt['step']}); evaluating its last checkpoint")
         return model

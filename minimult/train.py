@@ -326,6 +326,9 @@ def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra
 def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]:
     """Load every member's checkpoint: (step, optimizer states or None, all complete)."""
     ckpts = [m.run.checkpoint(map_location=device) for m in members]
+    for m, c in zip(members, ckpts):
+        m.run.check_checkpoint_config(c)
+        m.run.check_vocabulary(m.run.data.prepared)
     steps = {c["step"] for c in ckpts}
     if len(steps) != 1:
         raise MinimultError(f"cannot resume stacked runs saved at different steps ({sorted(steps)}); "

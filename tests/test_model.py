@@ -126,15 +126,35 @@ def test_save_hf_round_trip(tmp_path):
     vocab = tmp_path / "vocab-src.txt"
     vocab.write_text("\n".join(f"tok{i}" for i in range(cfg.vocab_size)) + "\n")
     out = tmp_path / "export"
-    save_hf(Bert(cfg), cfg, out)  # a first export, which the second one must replace
-    save_hf(model, cfg, out, vocab_file=vocab)
+    save_hf(Bert(cfg), cfg, out)  # a first export ...
+    with pytest.raises(MinimultError, match="not empty"):  # ... is never overwritten by accident
+        save_hf(model, cfg, out, vocab_file=vocab)
+    (out / "notes.txt").write_text("mine")
+    save_hf(model, cfg, out, vocab_file=vocab, force=True)  # --force replaces the model's files only
+    assert (out / "notes.txt").read_text() == "mine"
     assert (out / "vocab.txt").read_text() == vocab.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "vocab-src.txt"]  # no temp folders left
+    assert all((f.stat().st_mode & 0o777) == 0o644 for f in out.iterdir() if f.name != "notes.txt")
     loaded = BertForMaskedLM.from_pretrained(out).eval()
     batch = make_batch(cfg)
     with torch.no_grad():
         torch.testing.assert_close(loaded(**hf_inputs(cfg, *batch)).logits, hf(**hf_inputs(cfg, *batch)).logits,
                                    atol=ATOL, rtol=0)
+
+
+def test_export_refuses_run_folders_and_non_empty_folders(tmp_path):
+    cfg = CONFIGS["1head"]
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    (run / "run.json").write_text("{}")
+    for target in (run, run / "sub", run / "new"):
+        with pytest.raises(MinimultError, match="inside the run folder"):
+            save_hf(Bert(cfg), cfg, target, force=True)
+    assert sorted(p.name for p in run.iterdir()) == ["config.json", "run.json", "sub"]
+    fresh = tmp_path / "fresh"
+    save_hf(Bert(cfg), cfg, fresh)
+    assert (fresh.stat().st_mode & 0o777) == 0o755
 
 
 def test_param_groups_partition_and_no_decay_on_layernorm():

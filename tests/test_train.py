@@ -196,6 +196,13 @@ def test_cli_pretrain_export_and_refusals(tmp_path):
     # export loads in transformers
     hf = tmp_path / "hf"
     assert cli("export", str(out), "--hf", str(hf)).returncode == 0
+    # export never deletes: a folder holding a file, or the run folder itself, is refused and kept
+    keep = tmp_path / "mine"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("hi")
+    assert_one_line_error(cli("export", str(out), "--hf", str(keep)), "not empty")
+    assert_one_line_error(cli("export", str(out), "--hf", str(out)), "inside the run folder")
+    assert (keep / "notes.txt").read_text() == "hi" and (out / "checkpoint.pt").is_file()
     from transformers import BertForMaskedLM
 
     assert BertForMaskedLM.from_pretrained(hf).config.vocab_size == 512
@@ -229,3 +236,40 @@ def test_corrupt_checkpoint_and_nan_loss_fail_cleanly(tmp_path):
     assert_one_line_error(proc, "loss became nan")
     ckpt = load_checkpoint(nan / "checkpoint.pt")  # the last good one is kept and readable
     assert all(torch.isfinite(v).all() for v in ckpt["model"].values())
+
+
+def test_resume_refuses_what_it_cannot_continue_faithfully(tmp_path):
+    """Resume checks the vocabulary (run.json's hash and the run's own vocab.txt against the prepared
+    one), the checkpoint's config against config.json, the run's lock, and options it would ignore."""
+    import fcntl
+    import json
+
+    run = tmp_path / "run"
+    assert cli("pretrain", *TINY_ARGS, "--epochs", "1", "--out", str(run)).returncode == 0
+    before = (run / "checkpoint.pt").read_bytes()
+    meta = json.loads((run / "run.json").read_text())
+    # another vocabulary than the one recorded (a rebuilt cache gives every piece other ids)
+    (run / "run.json").write_text(json.dumps({**meta, "vocab_sha256": "0" * 64}))
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "not the one this run trained with", "0000000000")
+    (run / "run.json").write_text(json.dumps(meta))
+    vocab = (run / "vocab.txt").read_text()
+    (run / "vocab.txt").write_text(vocab.replace("\n", "\nX\n", 1))
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "not the one this run trained with", "vocab.txt")
+    assert_one_line_error(cli("eval", str(run)), "not the one this run trained with")
+    (run / "vocab.txt").write_text(vocab)
+    # a config.json that is not the checkpoint's
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "train": {**config["train"], "lr": 0.5}}))
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "another configuration", "train.lr")
+    (run / "config.json").write_text(json.dumps(config))
+    # options --resume would ignore
+    assert_one_line_error(cli("pretrain", "--resume", str(run), "--epochs", "10", "--mods", "lang-pos"),
+                          "--mods, --epochs")
+    # a second writer while the run is held
+    with open(run / ".sweep.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert_one_line_error(cli("pretrain", "--resume", str(run)), "another process is working on")
+        assert_one_line_error(cli("eval", str(run)), "another process is working on")
+    assert (run / "checkpoint.pt").read_bytes() == before  # nothing lost
+    proc = cli("pretrain", "--resume", str(run))
+    assert proc.returncode == 0 and "already complete" in proc.stdout, proc.stderr

@@ -15,10 +15,10 @@ import traceback
 from pathlib import Path
 
 from minimult.errors import MinimultError
+from minimult.runs import LOCK
 from minimult.sweep.plan import Outcome, Task
 
 RUN_LOG = "sweep.log"
-LOCK = ".sweep.lock"
 
 
 class Group:
