@@ -141,11 +141,34 @@ def test_report_without_results_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "no run folders" in result.output
 
 
-# ---------------------------------------------------------------------------------------------
-# Columns from the evaluator registry; the README's generated table.
-
 QUICK = ROOT / "experiments" / "results" / "quick"
 
+
+def test_report_leaves_out_unreadable_and_failed_runs_with_a_line_each(tmp_path):
+    """One corrupt and one failed run among good ones: the table of the rest, one line naming each
+    left-out folder, and the failed run is neither a row nor the baseline."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42", "1-lang-pos-s0", "1-lang-pos-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    (runs / "1-lang-pos-s42" / "results.json").write_bytes(b"\x00\xff not json")
+    failed = runs / "0-original-s7"
+    shutil.copytree(QUICK / "0-original-s0", failed)
+    meta = json.loads((failed / "run.json").read_text())
+    (failed / "run.json").write_text(json.dumps({**meta, "status": "failed: loss nan at step 3"}))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    notes = [l for l in result.output.splitlines() if l.startswith("note: left out")]
+    assert len(notes) == 2 and any("1-lang-pos-s42" in l and "unreadable" in l for l in notes)
+    assert any("0-original-s7" in l and "failed" in l for l in notes)
+    rows = {r["mods"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows["original"]["n_seeds"] == "2" and rows["original"]["seeds"] == "0 42"
+    assert rows["lang-pos"]["n_seeds"] == "1"
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns from the evaluator registry; the README's generated table.
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):

@@ -59,7 +59,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     from minimult.runs import write_json
 
     run_dirs, homes = find_run_dirs(paths)
-    runs, unevaluated = load_runs(run_dirs)
+    runs, unevaluated = load_runs(run_dirs, log)
     if not runs:
         raise MinimultError(f"none of the {len(run_dirs)} run folder(s) has a results.json yet: evaluate them with "
                             f"`minimult eval RUN` or run `minimult sweep`")

@@ -59,10 +59,12 @@ class Section:
 
 
 def _read(path: Path) -> dict | None:
+    """A JSON object from `path`; None when it is missing, unreadable or not an object."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):  # ValueError: bad JSON and bytes that are not UTF-8
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _eval_rows(path: Path) -> list[dict]:
@@ -74,7 +76,7 @@ def _eval_rows(path: Path) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(row, dict) and "eval" in row:
+            if isinstance(row, dict) and isinstance(row.get("eval"), dict) and isinstance(row.get("step"), int):
                 rows.append(row)
     return rows
 
@@ -97,13 +99,32 @@ def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
     return list(dict.fromkeys(r.resolve() for r in runs)), list(dict.fromkeys(h.resolve() for h in homes))
 
 
-def load_runs(run_dirs: list[Path]) -> tuple[list[Run], list[Path]]:
-    """(evaluated runs, folders without a usable results.json yet)."""
+def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
+    """Why an evaluated-looking run folder cannot be a row: unreadable files, or a failed run."""
+    if config is None:
+        return "config.json is unreadable"
+    if results is None:
+        return "results.json is unreadable"
+    layers = results.get("layers")
+    if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
+        return "results.json has no per-layer results"
+    status = str((_read(d / "run.json") or {}).get("status", ""))
+    return f"the run {status}" if status.startswith("failed") else None
+
+
+def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list[Path]]:
+    """(evaluated runs, folders without a results.json yet). Runs that cannot be rows (unreadable
+    files, a failed run) are left out with one line each, so one bad folder never stops a report
+    and a diverged run is never a row or a baseline."""
     runs, unevaluated = [], []
     for d in run_dirs:
-        results, config = _read(d / "results.json"), _read(d / "config.json")
-        if not results or "layers" not in results or config is None:
+        if not (d / "results.json").is_file():
             unevaluated.append(d)
+            continue
+        results, config = _read(d / "results.json"), _read(d / "config.json")
+        why = _why_not(d, results, config)
+        if why:
+            log(f"note: left out {d}: {why}")
             continue
         runs.append(Run(d, results, config, _eval_rows(d / "metrics.jsonl")))
     return runs, unevaluated
