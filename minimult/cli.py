@@ -99,7 +99,7 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
         given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
                                       ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
                                       ("--eval-every", eval_every), ("--train-file", train), ("--dev-file", dev),
-                                      ("--fake", fake), ("--set", settings)) if v]
+                                      ("--fake", fake), ("--set", settings)) if v not in (None, ())]
         if given or preset != "paper":
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
                                 f"would be ignored, so it is refused")

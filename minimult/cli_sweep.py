@@ -10,7 +10,17 @@ import sys
 
 import click
 
-from minimult.errors import fail_cleanly
+from minimult.errors import MinimultError, fail_cleanly
+
+
+def _ids(only: str | None) -> list[str] | None:
+    """--only's setting IDs; given but empty is an error, not "every setting"."""
+    if only is None:
+        return None
+    ids = [s.strip() for s in only.split(",") if s.strip()]
+    if not ids:
+        raise MinimultError("--only needs at least one setting ID, e.g. --only 0,1")
+    return ids
 
 
 @click.command()
@@ -45,9 +55,9 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 
     grid = load_grid(grid_file)
     try:
-        summary = run_sweep(grid, parse_seeds(seeds) if seeds else None, preset, jobs, backend, address, root,
+        summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address, root,
                             parse_overrides(settings), log=click.echo,
-                            only=[s for s in only.split(",") if s.strip()] if only else None, stack=stack,
+                            only=_ids(only), stack=stack,
                             progress_every=status_every)
     except KeyboardInterrupt:
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import typing
 from dataclasses import dataclass, field
 
@@ -63,8 +65,21 @@ class TrainConfig:
     eval_sentences: int = 1000  # dev sentences used by those evaluations
 
     def __post_init__(self):
-        if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
-            raise MinimultError("epochs must be >= 0, batch_size >= 1 and lr > 0")
+        if self.epochs < 0 or self.batch_size < 1 or not self.lr > 0 or not math.isfinite(self.lr):
+            raise MinimultError(f"epochs must be >= 0, batch_size >= 1 and lr a finite number > 0 "
+                                f"(got {self.epochs}, {self.batch_size}, {self.lr})")
+        for name in ("weight_decay", "adam_eps", "clip"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise MinimultError(f"train.{name} must be a finite number >= 0, got {getattr(self, name)}")
+        for name in ("warmup_steps", "threads", "checkpoint_every", "eval_every"):
+            if getattr(self, name) < 0:
+                raise MinimultError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if self.eval_sentences < 2:
+            raise MinimultError(f"train.eval_sentences must be >= 2, got {self.eval_sentences}")
+        if not 0 <= self.seed < 2**32:
+            raise MinimultError(f"seed must be a whole number from 0 to {2**32 - 1}, got {self.seed}")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise MinimultError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
         precision.check(self.precision)
 
 
@@ -178,6 +193,9 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     active = parse_mods(mods)
     cfg = override(RunConfig(preset=preset), PRESETS[preset])
     cfg = override(cfg, overrides or {})
+    if cfg.train.epochs < 1:  # before the mods: `untrained` is how a run gets 0 epochs
+        raise MinimultError(f"train.epochs must be at least 1 (got {cfg.train.epochs}); for a never-trained "
+                            f"baseline use --mods untrained")
     cfg = apply_config(cfg, active)
     from minimult.data import sources
     from minimult.data.layout import layouts, model_sizes

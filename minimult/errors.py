@@ -17,6 +17,10 @@ def fail_cleanly(f):
         except MinimultError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        except OSError as e:  # a full disk, a read-only folder, a vanished file: the system's own words
+            where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+            print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+            sys.exit(2)
         except KeyboardInterrupt:
             print("interrupted: checkpointed work is kept; rerun with --resume to continue", file=sys.stderr)
             sys.exit(130)

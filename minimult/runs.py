@@ -105,9 +105,12 @@ def write_json(path: Path, data: dict) -> None:
 
 def read_json(path: Path) -> dict:
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:  # ValueError: bad JSON, or bytes that are not UTF-8
         raise MinimultError(f"cannot read {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise MinimultError(f"cannot read {path}: it holds a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
@@ -124,9 +127,14 @@ def save_checkpoint(path: Path, state: dict, optimizer_state: dict | None, step:
     import torch
 
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"format": CHECKPOINT_FORMAT, "step": step, "complete": complete, "config": cfg.to_dict(),
-                "model": state, "optimizer": optimizer_state}, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save({"format": CHECKPOINT_FORMAT, "step": step, "complete": complete, "config": cfg.to_dict(),
+                    "model": state, "optimizer": optimizer_state}, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError from its writer
+        tmp.unlink(missing_ok=True)
+        kept = "the previous checkpoint is kept" if path.is_file() else "no checkpoint was written"
+        raise MinimultError(f"could not write the checkpoint {path} ({e}); {kept}") from None
 
 
 def load_checkpoint(path: Path, map_location="cpu") -> dict:
@@ -227,7 +235,7 @@ class Run:
         path = check_run_dir(path)
         try:
             cfg = RunConfig.from_dict(read_json(path / "config.json"))
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise MinimultError(f"{path}/config.json is not a run configuration ({e})") from None
         return cls(path, cfg, parse_mods(None if cfg.mods == "original" else cfg.mods))
 
@@ -268,7 +276,11 @@ class Run:
     def locked(self):
         """Hold the run's lock while writing to it; another holder means one clear error, not two
         writers (two resumes would both write the checkpoint and the log)."""
-        with open(self.path / LOCK, "w") as lock:
+        try:
+            lock = open(self.path / LOCK, "w")
+        except OSError as e:
+            raise MinimultError(f"cannot write to the run folder {self.path}: {e.strerror}") from None
+        with lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

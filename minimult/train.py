@@ -105,6 +105,10 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
     data = run.data
     data.prepare(log)
     sides = data.train_views
+    cut = sum(int((s.lengths > data.layouts[s.lang].max_len - 2).sum()) for s in sides)
+    if cut:
+        log(f"note: {cut:,} of {sum(s.num_sentences for s in sides):,} training sequences have more than "
+            f"data.max_len - 2 = {run.cfg.data.max_len - 2} pieces and are cut to fit")
     train_set = SequenceSet.from_sides(sides, data.layouts, device)
     torch.manual_seed(run.cfg.train.seed)
     model = Bert(run.cfg.model).to(device)

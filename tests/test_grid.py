@@ -160,3 +160,15 @@ def test_sweep_cli_bad_grid_file(tmp_path):
     grid = write(tmp_path, GOOD + '[[settings]]\nid = "1"\nmods = "lang-pos,bogus"\n')
     result = CliRunner().invoke(main, ["sweep", str(grid)])
     assert result.exit_code == 2 and "error:" in result.output and "unknown mod 'bogus'" in result.output
+
+
+@pytest.mark.parametrize("option, fragment", [("--seeds", "bad seeds"), ("--only", "--only needs at least one")])
+def test_empty_seeds_or_only_is_an_error_not_everything(tmp_path, option, fragment):
+    from click.testing import CliRunner
+
+    from minimult.cli import main
+
+    result = CliRunner().invoke(main, ["sweep", str(ROOT / "experiments" / "table1.toml"), option, "",
+                                       "--root", str(tmp_path / "runs")])
+    assert result.exit_code == 2 and fragment in result.output
+    assert not (tmp_path / "runs").exists()

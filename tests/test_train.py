@@ -273,3 +273,56 @@ def test_resume_refuses_what_it_cannot_continue_faithfully(tmp_path):
     assert (run / "checkpoint.pt").read_bytes() == before  # nothing lost
     proc = cli("pretrain", "--resume", str(run))
     assert proc.returncode == 0 and "already complete" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--set", "train.lr=nan"], "lr a finite number"),
+    (["--seed", "-1"], "seed must be a whole number"),
+    (["--seed", "99999999999999999999999"], "seed must be a whole number"),
+    (["--device", "gpu"], "unknown device 'gpu'"),
+    (["--eval-every", "-5"], "train.eval_every must be >= 0"),
+    (["--set", "train.epochs=0"], "train.epochs must be at least 1"),
+])
+def test_bad_values_are_one_line_and_leave_no_run_folder(tmp_path, args, fragment):
+    out = tmp_path / "run"
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, *args, "--out", str(out)), fragment)
+    assert not out.exists()
+
+
+def test_unreadable_run_folders_are_one_line(tmp_path):
+    for name, content in (("binary", b"\x00\xff\xfe"), ("list", b"[1, 2]"), ("shape", b'{"train": 5}')):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.json").write_bytes(content)
+        assert_one_line_error(cli("eval", str(run)), str(run))
+        assert_one_line_error(cli("pretrain", "--resume", str(run)), str(run))
+
+
+def test_unwritable_run_folder_fails_before_evaluating(tmp_path):
+    """eval takes the run's lock (a file it writes) first, so a folder it cannot write to is one line
+    before a minute of evaluation, not a traceback after it. (A directory in the lock file's place
+    stands in for a read-only folder, which root could write to anyway.)"""
+    run = tmp_path / "run"
+    assert cli("pretrain", *TINY_ARGS, "--epochs", "1", "--out", str(run)).returncode == 0
+    (run / ".sweep.lock").unlink(missing_ok=True)
+    (run / ".sweep.lock").mkdir()
+    assert_one_line_error(cli("eval", str(run)), "cannot write to the run folder")
+    assert not (run / "results.json").exists()
+
+
+def test_long_lines_encode_whole_and_are_reported_cut(tmp_path):
+    """Encoding is linear in a line's length (a 60k-word line once took minutes), and sequences longer
+    than max_len are counted in the training log, not cut silently."""
+    from minimult.data.vocab import train_wordpiece
+
+    words = ("the light of the world " * 12_000).split()
+    vocab = train_wordpiece([words[:50]], 64)
+    enc = vocab.encode([words], [0])
+    assert int(enc.word_starts.sum()) == len(words) and len(enc.ids) >= len(words)
+    train = tmp_path / "train.txt"
+    train.write_text(open(TINY_SETTINGS["data.train"]).read() + " ".join(words[:400]) + "\n")
+    proc = cli("pretrain", "--preset", "tiny", "--train-file", str(train), "--dev-file", TINY_SETTINGS["data.dev"],
+               "--set", "data.vocab_size=256", "--set", "data.train_sentences=0", "--epochs", "1",
+               "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    assert "note: 2 of 802 training sequences have more than data.max_len - 2 = 126 pieces" in proc.stdout

@@ -71,6 +71,11 @@ class Encoded(Ragged):
         return cls(ids, offsets, ws, np.asarray(verse_ids, dtype=np.int64))
 
 
+def _word_starts(word_ids: list) -> list[bool]:
+    """Whether each piece begins a word, from the pieces' word indices (linear in the length)."""
+    return [w is not None and (j == 0 or word_ids[j - 1] != w) for j, w in enumerate(word_ids)]
+
+
 class Vocab:
     """A trained WordPiece tokenizer plus the id conventions of the lab."""
 
@@ -88,8 +93,7 @@ class Vocab:
             raise MinimultError("nothing to encode: the corpus has no sentences")
         out = self.tokenizer.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
         pieces = [e.ids for e in out]
-        starts = [[w is not None and (j == 0 or e.word_ids[j - 1] != w) for j, w in enumerate(e.word_ids)]
-                  for e in out]
+        starts = [_word_starts(e.word_ids) for e in out]  # word_ids builds a new list on every access
         return Encoded.from_lists(pieces, starts, verse_ids)
 
     def display(self, ids) -> list[str]:
