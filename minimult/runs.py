@@ -32,7 +32,9 @@ from minimult.errors import MinimultError
 
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
-LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
+LOCK = ".sweep.lock"
+BLOCK_KEYS = ("evaluation", "steps", "evaluator_versions", "layers", "mu", "perplexity", "dev_sentences",
+              "dictionary_entries", "eval_seconds")  # what one evaluation's block in results.json keeps  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
 CHECKPOINT_FORMAT = 1
 
 
@@ -340,12 +342,15 @@ class Run:
         return model
 
     def write_results(self, results: dict) -> dict:
-        """results.json, keeping layers evaluated earlier that were not asked for now."""
+        """results.json: one block per evaluation under "evaluations" (its settings and numbers, never
+        mixed with another's), and at the top the latest complete evaluation (default layers, every
+        dev sentence, perplexity on every sequence), which report and sweep read. An evaluation
+        that is not complete only adds its block. Returns `results` (this evaluation)."""
         path = self.path / "results.json"
         old = read_json(path) if path.is_file() else {}
-        if "layers" in old:
-            results["layers"] = {**old["layers"], **results["layers"]}
-            if results["mu"] is None:
-                results["mu"] = old.get("mu")
-        write_json(path, results)
+        blocks = old.get("evaluations") or ([{k: old[k] for k in BLOCK_KEYS if k in old}] if "layers" in old else [])
+        blocks = [*blocks, {k: results[k] for k in BLOCK_KEYS if k in results}]
+        keep_old = "layers" in old and not results["evaluation"]["complete"]
+        top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
+        write_json(path, {**top, "evaluations": blocks})
         return results

@@ -410,7 +410,12 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
     spe, K = spes[0], len(members)
     total, step, opt_states = tc.epochs * spe, 0, None
-    if resume:
+    if resume and not any(m.run.has_checkpoint() for m in members):  # failed before its first checkpoint
+        for m in members:
+            m.run.check_vocabulary(m.run.data.prepared)
+            m.run.metrics_path.unlink(missing_ok=True)
+        log(f"no checkpoint yet in {', '.join(m.run.name for m in members)}: training from step 0")
+    elif resume:
         names = ", ".join(m.run.name for m in members)
         step, opt_states, complete = _resume(members, device, log)
         if complete:

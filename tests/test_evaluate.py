@@ -99,7 +99,7 @@ def test_cli_eval_latest_run_and_errors(tmp_path):
     one_line_error(cli("eval", str(tmp_path / "nothing"), cwd=tmp_path), "not a run folder")
     empty = tmp_path / "empty"
     empty.mkdir()
-    one_line_error(cli("eval", cwd=empty), "no runs")
+    one_line_error(cli("eval", cwd=empty), "no trained runs")
 
 
 def test_eval_every_logs_multilinguality_curves(tmp_path):
@@ -197,3 +197,23 @@ def test_perplexity_in_row_slices_equals_whole_batches(tiny_model):
         assert r["perplexity"] == pytest.approx(expected, rel=1e-6) and r["sequences"] == 120
     other = mlm_perplexity(model, (english, second), data.layouts, random_ids, torch.device("cpu"), batch_size=8)
     assert other["perplexity"] != pytest.approx(expected, rel=1e-6)  # the masks follow the batches
+
+
+def test_results_keep_one_block_per_evaluation(tmp_path):
+    """A partial evaluation (fewer layers, fewer sentences) adds its own block and never mixes into the
+    complete one that report and sweep read at the top of results.json."""
+    run = make_run(tmp_path, "blocks", None)
+    quiet = lambda s: None  # noqa: E731
+    full = evaluate_run(run, (0, 2), log=quiet)
+    partial = evaluate_run(run, (0,), dev_sentences=20, ppl_sentences=30, log=quiet)
+    saved = json.loads((run / "results.json").read_text())
+    assert full["evaluation"]["complete"] and not partial["evaluation"]["complete"]
+    assert saved["layers"] == full["layers"] and saved["perplexity"] == full["perplexity"]
+    assert saved["dev_sentences"] == 200 and saved["evaluation"] == full["evaluation"]
+    assert [b["evaluation"]["dev_sentences"] for b in saved["evaluations"]] == [200, 20]
+    second = saved["evaluations"][1]
+    assert set(second["layers"]) == {"0"} and second["layers"]["0"] == partial["layers"]["0"]
+    assert second["layers"]["0"] != full["layers"]["0"]  # 20 sentences: other numbers
+    again = evaluate_run(run, (0, 2), log=quiet)  # a new complete evaluation replaces the top
+    saved = json.loads((run / "results.json").read_text())
+    assert len(saved["evaluations"]) == 3 and saved["evaluation"] == again["evaluation"]

@@ -326,3 +326,20 @@ def test_long_lines_encode_whole_and_are_reported_cut(tmp_path):
                "--out", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     assert "note: 2 of 802 training sequences have more than data.max_len - 2 = 126 pieces" in proc.stdout
+
+
+def test_a_run_without_a_checkpoint_resumes_from_the_start(tmp_path):
+    """A run that stopped before its first checkpoint is not a dead end: --resume trains it from step 0
+    and gives what an uninterrupted run gives."""
+    import json
+
+    runs = {name: tmp_path / name for name in ("whole", "again")}
+    for run in runs.values():
+        assert cli("pretrain", *TINY_ARGS, "--epochs", "1", "--out", str(run)).returncode == 0
+    (runs["again"] / "checkpoint.pt").unlink()
+    proc = cli("pretrain", "--resume", str(runs["again"]))
+    assert proc.returncode == 0 and "training from step 0" in proc.stdout, proc.stderr
+    a, b = (load_checkpoint(r / "checkpoint.pt")["model"] for r in runs.values())
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = [[json.loads(l)["loss"] for l in (r / "metrics.jsonl").read_text().splitlines()] for r in runs.values()]
+    assert losses[0] == losses[1]  # the log starts afresh, not appended to the stopped attempt's

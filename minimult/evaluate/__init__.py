@@ -45,11 +45,15 @@ def context(run, model, layers, **options) -> Context:
                    random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), **options)
 
 
-def evaluate_model(ctx: Context) -> dict:
-    """Every registered evaluator on `ctx` (derived ones, such as µ, after the rest): the scores dict."""
+def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None) -> dict:
+    """Every registered evaluator on `ctx` (derived ones, such as µ, after the rest): the scores dict.
+    With `log`, one line per evaluator as it finishes (a quick-sized model takes ~40 s in all)."""
     ctx.results = {"layers": {}}
+    t0 = time.time()
     for ev in sorted(evaluators(), key=lambda e: e.derived):  # stable: registry order within each kind
         _merge(ctx.results, ev.run(ctx))
+        if log is not None and not ev.derived:
+            log(f"eval: {ev.name} done ({time.time() - t0:.1f} s)")
     return ctx.results
 
 
@@ -69,11 +73,20 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     bad = [l for l in layers if not 0 <= l <= depth]
     if bad:
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
+    if dev_sentences is not None and dev_sentences < 2:
+        raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings)
-    scores = evaluate_model(ctx)
+    log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
+        f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
+    scores = evaluate_model(ctx, log)
     meta = run.meta
-    results = {
+    dev_asked = dev_sentences or run.cfg.data.dev_sentences
+    settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
+                "complete": ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
+                             and not ppl_sentences),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    results = {"evaluation": settings,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
         "vocab_sha256": run.data.prepared.vocab_hash, "steps": meta.get("steps"), "config": run.cfg.to_dict(),
