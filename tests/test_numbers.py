@@ -1,8 +1,8 @@
 """The numbers guard: tiny runs of a few settings reproduce stored results, so a refactor that changes
 a number fails here (the full bit-for-bit check is `experiments/gate.py`, run before and after).
 
-Runs use the shipped tiny corpus with a frozen WordPiece vocabulary (`tests/data/tiny_tokenizer.json`):
-HF's trainer breaks ties in hash order, so a fresh build would change the token ids and every number
+Runs use the shipped tiny corpus and its shipped WordPiece vocabulary (`corpora/vocabularies`): HF's
+trainer breaks ties in hash order, so a fresh build would change the token ids and every number
 (README, known differences). The tolerances leave room for another CPU's float round-off, not for a
 changed computation: a changed mask, order or schedule moves the loss by far more than 1e-3.
 
@@ -28,11 +28,7 @@ LAYERS = (0, 2)
 
 @pytest.fixture(scope="module")
 def numbers(tmp_path_factory):
-    from tokenizers import Tokenizer
-
     from minimult.config import resolve
-    from minimult.data.sources import shift
-    from minimult.data.vocab import Vocab
     from minimult.evaluate import evaluate_run
     from minimult.mods import parse_mods
     from minimult.runs import Run
@@ -40,9 +36,7 @@ def numbers(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("numbers")
     mp = pytest.MonkeyPatch()
-    mp.setenv("MINIMULT_CACHE", str(tmp / "cache"))  # not the session cache: its vocabulary was trained afresh
-    mp.setattr(shift, "train_wordpiece",
-               lambda sentences, size: Vocab(Tokenizer.from_file(str(DATA / "tiny_tokenizer.json")), size))
+    mp.setenv("MINIMULT_CACHE", str(tmp / "cache"))  # a cache of its own, built here
     out = {}
     try:
         for spec in SETTINGS:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import TINY_DEV, TINY_TRAIN
 from minimult.data.corpus import file_corpus
 from minimult.errors import MinimultError
 from minimult.data.vocab import (CLS, MASK, N_SPECIAL, PAD, SEP, SPECIALS, UNK, Encoded, Vocab,
@@ -153,3 +154,46 @@ def test_vocab_save_load(tmp_path, vocab, tiny_sentences):
     assert np.array_equal(a.ids, b.ids)
     with pytest.raises(MinimultError, match="no vocabulary"):
         Vocab.load(tmp_path / "missing", 256)
+
+
+def test_fresh_builds_give_the_same_vocabulary(tmp_path, monkeypatch):
+    """Two prepares in fresh caches give the same vocabulary hash: the built-in configurations use a
+    shipped vocabulary (HF's trainer alone differs between builds)."""
+    import json
+
+    from minimult.config import DataConfig
+    from minimult.data import vocab as vocab_mod
+    from minimult.data.prepare import prepare
+
+    cfg = DataConfig(train=str(TINY_TRAIN), dev=str(TINY_DEV), vocab_size=256, dev_sentences=50)
+    hashes = []
+    for cache in ("a", "b"):
+        monkeypatch.setenv("MINIMULT_CACHE", str(tmp_path / cache))
+        hashes.append(prepare(cfg).vocab_hash)
+    index = json.loads((vocab_mod.SHIPPED / "index.json").read_text())
+    assert hashes[0] == hashes[1] == index["shift-256-58e68296e7306d7a.txt"]["sha256"]
+
+
+def test_shipped_vocabularies_match_their_index_and_tampering_is_refused(tmp_path, monkeypatch):
+    import hashlib
+    import json
+    import shutil
+
+    from minimult.data import vocab as vocab_mod
+    from minimult.data.corpus import load_corpus
+
+    index = json.loads((vocab_mod.SHIPPED / "index.json").read_text())
+    assert len(index) >= 6
+    for name, entry in index.items():
+        data = (vocab_mod.SHIPPED / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"] and len(data.splitlines()) == entry["entries"]
+    copy = tmp_path / "vocabularies"
+    shutil.copytree(vocab_mod.SHIPPED, copy)
+    monkeypatch.setattr(vocab_mod, "SHIPPED", copy)
+    sentences = load_corpus(str(TINY_TRAIN), None).sentences
+    vocab, path = vocab_mod.shipped_vocab(sentences, 256, "shift")
+    assert path.name == "shift-256-58e68296e7306d7a.txt" and len(vocab) == 256
+    assert vocab_mod.shipped_vocab(sentences[:-1], 256, "shift") == (None, None)  # another text: none shipped
+    path.write_text(path.read_text().replace("the", "teh", 1))
+    with pytest.raises(MinimultError, match="does not match its sha256"):
+        vocab_mod.shipped_vocab(sentences, 256, "shift")

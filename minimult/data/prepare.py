@@ -19,9 +19,9 @@ from minimult.data import corpus as corpus_mod
 from minimult.data.cache import cached
 from minimult.errors import MinimultError
 from minimult.data import sources
-from minimult.data.vocab import Encoded, Vocab
+from minimult.data.vocab import Encoded, Vocab, shipped_vocab
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shipped vocabularies (corpora/vocabularies) replace a fresh, nondeterministic build
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,16 @@ def _build(cfg, progress: Callable[[str], None]):
         progress(f"reading development corpus {cfg.dev} ...")
         dev = corpus_mod.load_corpus(cfg.dev, cfg.dev_sentences or None)
         stats = corpus_stats(train, dev)
-        progress(f"training a WordPiece vocabulary of {cfg.vocab_size} ...")
-        vocab = sources.get(cfg.fake).train_vocab(train, dev, cfg, tmp, progress)
+        source = sources.get(cfg.fake)
+        text, size = source.training_text(train, cfg), source.vocab_size(cfg)
+        vocab, where = shipped_vocab(text, size, cfg.fake)
+        if vocab is None:
+            progress(f"training a WordPiece vocabulary of {size} (none is shipped for this text: HF's trainer "
+                     f"breaks ties in hash order, so another build may differ; see corpora/vocabularies) ...")
+            vocab = source.train_vocab(train, cfg)
+        else:
+            progress(f"using the shipped vocabulary {where}")
+        source.write_extra(vocab, train, dev, tmp)
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
         enc_dev = vocab.encode(dev.sentences, dev.verse_ids)

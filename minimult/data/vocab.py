@@ -7,6 +7,8 @@ Ids of language k are `id + k * vocab.size`; they are displayed with a `::` pref
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +126,54 @@ class Vocab:
         if not path.is_file():
             raise MinimultError(f"no vocabulary at {path}")
         return cls(Tokenizer.from_file(str(path)), size)
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "corpora" / "vocabularies"
+
+
+def vocab_key(sentences: list[list[str]], size: int, source: str) -> str:
+    """What determines a trained vocabulary: the (sorted) training text, the size and the language
+    source, as a file name."""
+    text = "\n".join(sorted(" ".join(s) for s in sentences)).encode("utf-8")
+    return f"{source}-{size}-{hashlib.sha256(text).hexdigest()[:16]}"
+
+
+def from_pieces(pieces: list[str], size: int) -> Vocab:
+    """The WordPiece tokenizer of a vocabulary list (a WordPiece model is its vocabulary: this encodes
+    exactly as the tokenizer that was trained to it)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
+                                           max_input_chars_per_word=100))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return Vocab(tokenizer, size)
+
+
+def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[Vocab | None, Path | None]:
+    """(the shipped vocabulary for this training text, its file), checked against its recorded sha256;
+    (None, None) when none is shipped. Shipped vocabularies make every build on every machine give the
+    same token ids; `ship_vocab` adds one."""
+    path = SHIPPED / f"{vocab_key(sentences, size, source)}.txt"
+    if not path.is_file():
+        return None, None
+    index = json.loads((SHIPPED / "index.json").read_text())
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != index.get(path.name, {}).get("sha256"):
+        raise MinimultError(f"the shipped vocabulary {path} does not match its sha256 in {SHIPPED / 'index.json'}")
+    return from_pieces(data.decode("utf-8").splitlines(), size), path
+
+
+def ship_vocab(vocab: Vocab, sentences: list[list[str]], source: str, description: str) -> Path:
+    """Add `vocab` (trained on `sentences`) to the shipped vocabularies, with its hash and description."""
+    SHIPPED.mkdir(parents=True, exist_ok=True)
+    path = SHIPPED / f"{vocab_key(sentences, vocab.size, source)}.txt"
+    path.write_text("\n".join(vocab.pieces) + "\n", encoding="utf-8")
+    index_path = SHIPPED / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+    index[path.name] = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "entries": len(vocab),
+                        "description": description}
+    index_path.write_text(json.dumps(dict(sorted(index.items())), indent=1) + "\n")
+    return path
 
 
 def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:

@@ -1,7 +1,7 @@
 """Language sources: where each language's text, vocabulary, ids and gold alignment come from.
 
 A `Source` owns, for its languages (0 = English, 1.. the others):
-- the vocabulary it trains (`train_vocab`) and any extra encoded text it keeps (`extra`),
+- the vocabulary it trains (`train_vocab`) and any extra encoded text it keeps (`write_extra`, `extra`),
 - each language's id offset (`id_offset`) and whether all languages share one id block,
 - its views of a split with the gold alignment to English (`views`),
 - its translation dictionary (`dictionary`) and the ids a random replacement may draw (`random_ids`).
@@ -34,9 +34,19 @@ class Source:
     def id_offset(self, lang: int, data_cfg) -> int:
         return lang * data_cfg.vocab_size
 
-    def train_vocab(self, train, dev, data_cfg, tmp, progress):
-        """Train the vocabulary on corpus `train` (and write `extra` files into tmp); returns a Vocab."""
-        raise NotImplementedError
+    def training_text(self, train, data_cfg) -> list[list[str]]:
+        """The word-tokenized sentences its vocabulary is trained on."""
+        return train.sentences
+
+    def train_vocab(self, train, data_cfg):
+        """A Vocab of `vocab_size(data_cfg)` entries trained on `training_text` (unless a shipped one
+        exists for that text: `minimult.data.vocab.shipped_vocab`)."""
+        from minimult.data.vocab import train_wordpiece
+
+        return train_wordpiece(self.training_text(train, data_cfg), self.vocab_size(data_cfg))
+
+    def write_extra(self, vocab, train, dev, tmp) -> None:
+        """Encoded texts of its own (named in `extra`) written into the cache entry `tmp`."""
 
     def views(self, prepared, split: str, data_cfg) -> list:
         """[English, language 1, ...] Sides of `split` ('train' | 'dev') with gold alignments."""

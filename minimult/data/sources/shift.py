@@ -10,7 +10,7 @@ import numpy as np
 from minimult.data.languages import Side, english_side
 from minimult.data.masking import random_replacement_ids
 from minimult.data.sources import Source, register
-from minimult.data.vocab import N_SPECIAL, train_wordpiece
+from minimult.data.vocab import N_SPECIAL
 
 
 def shifted_side(base: Side, lang: int, vocab_size: int) -> Side:
@@ -29,9 +29,6 @@ def one_piece_sides(ids_per_lang: list[np.ndarray]) -> list[Side]:
 class Shift(Source):
     name = "shift"
     description = "Fake-English: English ids shifted by k * vocab_size (identical tokenization)"
-
-    def train_vocab(self, train, dev, data_cfg, tmp, progress):
-        return train_wordpiece(train.sentences, data_cfg.vocab_size)
 
     def views(self, prepared, split, data_cfg):
         english = english_side(prepared.encoded(split))

@@ -10,7 +10,7 @@ from minimult.data.languages import Side, english_side, positions_within
 from minimult.data.masking import random_replacement_ids
 from minimult.data.sources import Source, register
 from minimult.data.sources.shift import one_piece_sides
-from minimult.data.vocab import N_SPECIAL, Encoded, train_wordpiece
+from minimult.data.vocab import N_SPECIAL, Encoded
 
 UNICODE_SHIFT = 0x2C00  # every character moved to an unused script range
 
@@ -60,12 +60,12 @@ class Unicode(Source):
     def id_offset(self, lang, data_cfg) -> int:
         return 0
 
-    def train_vocab(self, train, dev, data_cfg, tmp, progress):
-        fake = [[shift_text(w) for w in s] for s in train.sentences]
-        vocab = train_wordpiece(train.sentences + fake, self.vocab_size(data_cfg))
-        vocab.encode(fake, train.verse_ids).save(tmp / "train_fake.npz")
-        vocab.encode([[shift_text(w) for w in s] for s in dev.sentences], dev.verse_ids).save(tmp / "dev_fake.npz")
-        return vocab
+    def training_text(self, train, data_cfg):
+        return train.sentences + [[shift_text(w) for w in s] for s in train.sentences]
+
+    def write_extra(self, vocab, train, dev, tmp) -> None:
+        for name, corpus in (("train_fake", train), ("dev_fake", dev)):
+            vocab.encode([[shift_text(w) for w in s] for s in corpus.sentences], corpus.verse_ids).save(tmp / f"{name}.npz")
 
     def views(self, prepared, split, data_cfg):
         enc = prepared.encoded(split)
