@@ -178,6 +178,40 @@ def test_ray_backend_gives_the_same_results(swept, tmp_path):
     assert json.loads((tmp_path / "runs" / "tiny.sweep.json").read_text())["settings"][0]["runs"] == RUNS[:2]
 
 
+def test_ray_cluster_by_address_with_token_authentication(swept, tmp_path):
+    """A real `ray start --head` on loopback (token authentication is on by default in current Ray),
+    reached with --address as the README shows; the numbers equal the local backend's."""
+    import os
+    import shutil
+    import socket
+
+    pytest.importorskip("ray")
+    ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path / "home"  # the cluster's token goes to $HOME/.ray/auth_token: a private one
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_AUTH_MODE", None)
+    start = subprocess.run([ray_cli, "start", "--head", "--port", str(port), "--num-cpus", "2",
+                            "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
+                           capture_output=True, text=True, env=env, timeout=180)
+    try:
+        assert start.returncode == 0, start.stdout + start.stderr
+        grid = tmp_path / "tiny.toml"
+        grid.write_text(GRID)
+        proc = subprocess.run([sys.executable, "-m", "minimult.cli", "sweep", str(grid), "--root", str(tmp_path / "runs"),
+                               "--backend", "ray", "--address", f"127.0.0.1:{port}", "--only", "0", "--seeds", "0"],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "token authentication" in proc.stdout and "1 runs: 1 done" in proc.stdout
+        ray_results, local = results_of(tmp_path / "runs"), results_of(swept.root)
+        assert headline(ray_results[RUNS[0]]) == pytest.approx(headline(local[RUNS[0]]), abs=1e-6)
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, env=env, timeout=120)
+
+
 def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
     import fcntl
 

@@ -42,7 +42,25 @@ def _report_local(future, group, report) -> None:
         report(outcome)
 
 
+def _token_auth(log) -> str:
+    """For a cluster reached by address: Ray >= 2.52 clusters started with `ray start` use token
+    authentication (default on in current releases), and a client must say so with RAY_AUTH_MODE=token.
+    When the user has not chosen a mode and a token is at hand (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, or
+    the ~/.ray/auth_token that `ray start` writes), use it. Returns a hint for the error line."""
+    hint = ("the cluster may use token authentication: set RAY_AUTH_MODE=token and its token "
+            "(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, see `ray get-auth-token`)")
+    if "RAY_AUTH_MODE" in os.environ:
+        return hint
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or \
+            os.path.isfile(os.path.expanduser("~/.ray/auth_token")):
+        os.environ["RAY_AUTH_MODE"] = "token"
+        log("ray: connecting with token authentication (RAY_AUTH_MODE=token; set RAY_AUTH_MODE to choose)")
+        return "check the token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) is the cluster's"
+    return hint
+
+
 def run_ray(groups, jobs, address, report, log, tick, every) -> None:
+    hint = _token_auth(log) if address is not None else ""  # before Ray is imported: it reads the mode then
     try:
         import ray
     except ImportError:
@@ -57,7 +75,7 @@ def run_ray(groups, jobs, address, report, log, tick, every) -> None:
                 ray.init(address=address, **kwargs)
         except Exception as e:
             raise MinimultError(f"cannot start/connect to Ray{f' at {address}' if address else ''}: "
-                                f"{type(e).__name__}: {e}") from None
+                                f"{type(e).__name__}: {e}" + (f"; {hint}" if hint else "")) from None
     try:
         resources = ray.cluster_resources()
         gpus = 1 if resources.get("GPU", 0) >= 1 else 0
