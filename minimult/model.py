@@ -68,6 +68,10 @@ class ModelConfig:
 
 def pick_device(name: str) -> torch.device:
     """'auto' (CUDA when there is one, else CPU), 'cpu', 'cuda' or 'cuda:N'."""
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", name):
+        raise MinimultError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():

@@ -94,6 +94,7 @@ def test_cli_eval_latest_run_and_errors(tmp_path):
 
     one_line_error(cli("eval", str(run), "--layer", "0,8", cwd=tmp_path), "layer 8 does not exist")
     one_line_error(cli("eval", str(run), "--dev-sentences", "1", cwd=tmp_path), "at least 2")
+    one_line_error(cli("eval", str(run), "--device", "bogus", cwd=tmp_path), "unknown device 'bogus'")
     (run / "checkpoint.pt").unlink()
     one_line_error(cli("eval", str(run), cwd=tmp_path), "no checkpoint")
     one_line_error(cli("eval", str(tmp_path / "nothing"), cwd=tmp_path), "not a run folder")

@@ -289,6 +289,28 @@ def test_bad_values_are_one_line_and_leave_no_run_folder(tmp_path, args, fragmen
     assert not out.exists()
 
 
+def test_save_checkpoint_on_a_full_disk_keeps_the_old_one_and_no_temp_file(tmp_path, monkeypatch):
+    import errno
+
+    from minimult import runs
+    from minimult.errors import MinimultError
+
+    cfg, _ = tiny_cfg()
+    path = tmp_path / "checkpoint.pt"
+    runs.save_checkpoint(path, {"w": torch.ones(2)}, None, 1, cfg, False)
+    real_save = torch.save
+
+    def full_disk(obj, f):  # writes part of the file, then the disk is full
+        real_save({"partial": True}, f)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(MinimultError, match="No space left on device.*previous checkpoint is kept"):
+        runs.save_checkpoint(path, {"w": torch.zeros(2)}, None, 2, cfg, False)
+    monkeypatch.undo()
+    assert runs.load_checkpoint(path)["step"] == 1 and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
 def test_unreadable_run_folders_are_one_line(tmp_path):
     for name, content in (("binary", b"\x00\xff\xfe"), ("list", b"[1, 2]"), ("shape", b'{"train": 5}')):
         run = tmp_path / name
