@@ -194,11 +194,15 @@ def test_ray_cluster_by_address_with_token_authentication(swept, tmp_path):
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
     env.pop("RAY_AUTH_MODE", None)
+    token = subprocess.run([ray_cli, "get-auth-token", "--generate"], capture_output=True, text=True, env=env,
+                           timeout=120)  # with a token at hand, `ray start` turns authentication on
+    assert token.returncode == 0 and (home / ".ray" / "auth_token").is_file(), token.stderr
     start = subprocess.run([ray_cli, "start", "--head", "--port", str(port), "--num-cpus", "2",
                             "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
                            capture_output=True, text=True, env=env, timeout=180)
     try:
         assert start.returncode == 0, start.stdout + start.stderr
+        assert "Token authentication is enabled" in start.stdout + start.stderr
         grid = tmp_path / "tiny.toml"
         grid.write_text(GRID)
         proc = subprocess.run([sys.executable, "-m", "minimult.cli", "sweep", str(grid), "--root", str(tmp_path / "runs"),
@@ -206,8 +210,8 @@ def test_ray_cluster_by_address_with_token_authentication(swept, tmp_path):
                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert "token authentication" in proc.stdout and "1 runs: 1 done" in proc.stdout
-        ray_results, local = results_of(tmp_path / "runs"), results_of(swept.root)
-        assert headline(ray_results[RUNS[0]]) == pytest.approx(headline(local[RUNS[0]]), abs=1e-6)
+        ray_result = json.loads((tmp_path / "runs" / RUNS[0] / "results.json").read_text())
+        assert headline(ray_result) == pytest.approx(headline(results_of(swept.root)[RUNS[0]]), abs=1e-6)
     finally:
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True, env=env, timeout=120)
 
