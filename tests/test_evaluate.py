@@ -78,9 +78,13 @@ def test_cli_eval_latest_run_and_errors(tmp_path):
     args = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS["data.dev"],
             "--set", "data.vocab_size=256", "--epochs", "1"]
     assert cli("pretrain", *args, cwd=tmp_path).returncode == 0
+    run = next((tmp_path / "runs").iterdir())
+    crashed = tmp_path / "runs" / "zz-crashed-before-its-first-checkpoint"  # started later, never checkpointed
+    crashed.mkdir()
+    (crashed / "config.json").write_text((run / "config.json").read_text())
     proc = cli("eval", "--layer", "0,2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    run = next((tmp_path / "runs").iterdir())
+    assert "eval: alignment done" in proc.stderr and "eval: perplexity done" in proc.stderr  # progress
     assert f"most recent run: runs/{run.name}" in proc.stdout
     assert "align F1" in proc.stdout and (run / "results.json").is_file()
     first = json.loads((run / "results.json").read_text())
