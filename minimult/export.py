@@ -84,7 +84,8 @@ def check_destination(out_dir: Path, force: bool = False) -> None:
     run = next((d for d in (out_dir, *out_dir.parents) if (d / "config.json").is_file() and
                 ((d / "run.json").is_file() or (d / "checkpoint.pt").is_file())), None)
     if run is not None:
-        raise MinimultError(f"{out_dir} is inside the run folder {run}: export into a folder of its own")
+        where = "is the run folder" if run == out_dir else f"is inside the run folder {run}"
+        raise MinimultError(f"{out_dir} {where}: export into a folder of its own")
     if out_dir.exists() and not out_dir.is_dir():
         raise MinimultError(f"{out_dir} exists and is not a folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:

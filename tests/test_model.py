@@ -149,7 +149,7 @@ def test_export_refuses_run_folders_and_non_empty_folders(tmp_path):
     (run / "config.json").write_text("{}")
     (run / "run.json").write_text("{}")
     for target in (run, run / "sub", run / "new"):
-        with pytest.raises(MinimultError, match="inside the run folder"):
+        with pytest.raises(MinimultError, match="the run folder"):
             save_hf(Bert(cfg), cfg, target, force=True)
     assert sorted(p.name for p in run.iterdir()) == ["config.json", "run.json", "sub"]
     fresh = tmp_path / "fresh"

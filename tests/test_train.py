@@ -201,7 +201,7 @@ def test_cli_pretrain_export_and_refusals(tmp_path):
     keep.mkdir()
     (keep / "notes.txt").write_text("hi")
     assert_one_line_error(cli("export", str(out), "--hf", str(keep)), "not empty")
-    assert_one_line_error(cli("export", str(out), "--hf", str(out)), "inside the run folder")
+    assert_one_line_error(cli("export", str(out), "--hf", str(out)), "is the run folder")
     assert (keep / "notes.txt").read_text() == "hi" and (out / "checkpoint.pt").is_file()
     from transformers import BertForMaskedLM
 
