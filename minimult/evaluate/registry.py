@@ -13,7 +13,7 @@ package, so adding one is one file (copy `retrieval.py`) plus its test.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 REGISTRY: dict[str, "Evaluator"] = {}
@@ -74,7 +74,6 @@ class Evaluator:
     columns: tuple[Column, ...]
     run: Callable[[Any], dict]  # Context -> part of the results (merged into the rest)
     derived: bool = False  # computed from the other evaluators' results (runs after them)
-    options: dict = field(default_factory=dict)
 
 
 def register(evaluator: Evaluator) -> Evaluator:
