@@ -22,7 +22,6 @@ import platform
 import shutil
 import subprocess
 import time
-from functools import cached_property
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable
@@ -32,9 +31,9 @@ from minimult.errors import MinimultError
 
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
-LOCK = ".sweep.lock"
+LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
 BLOCK_KEYS = ("evaluation", "steps", "evaluator_versions", "layers", "mu", "perplexity", "dev_sentences",
-              "dictionary_entries", "eval_seconds")  # what one evaluation's block in results.json keeps  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
+              "dictionary_entries", "eval_seconds")  # what one evaluation's block in results.json keeps
 CHECKPOINT_FORMAT = 1
 
 
@@ -195,51 +194,51 @@ class Run:
     """One run folder. Create it with `Run.create` (or `Run.create_at` for a named folder that may
     already hold this same run), open it with `Run.open`."""
 
-    def __init__(self, path: Path, cfg, mods: tuple):
-        self.path, self.cfg, self.mods = Path(path), cfg, mods
+    def __init__(self, path: Path, cfg, mods: tuple | None = None, data=None):
+        """`mods` default to those `cfg.mods` names; `data` (a RunData) is made on first use."""
+        from minimult.mods import from_canonical
+
+        self.path, self.cfg = Path(path), cfg
+        self.mods = from_canonical(cfg.mods) if mods is None else mods
+        self._data = data
 
     # --- creating and opening ---
 
     @classmethod
     def create(cls, cfg, mods, out: str | Path | None = None, log: Callable[[str], None] = print) -> "Run":
         """A new folder (`out`, or runs/<mods>-s<seed>-<time>) with config.json and the vocabulary."""
-        from minimult.data.prepare import prepare
+        from minimult.data.run_data import RunData
         from minimult.mods import check_masking
 
         check_masking(cfg, mods)  # before the folder: bad input leaves no empty run behind
-        prepared = prepare(cfg.data, progress=log)
-        run = cls(create_run_dir(out, cfg.mods, cfg.train.seed), cfg, mods)
-        run._write_start(prepared)
+        data = RunData(cfg, mods)
+        prepared = data.prepare(log)
+        run = cls(create_run_dir(out, cfg.mods, cfg.train.seed), cfg, mods, data)
+        write_json(run.path / "config.json", cfg.to_dict())
+        copy_vocab(prepared.path, run.path)
         return run
 
     @classmethod
-    def create_at(cls, path: str | Path, cfg, mods, log: Callable[[str], None] = print) -> "Run":
+    def create_at(cls, path: str | Path, cfg, log: Callable[[str], None] = print) -> "Run":
         """The run in folder `path` (a sweep's): config.json and vocabulary written if missing."""
-        run = cls(Path(path), cfg, mods)
+        run = cls(Path(path), cfg)
         run.path.mkdir(parents=True, exist_ok=True)
         if not (run.path / "config.json").is_file():
             write_json(run.path / "config.json", cfg.to_dict())
         if not all((run.path / f).is_file() for f in ("tokenizer.json", "vocab.txt")):
-            from minimult.data.prepare import prepare
-
-            copy_vocab(prepare(cfg.data, progress=log).path, run.path)
+            copy_vocab(run.data.prepare(log).path, run.path)
         return run
-
-    def _write_start(self, prepared) -> None:
-        write_json(self.path / "config.json", self.cfg.to_dict())
-        copy_vocab(prepared.path, self.path)
 
     @classmethod
     def open(cls, path: str | Path) -> "Run":
         from minimult.config import RunConfig
-        from minimult.mods import parse_mods
 
         path = check_run_dir(path)
         try:
             cfg = RunConfig.from_dict(read_json(path / "config.json"))
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise MinimultError(f"{path}/config.json is not a run configuration ({e})") from None
-        return cls(path, cfg, parse_mods(None if cfg.mods == "original" else cfg.mods))
+        return cls(path, cfg)
 
     @property
     def name(self) -> str:
@@ -247,12 +246,14 @@ class Run:
 
     # --- data ---
 
-    @cached_property
+    @property
     def data(self):
         """The run's languages: prepared corpus (cached), views, layouts, dictionary."""
-        from minimult.data.run_data import RunData
+        if self._data is None:
+            from minimult.data.run_data import RunData
 
-        return RunData(self.cfg, self.mods)
+            self._data = RunData(self.cfg, self.mods)
+        return self._data
 
     # --- files ---
 
@@ -270,9 +271,6 @@ class Run:
 
     def write_meta(self, meta: dict) -> None:
         write_json(self.path / "run.json", meta)
-
-    def environment(self) -> dict:
-        return environment()
 
     @contextlib.contextmanager
     def locked(self):

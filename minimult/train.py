@@ -30,7 +30,7 @@ from minimult.data.masking import mask_batch
 from minimult.errors import MinimultError
 from minimult.model import Bert, pack, pick_device, stack
 from minimult.mods import check_masking, versions
-from minimult.runs import Run, truncate_log
+from minimult.runs import Run, environment, truncate_log
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
                 "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences")
@@ -88,6 +88,11 @@ class Member:
 
     def tokens(self, index) -> int:
         return int(self.train_set.lengths_np[index].sum()) + 2 * len(index)
+
+    @property
+    def epoch_tokens(self) -> int:
+        """Real tokens of one epoch ([CLS] and [SEP] included)."""
+        return int(self.train_set.lengths_np.sum()) + 2 * len(self.train_set)
 
     def masked_batch(self, index) -> dict:
         """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `model.pack` take it."""
@@ -319,7 +324,7 @@ def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra
     meta = m.run.meta
     meta.update({"name": m.run.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
                  "mod_versions": versions(m.run.mods), "vocab_sha256": m.run.data.prepared.vocab_hash,
-                 "prepared": str(m.run.data.prepared.path), "environment": m.run.environment(),
+                 "prepared": str(m.run.data.prepared.path), "environment": environment(),
                  "status": "training", "device": str(device),
                  "precision": precision.resolve(cfg.train.precision, device), "parameters": parameters,
                  "steps_per_epoch": spe, "total_steps": total, **extra})
@@ -351,7 +356,7 @@ def _begin(members: list[Member], spe: int, total: int, device, log) -> None:
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
     for m in members:
         m.meta = start_meta(m, spe, total, device, parameters, **extra)
-    tokens_per_step = sum(int(m.train_set.lengths_np.sum() + 2 * len(m.train_set)) for m in members) / K / spe
+    tokens_per_step = sum(m.epoch_tokens for m in members) / K / spe
     who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1
            else f"mods: {members[0].cfg.mods}")
     log(f"device {device} ({precision.describe(tc.precision, device)}) | "
@@ -443,7 +448,7 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
 
 def _finish(loop: Loop, elapsed: float) -> None:
     done = loop.step - loop.start_step
-    tokens_per_epoch = sum(int(m.train_set.lengths_np.sum() + 2 * len(m.train_set)) for m in loop.members)
+    tokens_per_epoch = sum(m.epoch_tokens for m in loop.members)
     for m in loop.members:
         m.meta.update(status="complete" if loop.step == loop.total else "interrupted", steps=loop.step)
         if elapsed:

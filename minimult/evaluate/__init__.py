@@ -62,7 +62,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
                  timings: dict | None = None) -> dict:
     """Every measure of a run into a dict (and `results.json` when `write`). Perplexity runs over every
     training and dev sequence unless `ppl_sentences` (a fixed random subset per split) is given."""
-    from minimult.runs import Run
+    from minimult.runs import Run, environment
 
     t0 = time.time()
     with phase(timings, "load"):
@@ -90,7 +90,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
         "vocab_sha256": run.data.prepared.vocab_hash, "steps": meta.get("steps"), "config": run.cfg.to_dict(),
-        "environment": run.environment(),
+        "environment": environment(),
         "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
         **scores, "eval_seconds": time.time() - t0,
     }

@@ -109,6 +109,11 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
     return tuple(sorted(active.values(), key=lambda a: a.mod.order))
 
 
+def from_canonical(text: str) -> tuple[ActiveMod, ...]:
+    """The active mods a resolved config's `mods` names ("original": none); inverse of `canonical`."""
+    return parse_mods(None if text == "original" else text)
+
+
 def canonical(mods: tuple[ActiveMod, ...]) -> str:
     return ",".join(a.spec for a in mods) or "original"
 

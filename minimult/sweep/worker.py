@@ -76,7 +76,6 @@ class Group:
 def open_runs(group: Group) -> None:
     """Each locked task's Run (config.json and vocabulary written if missing)."""
     from minimult.config import RunConfig
-    from minimult.mods import parse_mods
     from minimult.runs import Run
 
     for task in group.live:
@@ -84,9 +83,7 @@ def open_runs(group: Group) -> None:
         try:
             log(f"--- sweep run {task.name} (setting {task.setting_id}: {task.setting_name}, seed {task.seed}) "
                 f"pid {os.getpid()} {time.strftime('%Y-%m-%d %H:%M:%S')}")
-            cfg = RunConfig.from_dict(task.config)
-            group.runs[task.run_dir] = Run.create_at(task.run_dir, cfg, parse_mods(None if cfg.mods == "original"
-                                                                                   else cfg.mods), log=log)
+            group.runs[task.run_dir] = Run.create_at(task.run_dir, RunConfig.from_dict(task.config), log=log)
         except Exception as e:
             group.fail(task, e)
 
