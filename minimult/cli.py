@@ -23,7 +23,7 @@ def data_options(f):
         click.option("--fake", type=click.Choice(_sources()), default=None,
                      help="The second language's source: Fake-English by id shift (default) or by unicode "
                           "code-point shift (K et al.)."),
-        click.option("--preset", default="paper", show_default=True, help="paper | quick | tiny."),
+        click.option("--preset", default="paper", show_default=True, help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
                      help="Override any setting, e.g. --set train.lr=1e-3 (repeatable)."),
     ]):
@@ -88,7 +88,6 @@ def prepare(train, dev, fake, preset, settings, mods, examples):
 def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs, device, precision, eval_every, out,
              resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
-    import dataclasses
 
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
@@ -113,11 +112,11 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
                        ("train.precision", precision), ("train.eval_every", eval_every)):
         if value is not None:
             overrides[key] = value
+    if mask_probs is not None:
+        overrides["mask.probs"] = parse_probs(mask_probs)
     if epochs is not None and epochs < 1:
         raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use --mods untrained")
     cfg, active = resolve(preset, overrides, mods)
-    if mask_probs is not None:
-        cfg = dataclasses.replace(cfg, mask=dataclasses.replace(cfg.mask, probs=parse_probs(mask_probs)))
     run = Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True))
     click.echo(f"run folder: {run.path}")
     with run.locked():

@@ -33,7 +33,7 @@ from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, truncate_log
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
-                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences")
+                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching")
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -379,7 +379,7 @@ def _run(loop: Loop, device) -> None:
         while loop.step < loop.end:
             epoch, within = divmod(loop.step, loop.spe)
             if epoch not in plans:
-                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch)
+                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch, tc.batching)
                                  for m in members]}
             indices = [p[within] for p in plans[epoch]]
             loop.lr = lr_at(loop.step, loop.total, tc.lr, tc.warmup_steps)
@@ -410,7 +410,7 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         torch.set_num_threads(tc.threads)
     device = pick_device(tc.device)
     members = [setup(r, device, log) for r in runs]
-    spes = [steps_per_epoch(len(m.train_set), tc.batch_size) for m in members]
+    spes = [steps_per_epoch(len(m.train_set), tc.batch_size, tc.batching) for m in members]
     if len(set(spes)) != 1:
         raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
     spe, K = spes[0], len(members)

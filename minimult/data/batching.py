@@ -78,11 +78,20 @@ class SequenceSet:
                      inside, lang, lengths)
 
 
-def plan_epoch(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, pool_batches: int = 50) -> list[np.ndarray]:
-    """Length-bucketed batches with randomness kept: shuffle, sort within pools of `pool_batches`
-    batches by length, cut into batches, shuffle the batch order. Depends only on (seed, epoch)."""
+BATCHINGS = ("bucket", "random")
+
+
+def plan_epoch(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, batching: str = "bucket",
+               pool_batches: int = 50) -> list[np.ndarray]:
+    """One epoch's batches (index arrays); depends only on (seed, epoch).
+
+    bucket: length-bucketed with randomness kept: shuffle, sort within pools of `pool_batches` batches
+    by length, cut into batches, shuffle the batch order (less padding, faster).
+    random: a plain shuffle cut into batches, as the paper's code did."""
     rng = np.random.default_rng([seed, epoch, 7])
     order = rng.permutation(len(lengths))
+    if batching == "random":
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     pool = batch_size * pool_batches
     batches = []
     for p in range(0, len(order), pool):
@@ -92,7 +101,9 @@ def plan_epoch(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, pool
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def steps_per_epoch(n: int, batch_size: int, pool_batches: int = 50) -> int:
+def steps_per_epoch(n: int, batch_size: int, batching: str = "bucket", pool_batches: int = 50) -> int:
+    if batching == "random":
+        return -(-n // batch_size)
     pool = batch_size * pool_batches
     full, rest = divmod(n, pool)
     return full * pool_batches + -(-rest // batch_size)

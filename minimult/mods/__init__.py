@@ -48,6 +48,8 @@ class Mod:
     parse: Callable[[str], Any] | None = None  # for `name=value`; None = takes no value
     default: Any = None
     group: str | None = None  # mods sharing a group contradict each other
+    overridable: tuple[str, ...] = ()  # config keys `configure` sets that an explicit --set replaces
+    check: Callable[[Any, Any], None] | None = None  # (final config, value): refuse a config that contradicts the mod
 
     def spec(self, value) -> str:
         return self.name if self.parse is None else f"{self.name}={value}"
@@ -133,10 +135,19 @@ def check_masking(cfg, mods: tuple[ActiveMod, ...]) -> None:
                             f"mod builds: add --mods {' or '.join(providers)}")
 
 
-def apply_config(cfg, mods: tuple[ActiveMod, ...]):
+def apply_config(cfg, mods: tuple[ActiveMod, ...], explicit: dict | None = None):
+    """Each mod's `configure`, then the user's explicit settings of the keys a mod declared
+    `overridable` (so `--set mask.probs=0.9,0.1,0,0` wins over no-random's mix), then each mod's `check`."""
+    from minimult.config import override
+
     for a in mods:
         if a.mod.configure is not None:
             cfg = a.mod.configure(cfg, a.value)
+    yielded = {key for a in mods for key in a.mod.overridable}
+    cfg = override(cfg, {k: v for k, v in (explicit or {}).items() if k in yielded})
+    for a in mods:
+        if a.mod.check is not None:
+            a.mod.check(cfg, a.value)
     return cfg
 
 

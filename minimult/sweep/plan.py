@@ -135,7 +135,8 @@ def state(task: Task) -> str:
     except (TypeError, ValueError, MinimultError) as e:
         raise MinimultError(f"{run_dir}/config.json is not a run configuration ({e})") from None
     wanted = _flat(task.config)
-    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    # the preset is a name for settings, not one: a run made under a preset since renamed still matches
+    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k) and k != "preset")
     if differ:
         shown = ", ".join(f"{k}={stored.get(k)!r} (sweep wants {wanted.get(k)!r})" for k in differ[:3])
         raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"
