@@ -25,7 +25,7 @@ out=""
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --preset) preset="${2:?--preset needs a value: tiny, quick or paper}"; shift 2 ;;
+    --preset) preset="${2:?--preset needs a value: tiny, quick, paper, quick-b256 or paper-b256}"; shift 2 ;;
     --preset=*) preset="${1#*=}"; shift ;;
     --seeds) seeds="${2:?--seeds needs a value, e.g. 0,42}"; shift 2 ;;
     --seeds=*) seeds="${1#*=}"; shift ;;
@@ -37,8 +37,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$preset" in
-  tiny|quick|paper) ;;
-  *) echo "run_all.sh: unknown preset '$preset': use tiny, quick or paper" >&2; exit 2 ;;
+  tiny|quick|paper|quick-b256|paper-b256) ;;
+  *) echo "run_all.sh: unknown preset '$preset': use tiny, quick, paper, quick-b256 or paper-b256" >&2; exit 2 ;;
 esac
 name="$preset"
 case "$precision" in

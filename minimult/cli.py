@@ -68,6 +68,36 @@ def prepare(train, dev, fake, preset, settings, mods, examples):
 
 
 @main.command()
+@click.option("--preset", "presets", default="paper,quick,paper-b256,quick-b256", show_default=True,
+              metavar="P,P,...", help="The presets to show (comma-separated).")
+@click.option("--mods", default=None, help="Comma-separated mods (no-parallel, for one, changes the budget).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override any setting (repeatable).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the rows here.")
+@click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Rewrite the table between this file's <!-- BEGIN budget --> and <!-- END budget --> lines.")
+@_fail_cleanly
+def budget(presets, mods, settings, json_path, readme):
+    """Each preset's optimisation budget (updates, words and pieces per update) next to the paper's."""
+    from pathlib import Path
+
+    from minimult import budget as b
+    from minimult.config import parse_overrides, resolve
+    from minimult.report.readme import update_readme
+    from minimult.runs import write_json
+
+    rows = []
+    for preset in [p.strip() for p in presets.split(",") if p.strip()]:
+        cfg, active = resolve(preset, parse_overrides(settings), mods)
+        rows.append(b.budget(cfg, active, log=lambda s: click.echo(s, err=True)))
+    table = b.markdown(rows)
+    click.echo(table)
+    if json_path:
+        write_json(Path(json_path), {"rows": rows, "paper": b.PAPER})
+    if readme and update_readme(readme, table, b.MARKER):
+        click.echo(f"updated the budget table in {readme}")
+
+
+@main.command()
 @data_options
 @click.option("--mods", default=None, help="Comma-separated mods, e.g. lang-pos,shift-special (see `minimult mods`).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
@@ -166,9 +196,12 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--device", default="auto", show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's, one per core).")
+@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="Of the representations: fp32 gives the same numbers on every device; bf16 autocast is faster "
+                   "on a GPU and moves scores in the third decimal (such an evaluation is not 'complete').")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
-def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, json_path):
+def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/)."""
     from pathlib import Path
 
@@ -185,7 +218,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, json_pa
     opened = Run.open(run)
     with opened.locked():
         results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
-                               log=lambda s: click.echo(s, err=True))
+                               log=lambda s: click.echo(s, err=True), precision=precision)
     if json_path:
         write_json(Path(json_path), results)
     click.echo(summary_table(results))

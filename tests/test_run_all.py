@@ -46,7 +46,7 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
 def test_run_all_refuses_an_unknown_preset(tmp_path):
     proc = run_all("--preset", "huge", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "run_all.sh: unknown preset 'huge': use tiny, quick or paper"]
+        "run_all.sh: unknown preset 'huge': use tiny, quick, paper, quick-b256 or paper-b256"]
     assert not any(tmp_path.iterdir())
 
 

@@ -253,7 +253,7 @@ def test_grouping_for_stacking_keeps_shapes_and_checkpointed_runs_apart(tmp_path
             (d / "checkpoint.pt").write_bytes(b"x")
         train = {"epochs": epochs, "batch_size": 8, "lr": 1e-3, "weight_decay": 0.0, "adam_eps": 1e-6,
                  "warmup_steps": 1, "clip": 1.0, "device": "cpu", "threads": 1, "precision": precision,
-                 "checkpoint_every": 0, "eval_every": 0, "eval_sentences": 10}
+                 "checkpoint_every": 0, "eval_every": 0, "eval_sentences": 10, "batching": "bucket"}
         return Task("0", name, name, 0, str(d), {"model": {"hidden": model}, "train": train})
 
     ts = [task("a", 64), task("b", 128), task("g", 64, precision="bf16"), task("c", 64),

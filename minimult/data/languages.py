@@ -97,12 +97,18 @@ def english_side(enc: Encoded) -> Side:
                 positions_within(enc.offsets))
 
 
+SPLITS = ("train", "dev", "train-parallel")
+
+
 def build_sides(prepared, source, data_cfg, mods, split: str, seed: int) -> list[Side]:
-    """[English, language 1, ...] for `split` ('train' or 'dev') from the source, with the mods' hooks
-    applied: `resample` (training data only, before reordering: it needs the word boundaries that
-    reordering drops), then `reorder` on every language but English."""
-    sides = source.views(prepared, split, data_cfg)
-    rng = np.random.default_rng([seed, 0 if split == "train" else 1])
+    """[English, language 1, ...] for `split` from the source, with the mods' hooks applied: `resample`
+    (training data only, before reordering: it needs the word boundaries that reordering drops), then
+    `reorder` on every language but English. 'train-parallel' is the training corpus without `resample`
+    (every language's whole parallel text: what no-parallel's training perplexity is scored on in the paper)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
+    sides = source.views(prepared, "dev" if split == "dev" else "train", data_cfg)
+    rng = np.random.default_rng([seed, 1 if split == "dev" else 0])
     if split == "train":
         for a in mods:
             if a.mod.resample is not None:

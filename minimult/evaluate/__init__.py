@@ -21,6 +21,7 @@ from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
 from minimult.evaluate.representations import (Context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
+from minimult.precision import check as check_precision
 
 for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
     importlib.import_module(f"{__name__}.{_m.name}")
@@ -59,7 +60,7 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None) -> di
 
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
-                 timings: dict | None = None) -> dict:
+                 timings: dict | None = None, precision: str = "fp32") -> dict:
     """Every measure of a run into a dict (and `results.json` when `write`). Perplexity runs over every
     training and dev sequence unless `ppl_sentences` (a fixed random subset per split) is given."""
     from minimult.runs import Run, environment
@@ -76,15 +77,16 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if dev_sentences is not None and dev_sentences < 2:
         raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
-                  ppl_sentences=ppl_sentences, timings=timings)
+                  ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision))
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log)
     meta = run.meta
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
+                "precision": precision,
                 "complete": ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
-                             and not ppl_sentences),
+                             and not ppl_sentences and precision == "fp32"),
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     results = {"evaluation": settings,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,

@@ -45,18 +45,32 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     return {"perplexity": metrics.perplexity(nll, count), "masked_tokens": count, "sequences": len(order)}
 
 
+def _same(a, b) -> bool:
+    return all(len(x.ids) == len(y.ids) and np.array_equal(x.ids, y.ids) and np.array_equal(x.offsets, y.offsets)
+               for x, y in zip(a, b)) and len(a) == len(b)
+
+
 def run(ctx) -> dict:
+    """'train' scores what each language trained on; where a mod trained the languages on different parts
+    (no-parallel), 'train_parallel' also scores the whole parallel training corpus, as the paper did."""
     out = {}
     for split in ctx.ppl_splits:  # a forward pass of its own: the inputs are masked
+        sides = ctx.views(split)
         with ctx.phase(f"perplexity_{split}"):
-            out[split] = mlm_perplexity(ctx.model, ctx.views(split), ctx.layouts, ctx.random_ids, ctx.device,
+            out[split] = mlm_perplexity(ctx.model, sides, ctx.layouts, ctx.random_ids, ctx.device,
                                         ctx.ppl_sentences)["perplexity"]
+        if split == "train" and not _same(parallel := ctx.views("train-parallel"), sides):
+            with ctx.phase("perplexity_train_parallel"):
+                out["train_parallel"] = mlm_perplexity(ctx.model, parallel, ctx.layouts, ctx.random_ids,
+                                                       ctx.device, ctx.ppl_sentences)["perplexity"]
     return {"perplexity": out}
 
 
 register(Evaluator(
-    "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data", version=1,
+    "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data", version=2,
     order=90, run=run,
     columns=(Column("train", "ppl train", group="perplexity", kind="perplexity", higher_is_better=False, table=True),
+             Column("train_parallel", "ppl train (whole parallel)", group="perplexity", kind="perplexity",
+                    higher_is_better=False),
              Column("dev", "ppl dev", group="perplexity", kind="perplexity", higher_is_better=False, table=True,
                     curve=True, summary=True, short="ppl dev"))))

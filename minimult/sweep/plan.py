@@ -205,7 +205,7 @@ def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
         if (Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0:
             out.append([t])
             continue
-        key = json.dumps([t.config["model"], {k: t.config["train"][k] for k in SHARED_TRAIN}], sort_keys=True)
+        key = json.dumps([t.config["model"], {k: t.config["train"].get(k) for k in SHARED_TRAIN}], sort_keys=True)
         if key not in groups or len(groups[key][-1]) >= stack:
             groups.setdefault(key, []).append([])
             out.append(groups[key][-1])
