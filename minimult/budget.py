@@ -42,7 +42,7 @@ def budget(cfg, mods, log=None) -> dict:
     pieces = sum(int(np.minimum(s.lengths, data.layouts[s.lang].max_len - 2).sum()) + 2 * s.num_sentences
                  for s in sides)
     tc = cfg.train
-    spe = steps_per_epoch(sequences, tc.batch_size, tc.batching)
+    spe = steps_per_epoch(sequences, tc.batch_size, tc.batching, languages=cfg.data.n_langs)
     return {"preset": cfg.preset, "mods": cfg.mods, "epochs": tc.epochs, "batch_size": tc.batch_size,
             "batching": tc.batching, "sequences": sequences, "updates_per_epoch": spe, "updates": spe * tc.epochs,
             "sentences_per_update": sequences / spe, "words_per_update": words / spe,

@@ -51,7 +51,7 @@ class DataConfig:
 class TrainConfig:
     epochs: int = 100
     batch_size: int = 256  # sentences per update
-    batching: str = "bucket"  # bucket (length-bucketed, faster) | random (plain shuffle, the paper's code)
+    batching: str = "bucket"  # bucket (length-bucketed, faster) | random (the paper's code) | spread (see batching)
     lr: float = 2e-3
     weight_decay: float = 0.01
     adam_eps: float = 1e-6
@@ -216,5 +216,6 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     sizes = model_sizes(layouts(cfg, sources.get(cfg.data.fake), active))
     model = dataclasses.replace(cfg.model, vocab_size=cfg.data.n_langs * cfg.data.vocab_size,
                                 max_positions=sizes["max_positions"],
-                                type_vocab_size=max(cfg.model.type_vocab_size, cfg.data.n_langs, sizes["segments"]))
+                                type_vocab_size=sizes["segments"] and max(cfg.model.type_vocab_size,
+                                                                          cfg.data.n_langs, sizes["segments"]))
     return dataclasses.replace(cfg, model=model, mods=canonical(active)), active

@@ -379,8 +379,8 @@ def _run(loop: Loop, device) -> None:
         while loop.step < loop.end:
             epoch, within = divmod(loop.step, loop.spe)
             if epoch not in plans:
-                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch, tc.batching)
-                                 for m in members]}
+                plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch,
+                                            tc.batching, languages=m.cfg.data.n_langs) for m in members]}
             indices = [p[within] for p in plans[epoch]]
             loop.lr = lr_at(loop.step, loop.total, tc.lr, tc.warmup_steps)
             for g in optimizer.param_groups:
@@ -410,7 +410,7 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         torch.set_num_threads(tc.threads)
     device = pick_device(tc.device)
     members = [setup(r, device, log) for r in runs]
-    spes = [steps_per_epoch(len(m.train_set), tc.batch_size, tc.batching) for m in members]
+    spes = [steps_per_epoch(len(m.train_set), tc.batch_size, tc.batching, languages=m.cfg.data.n_langs) for m in members]
     if len(set(spes)) != 1:
         raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
     spe, K = spes[0], len(members)

@@ -119,11 +119,20 @@ def test_random_batches_rarely_hold_both_halves_of_a_pair():
             batch_of[x] = i
         return np.mean(batch_of[:n] == batch_of[n:])
 
-    assert together("random") < 0.05 < 0.2 < together("bucket")
+    assert together("spread") == 0 and together("random") < 0.05 < 0.2 < together("bucket")
+
+
+@pytest.mark.parametrize("n", [1000, 1001])
+def test_spread_batches_cover_every_sequence_once_as_tightly_as_bucketing(n):
+    lengths = np.random.default_rng(0).integers(1, 60, size=n)
+    plan = plan_epoch(lengths, 32, seed=1, epoch=3, batching="spread")
+    assert sorted(np.concatenate(plan).tolist()) == list(range(n))
+    assert len(plan) == steps_per_epoch(n, 32, "spread")
+    assert np.mean([lengths[x].max() - lengths[x].min() for x in plan]) < 10
 
 
 def test_unknown_batching_is_refused():
-    with pytest.raises(MinimultError, match="unknown train.batching 'sorted'; valid: bucket, random"):
+    with pytest.raises(MinimultError, match="unknown train.batching 'sorted'; valid: bucket, random, spread"):
         tiny(None, **{"train.batching": "sorted"})
 
 

@@ -39,7 +39,10 @@ class SequenceSet:
         self.langs = torch.as_tensor(langs, dtype=torch.long, device=self.device)
         per_lang = lambda field: torch.tensor([getattr(l, field) for l in layouts], device=self.device)  # noqa: E731
         self.pad, self.cls, self.sep, self.mask_id = (per_lang(k) for k in ("pad", "cls", "sep", "mask"))
-        self.position_offset, self.segment = per_lang("position_offset"), per_lang("segment")
+        self.position_offset, self.segment = per_lang("position_offset"), per_lang("segment").clamp(min=0)
+        self.sep_len = (self.sep >= 0).long()  # 1: the language ends its sequences with [SEP]; 0: no-sep
+        self.sep_cols = int(any(l.sep >= 0 for l in layouts))
+        self.all_sep = all(l.sep >= 0 for l in layouts)
 
     @classmethod
     def from_sides(cls, sides: list[Side], layouts, device) -> "SequenceSet":
@@ -60,8 +63,8 @@ class SequenceSet:
     def batch(self, index: np.ndarray) -> Batch:
         """Sequences `index` (host array) as one padded batch; no host-device sync."""
         host_lengths = self.lengths_np[index]
-        T = int(host_lengths.max()) + 2
-        padded = host_lengths.min() != host_lengths.max()
+        T = int(host_lengths.max()) + 1 + self.sep_cols
+        padded = host_lengths.min() != host_lengths.max() or (self.sep_cols and not self.all_sep)
         index = torch.as_tensor(index, dtype=torch.long).to(self.device, non_blocking=True)
         lengths, lang = self.lengths[index], self.langs[index]
         col = torch.arange(T, device=self.device)  # (T,)
@@ -70,40 +73,69 @@ class SequenceSet:
         gather = (self.starts[index, None] + col - 1).clamp(0, len(self.ids) - 1)
         ids = torch.where(inside, self.ids[gather], self.pad[lang][:, None])
         ids = torch.where(col == 0, self.cls[lang][:, None], ids)
-        ids = torch.where(col == L + 1, self.sep[lang][:, None], ids)
-        real = col <= L + 1
+        end = L + self.sep_len[lang][:, None]  # the last real column
+        ids = torch.where((col == L + 1) & (col == end), self.sep[lang][:, None], ids)
+        real = col <= end
         positions = col + self.position_offset[lang][:, None]
         segments = self.segment[lang][:, None].expand(-1, T)
         return Batch(ids, positions.expand(len(index), T), segments, real if padded else None,
                      inside, lang, lengths)
 
 
-BATCHINGS = ("bucket", "random")
+BATCHINGS = ("bucket", "random", "spread")
 
 
-def plan_epoch(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, batching: str = "bucket",
-               pool_batches: int = 50) -> list[np.ndarray]:
-    """One epoch's batches (index arrays); depends only on (seed, epoch).
-
-    bucket: length-bucketed with randomness kept: shuffle, sort within pools of `pool_batches` batches
-    by length, cut into batches, shuffle the batch order (less padding, faster).
-    random: a plain shuffle cut into batches, as the paper's code did."""
-    rng = np.random.default_rng([seed, epoch, 7])
-    order = rng.permutation(len(lengths))
-    if batching == "random":
-        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+def _buckets(order: np.ndarray, lengths: np.ndarray, batch_size: int, pool_batches: int) -> list[np.ndarray]:
+    """`order` cut into pools of `pool_batches` batches, each sorted by length and cut into batches."""
     pool = batch_size * pool_batches
     batches = []
     for p in range(0, len(order), pool):
         chunk = order[p : p + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return batches
+
+
+def plan_epoch(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, batching: str = "bucket",
+               pool_batches: int = 50, languages: int = 2) -> list[np.ndarray]:
+    """One epoch's batches (index arrays); depends only on (seed, epoch).
+
+    bucket: length-bucketed with randomness kept: shuffle, sort within pools of `pool_batches` batches
+    by length, cut into batches, shuffle the batch order (less padding, faster). A sentence and its
+    translation have similar lengths, so many parallel pairs share a batch (38% on BBE in batches of 256).
+    random: a plain shuffle cut into batches, as the paper's code did (~batch/n pairs share one).
+    spread: bucketed, but the copies of sentence i in the `languages` languages (sequences i, i + n, ...,
+    as `SequenceSet.from_sides` lays them out) go to different groups, each bucketed on its own: no
+    pair shares a batch, at bucketing's speed."""
+    rng = np.random.default_rng([seed, epoch, 7])
+    if batching == "spread":
+        return _spread(lengths, batch_size, rng, pool_batches, languages)
+    order = rng.permutation(len(lengths))
+    if batching == "random":
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = _buckets(order, lengths, batch_size, pool_batches)
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def steps_per_epoch(n: int, batch_size: int, batching: str = "bucket", pool_batches: int = 50) -> int:
+def _spread(lengths, batch_size, rng, pool_batches, languages) -> list[np.ndarray]:
+    n = len(lengths) // languages
+    group = np.empty(len(lengths), dtype=np.int64)
+    group[: n * languages] = rng.permuted(np.tile(np.arange(languages), (n, 1)), axis=1).T.reshape(-1)
+    group[n * languages :] = np.arange(len(lengths) - n * languages)  # unequal halves: fixed group sizes
+    batches = []
+    for g in range(languages):
+        members = np.flatnonzero(group == g)
+        batches += _buckets(members[rng.permutation(len(members))], lengths, batch_size, pool_batches)
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def steps_per_epoch(n: int, batch_size: int, batching: str = "bucket", pool_batches: int = 50,
+                    languages: int = 2) -> int:
     if batching == "random":
         return -(-n // batch_size)
+    if batching == "spread":
+        per, rest = divmod(n, languages)
+        return sum(steps_per_epoch(per + (g < rest), batch_size, "bucket", pool_batches) for g in range(languages))
     pool = batch_size * pool_batches
     full, rest = divmod(n, pool)
     return full * pool_batches + -(-rest // batch_size)

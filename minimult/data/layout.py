@@ -22,11 +22,11 @@ class Layout:
     id_offset: int  # the language's first id (k * vocab_size when every language has its own block)
     pad: int = PAD
     cls: int = CLS
-    sep: int = SEP
+    sep: int = SEP  # -1: sequences end without one (`[CLS] s`)
     mask: int = MASK
     max_len: int = 128  # pieces per sequence, [CLS] and [SEP] included (positions per language)
     position_offset: int = 0  # position id of the language's first piece ([CLS])
-    segment: int = 0  # token type id of the language's sequences
+    segment: int = 0  # token type id of the language's sequences; -1: the model has no segment table
 
 
 def layouts(cfg, source, mods) -> list[Layout]:
@@ -42,9 +42,10 @@ def layouts(cfg, source, mods) -> list[Layout]:
 
 
 def model_sizes(layouts: list[Layout]) -> dict:
-    """Rows of the position and segment tables the layouts need."""
+    """Rows of the position and segment tables the layouts need (no segment table: 0 rows)."""
+    no_table = any(l.segment < 0 for l in layouts)
     return {"max_positions": max(l.position_offset + l.max_len for l in layouts),
-            "segments": max(l.segment for l in layouts) + 1}
+            "segments": 0 if no_table else max(l.segment for l in layouts) + 1}
 
 
 def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:

@@ -48,6 +48,7 @@ class Mod:
     parse: Callable[[str], Any] | None = None  # for `name=value`; None = takes no value
     default: Any = None
     group: str | None = None  # mods sharing a group contradict each other
+    conflicts: tuple[str, ...] = ()  # other mods this one contradicts (or makes redundant), by name
     overridable: tuple[str, ...] = ()  # config keys `configure` sets that an explicit --set replaces
     check: Callable[[Any, Any], None] | None = None  # (final config, value): refuse a config that contradicts the mod
 
@@ -108,6 +109,11 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
                                 f"the {a.mod.group}; use one of them")
         if a.mod.group:
             groups[a.mod.group] = a.mod.name
+    for a in active.values():
+        clash = [name for name in a.mod.conflicts if name in active]
+        if clash:
+            raise MinimultError(f"contradictory mods: {a.mod.name} and {clash[0]} cannot be combined "
+                                f"({a.mod.description})")
     return tuple(sorted(active.values(), key=lambda a: a.mod.order))
 
 

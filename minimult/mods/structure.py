@@ -1,0 +1,34 @@
+"""Sequence-structure mods (seeds 001 and 004): what separates and marks a sentence — the [SEP] token
+and the segment embeddings."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from minimult.errors import MinimultError
+from minimult.mods import Mod, register
+
+
+def _no_sep(layout, cfg, value):
+    return dataclasses.replace(layout, sep=-1)
+
+
+def _lang_sep(layout, cfg, value):
+    """Language k ends its sequences with the [SEP] of its own id block; the other specials stay shared."""
+    if layout.lang > 0 and layout.id_offset == 0:
+        raise MinimultError(f"contradictory settings: lang-sep needs languages with their own ids, e.g. "
+                            f"--fake shift (--fake {cfg.data.fake} shares one vocabulary)")
+    return dataclasses.replace(layout, sep=layout.sep + layout.id_offset)
+
+
+def _no_segment(layout, cfg, value):
+    return dataclasses.replace(layout, segment=-1)
+
+
+register(Mod("no-sep", "sequences without [SEP]: [CLS] sentence", 1, order=22, group="separator",
+             layout=_no_sep))
+register(Mod("lang-sep", "one [SEP] per language as a language marker (language k: its own block's [SEP]), "
+             "other specials shared; shift-special already does this and more", 1, order=24, group="separator",
+             layout=_lang_sep, conflicts=("shift-special",)))
+register(Mod("no-segment", "no segment embedding table at all (exported to HF as one frozen zero row, which "
+             "HF BERT always has)", 1, order=26, layout=_no_segment))
