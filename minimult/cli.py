@@ -199,9 +199,12 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
               help="Of the representations: fp32 gives the same numbers on every device; bf16 autocast is faster "
                    "on a GPU and moves scores in the third decimal (such an evaluation is not 'complete').")
+@click.option("--segment", "segments", default="original", show_default=True, metavar="V,V,...",
+              help="Segment alternations (seed 000): original | 0s | 1s | avg | null | rand:SEED, comma-separated; "
+                   "one results block each. original: as trained (under lang-pos language k reads row k).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
-def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, json_path):
+def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/)."""
     from pathlib import Path
 
@@ -210,19 +213,26 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if threads:
         torch.set_num_threads(threads)
     from minimult.evaluate import evaluate_run, summary_table
+    from minimult.evaluate.segments import parse_segments
     from minimult.runs import Run, latest_run, write_json
 
     if run is None:
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")
+    values = parse_segments(segments)
     opened = Run.open(run)
+    every = []
     with opened.locked():
-        results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
-                               log=lambda s: click.echo(s, err=True), precision=precision)
+        for value in values:
+            results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
+                                   log=lambda s: click.echo(s, err=True), precision=precision, segment=value)
+            every.append(results)
+            if len(values) > 1:
+                click.echo(f"segment {value}:")
+            click.echo(summary_table(results))
     if json_path:
-        write_json(Path(json_path), results)
-    click.echo(summary_table(results))
-    click.echo(f"results: {Path(run) / 'results.json'} ({results['eval_seconds']:.1f} s)")
+        write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
+    click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
 
 
 @main.command()

@@ -51,6 +51,7 @@ class ModelConfig:
     dropout: float = 0.1
     layer_norm_eps: float = 1e-12
     init_std: float = 0.02
+    nsp: bool = False  # a next-sentence-prediction head on [CLS] (the nsp mod)
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden", "intermediate", "heads", "layers", "max_positions"):
@@ -190,6 +191,18 @@ class MLMHead(nn.Module):
         return F.linear(h, decoder_weight, self.bias)  # (N, V); decoder_weight (V, H) is the token table
 
 
+class NSPHead(nn.Module):
+    """BERT's pooler (dense + tanh on [CLS]) and a two-way classifier: is B the next sentence?"""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.pool = nn.Linear(cfg.hidden, cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, 2)
+
+    def forward(self, cls: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.pool(cls)))  # (B, 2)
+
+
 class Bert(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -199,6 +212,8 @@ class Bert(nn.Module):
         self.embeddings = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.head = MLMHead(cfg)
+        if cfg.nsp:  # registered last: the other modules draw the same initial weights with or without it
+            self.nsp_head = NSPHead(cfg)
         self.apply(self._init)
 
     def _init(self, m: nn.Module):
@@ -253,11 +268,16 @@ class Bert(nn.Module):
         """(N, H) final hidden states at the selected positions -> (N, V) logits."""
         return self.head(hidden_selected, self.embeddings.lookups["token"].weight)  # tied decoder
 
-    def mlm_loss(self, input_ids, position_ids, token_type_ids, attention_mask, selected, targets) -> torch.Tensor:
-        """Mean cross-entropy at `selected` (N,) flat indices into B*T, against `targets` (N,)."""
+    def mlm_loss(self, input_ids, position_ids, token_type_ids, attention_mask, selected, targets,
+                 nsp_labels=None) -> torch.Tensor:
+        """Mean cross-entropy at `selected` (N,) flat indices into B*T, against `targets` (N,); with
+        `nsp_labels` (B,) (1 = B is the next sentence) plus the next-sentence cross-entropy on [CLS]."""
         h = self(input_ids, position_ids, token_type_ids, attention_mask)  # (B, T, H)
         logits = self.mlm_logits(h.flatten(0, 1)[selected])  # (N, V)
-        return F.cross_entropy(logits.float(), targets)
+        loss = F.cross_entropy(logits.float(), targets)
+        if nsp_labels is not None:
+            loss = loss + F.cross_entropy(self.nsp_head(h[:, 0]).float(), nsp_labels)
+        return loss
 
     def num_parameters(self) -> int:
         """Parameters of one model (the tied decoder matrix counts once)."""
@@ -303,6 +323,8 @@ def stack(models: list[Bert]) -> Bert:
     if not models:
         raise MinimultError("stacking needs at least one model")
     cfg = models[0].cfg
+    if cfg.nsp and len(models) > 1:
+        raise MinimultError("nsp runs train one at a time: the stacked forward has no next-sentence head")
     if any(m.cfg != cfg for m in models):
         raise MinimultError("only models with the same configuration can be stacked "
                             f"(got {sorted({str(m.cfg) for m in models})})")

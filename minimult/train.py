@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from minimult import precision
 from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
+from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
 from minimult.errors import MinimultError
 from minimult.model import Bert, pack, pick_device, stack
@@ -55,6 +57,8 @@ def fmt_time(s: float) -> str:
 def check_stackable(cfgs) -> None:
     """Refuse runs that cannot share one stacked model and one schedule (one line naming the field)."""
     first = cfgs[0]
+    if len(cfgs) > 1 and first.model.nsp:
+        raise MinimultError("nsp runs train one at a time: the stacked forward has no next-sentence head")
     for cfg in cfgs[1:]:
         if cfg.model != first.model:
             raise MinimultError(f"cannot stack {first.mods!r} with {cfg.mods!r}: model configurations differ "
@@ -87,12 +91,12 @@ class Member:
         return self.run.cfg
 
     def tokens(self, index) -> int:
-        return int(self.train_set.lengths_np[index].sum()) + 2 * len(index)
+        return self.train_set.tokens(index)
 
     @property
     def epoch_tokens(self) -> int:
         """Real tokens of one epoch ([CLS] and [SEP] included)."""
-        return int(self.train_set.lengths_np.sum()) + 2 * len(self.train_set)
+        return self.train_set.tokens(np.arange(len(self.train_set)))
 
     def masked_batch(self, index) -> dict:
         """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `model.pack` take it."""
@@ -101,7 +105,7 @@ class Member:
                             self.cfg.mask, self.generator, **self.masking_inputs)
         return {"input_ids": masked.input_ids, "position_ids": batch.position_ids,
                 "token_type_ids": batch.token_type_ids, "attention_mask": batch.attention_mask,
-                "selected": masked.selected, "targets": masked.targets}
+                "selected": masked.selected, "targets": masked.targets, "nsp_labels": batch.nsp_labels}
 
 
 def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
@@ -114,7 +118,10 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
     if cut:
         log(f"note: {cut:,} of {sum(s.num_sentences for s in sides):,} training sequences have more than "
             f"data.max_len - 2 = {run.cfg.data.max_len - 2} pieces and are cut to fit")
-    train_set = SequenceSet.from_sides(sides, data.layouts, device)
+    if run.cfg.model.nsp:  # two-sentence sequences with next-sentence labels
+        train_set = PairSet.from_sides(sides, data.layouts, device, run.cfg.train.seed)
+    else:
+        train_set = SequenceSet.from_sides(sides, data.layouts, device)
     torch.manual_seed(run.cfg.train.seed)
     model = Bert(run.cfg.model).to(device)
     inputs = {}
@@ -141,7 +148,7 @@ class Single:
         m.generator.manual_seed(step_seed(m.cfg.train.seed, step) + 1)  # masking
         b = m.masked_batch(indices[0])
         return self.model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
-                                   b["selected"], b["targets"]).view(1)
+                                   b["selected"], b["targets"], b["nsp_labels"]).view(1)
 
     def clip(self, max_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -379,6 +386,8 @@ def _run(loop: Loop, device) -> None:
         while loop.step < loop.end:
             epoch, within = divmod(loop.step, loop.spe)
             if epoch not in plans:
+                for m in members:
+                    m.train_set.start_epoch(epoch)  # pairs (nsp) redraw their partners
                 plans = {epoch: [plan_epoch(m.train_set.lengths_np, tc.batch_size, m.cfg.train.seed, epoch,
                                             tc.batching, languages=m.cfg.data.n_langs) for m in members]}
             indices = [p[within] for p in plans[epoch]]

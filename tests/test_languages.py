@@ -304,8 +304,8 @@ def test_special_ids_shared_or_shifted():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("nope", "unknown mod 'nope'; valid mods: lang-pos, shift-special, no-sep, lang-sep, no-segment, no-random, "
-             "knn-replace, overparam, inv-order, permute, no-parallel, unigram, untrained"),
+    ("nope", "unknown mod 'nope'; valid mods: lang-pos, shift-special, no-sep, lang-sep, no-segment, nsp, "
+             "no-random, knn-replace, overparam, inv-order, permute, no-parallel, unigram, untrained"),
     ("lang-pos,nope", "unknown mod 'nope'"),
     ("lang-pos,lang-pos", "given twice"),
     ("permute=0.5,permute=1.0", "given twice"),
@@ -383,6 +383,7 @@ EXPECTED = {
     "no-sep": (set(), {"layout.sep"}, set(), False),
     "lang-sep": (set(), {"layout.sep"}, set(), False),
     "no-segment": ({"model.type_vocab_size"}, {"layout.segment"}, set(), False),
+    "nsp": ({"model.nsp"}, {"layout.pair_segment"}, set(), False),
     "no-random": ({"mask.probs"}, set(), set(), False),
     "knn-replace": ({"mask.probs"}, set(), set(), True),
     "overparam": ({"model.hidden", "model.intermediate", "model.heads", "model.layers", "train.lr"}, set(), set(),

@@ -80,3 +80,173 @@ def test_structure_conflicts_are_declared(mods, fragment):
 def test_lang_sep_needs_separate_id_blocks():
     with pytest.raises(MinimultError, match="lang-sep needs languages with their own ids"):
         resolve("tiny", {**TINY_SETTINGS, "data.fake": "unicode"}, "lang-sep")
+
+
+# --- segment alternations at inference (seed 000) -------------------------------------------------
+
+def trained_like(mods=None):
+    cfg, _ = resolve("tiny", TINY_SETTINGS, mods)
+    torch.manual_seed(0)
+    return Bert(cfg.model)
+
+
+def test_each_alternation_builds_the_vector_it_claims():
+    from minimult.evaluate.segments import segment_vector, with_segment
+
+    model = trained_like()
+    rows = model.embeddings.lookups["segment"].weight.detach().clone()
+    assert segment_vector(model, "original") is None and with_segment(model, "original") is model
+    assert torch.equal(segment_vector(model, "0s"), rows[0]) and torch.equal(segment_vector(model, "1s"), rows[1])
+    assert torch.allclose(segment_vector(model, "avg"), (rows[0] + rows[1]) / 2)
+    assert torch.equal(segment_vector(model, "null"), torch.zeros(rows.shape[1]))
+    r1, r1b, r2 = (segment_vector(model, v) for v in ("rand:1", "rand:1", "rand:2"))
+    std = model.cfg.init_std
+    assert torch.equal(r1, r1b) and not torch.equal(r1, r2)
+    assert all(r.abs().max() <= 2 * std and 0.5 * std < r.std() < 1.2 * std for r in (r1, r2))
+    altered = with_segment(model, "avg")
+    table = altered.embeddings.lookups["segment"].weight
+    assert torch.allclose(table, ((rows[0] + rows[1]) / 2).expand_as(table))
+    assert torch.equal(model.embeddings.lookups["segment"].weight, rows)  # the original is untouched
+
+
+def test_alternations_on_a_model_without_segments_and_bad_values_are_refused():
+    from minimult.evaluate.segments import parse_segments, segment_vector
+
+    assert parse_segments("original, avg,rand:3") == ["original", "avg", "rand:3"]
+    with pytest.raises(MinimultError, match="no segment table"):
+        segment_vector(trained_like("no-segment"), "avg")
+    for bad, fragment in (("2s", "unknown segment alternation '2s'"), ("rand:x", "rand:SEED"),
+                          ("avg,avg", "names a value twice"), ("", "at least one value")):
+        with pytest.raises(MinimultError, match=fragment):
+            parse_segments(bad)
+
+
+def test_cli_eval_writes_one_block_per_alternation(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from minimult.runs import Run
+    from minimult.train import train
+
+    cfg, active = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8}, "lang-pos")
+    run = Run.create_at(tmp_path / "r", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", str(run.path), "--segment",
+                           "original,0s,null", "--dev-sentences", "50", "--ppl-sentences", "50"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((run.path / "results.json").read_text())
+    blocks = results["evaluations"][-3:]
+    assert [b["evaluation"]["segment"] for b in blocks] == ["original", "0s", "null"]
+    # a zero segment vector changes what the layers compute
+    assert blocks[0]["layers"]["8"] != blocks[2]["layers"]["8"]
+    assert "segment null:" in proc.stdout
+
+
+# --- next-sentence prediction ---------------------------------------------------------------------
+
+def pair_set(mods="nsp", epoch=0, **overrides):
+    from minimult.data.pairs import PairSet
+
+    cfg, active = resolve("tiny", {**TINY_SETTINGS, **overrides}, mods)
+    data = RunData(cfg, active)
+    pairs = PairSet.from_sides(data.views("train"), data.layouts, "cpu", seed=cfg.train.seed)
+    pairs.start_epoch(epoch)
+    return cfg, data, pairs
+
+
+@pytest.mark.parametrize("epoch", [0, 1])
+def test_nsp_labels_are_balanced_and_true_exactly_when_b_follows_a(epoch):
+    cfg, data, pairs = pair_set(epoch=epoch)
+    n = len(pairs)
+    assert abs(pairs.labels.mean() - 0.5) <= 0.02
+    follows = pairs.partner == np.arange(n) + 1
+    same_side = pairs.side_start[pairs.partner] == pairs.side_start  # B from A's own language
+    assert np.array_equal(follows & (pairs.next_of >= 0), pairs.labels == 1)
+    assert same_side.all() and not (pairs.partner == np.arange(n)).any()
+    other = pair_set(epoch=epoch + 1)[2]
+    assert not np.array_equal(other.partner, pairs.partner)  # redrawn every epoch
+
+
+def test_nsp_batches_are_cls_a_sep_b_sep_with_segments_0_1():
+    cfg, data, pairs = pair_set()
+    index = np.array([0, 5, len(pairs) - 3])
+    b = pairs.batch(index)
+    ids = pairs.seqs.ids.numpy()
+    for row, i in enumerate(index):
+        la, lb = pairs.lengths_np[i], pairs.lengths_np[pairs.partner[i]]
+        start_a, start_b = pairs.seqs.starts[i].item(), pairs.seqs.starts[pairs.partner[i]].item()
+        lang = pairs.langs_np[i]
+        layout = data.layouts[lang]
+        want = [layout.cls, *ids[start_a:start_a + la], layout.sep, *ids[start_b:start_b + lb], layout.sep]
+        assert b.input_ids[row, :len(want)].tolist() == want
+        assert b.token_type_ids[row, :len(want)].tolist() == [0] * (la + 2) + [1] * (lb + 1)
+        assert int(b.maskable[row].sum()) == la + lb and int(b.attention_mask[row].sum()) == len(want)
+        assert b.nsp_labels[row].item() == pairs.labels[i]
+
+
+def test_nsp_pairs_are_cut_to_fit_and_lang_pos_gets_its_own_pair_segments():
+    cfg, data, pairs = pair_set("lang-pos,nsp", **{"data.max_len": 16})
+    assert [(l.segment, l.pair_segment) for l in data.layouts] == [(0, 1), (2, 3)]
+    assert cfg.model.type_vocab_size == 4
+    b = pairs.batch(np.arange(len(pairs)))
+    assert b.input_ids.shape[1] <= 16 and int(b.attention_mask.sum(1).max()) <= 16
+    n = len(pairs) // 2
+    assert set(b.token_type_ids[n:][b.attention_mask[n:]].tolist()) == {2, 3}
+
+
+def test_nsp_trains_single_sentences_evaluate_and_stacking_is_refused(tmp_path):
+    from minimult.evaluate import evaluate_run
+    from minimult.runs import Run
+    from minimult.train import check_stackable, train
+
+    cfg, active = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8}, "nsp")
+    run = Run.create_at(tmp_path / "nsp", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    model = run.load_model("cpu")
+    assert model.nsp_head is not None
+    results = evaluate_run(run, log=lambda s: None, ppl_sentences=100)
+    assert 0.0 <= results["nsp_accuracy"] <= 1.0 and results["mu"] is not None
+    assert "nsp_accuracy" not in evaluate_run(*_plain_run(tmp_path), log=lambda s: None, ppl_sentences=100)
+    with pytest.raises(MinimultError, match="nsp runs train one at a time"):
+        check_stackable([cfg, cfg])
+
+
+def _plain_run(tmp_path):
+    from minimult.runs import Run
+    from minimult.train import train
+
+    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8})
+    run = Run.create_at(tmp_path / "plain", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    return (run,)
+
+
+def test_nsp_loss_is_added_to_mlm_and_can_fit_the_labels():
+    """mlm_loss with labels = MLM + the head's cross-entropy; on one fixed batch of pairs, training on it
+    drives the NSP accuracy to ~1 (the head and its gradient work)."""
+    from minimult.data.masking import mask_batch
+
+    cfg, data, pairs = pair_set()
+    torch.manual_seed(0)
+    model = Bert(cfg.model)
+    b = pairs.batch(np.arange(0, len(pairs), len(pairs) // 64)[:64])
+    m = mask_batch(b.input_ids, b.maskable, pairs.mask_id[b.lang], data.random_ids(), cfg.mask,
+                   torch.Generator().manual_seed(0))
+    args = (m.input_ids, b.position_ids, b.token_type_ids, b.attention_mask, m.selected, m.targets)
+    model.eval()
+    with torch.no_grad():
+        h = model(*args[:4])
+        nsp = torch.nn.functional.cross_entropy(model.nsp_head(h[:, 0]), b.nsp_labels)
+        assert torch.allclose(model.mlm_loss(*args, b.nsp_labels), model.mlm_loss(*args) + nsp)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        opt.zero_grad()
+        model.mlm_loss(*args, b.nsp_labels).backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        acc = (model.nsp_head(model(*args[:4])[:, 0]).argmax(-1) == b.nsp_labels).float().mean().item()
+    assert acc > 0.95

@@ -25,6 +25,7 @@ class Batch:
     maskable: torch.Tensor  # (B, T) bool: ordinary tokens (not [CLS]/[SEP]/[PAD])
     lang: torch.Tensor  # (B,)
     lengths: torch.Tensor  # (B,) pieces without specials
+    nsp_labels: torch.Tensor | None = None  # (B,) pairs only (data.pairs): 1 = the second sentence is the next
 
 
 class SequenceSet:
@@ -59,6 +60,12 @@ class SequenceSet:
 
     def __len__(self) -> int:
         return len(self.lengths_np)
+
+    def start_epoch(self, epoch: int) -> None:
+        """Nothing to redraw: single sentences (pairs redraw their partners, see data.pairs)."""
+
+    def tokens(self, index: np.ndarray) -> int:
+        return int(self.lengths_np[index].sum()) + 2 * len(index)
 
     def batch(self, index: np.ndarray) -> Batch:
         """Sequences `index` (host array) as one padded batch; no host-device sync."""

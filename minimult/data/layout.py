@@ -27,6 +27,7 @@ class Layout:
     max_len: int = 128  # pieces per sequence, [CLS] and [SEP] included (positions per language)
     position_offset: int = 0  # position id of the language's first piece ([CLS])
     segment: int = 0  # token type id of the language's sequences; -1: the model has no segment table
+    pair_segment: int = -1  # token type id of a pair's second sentence (nsp); -1: no pairs
 
 
 def layouts(cfg, source, mods) -> list[Layout]:
@@ -45,7 +46,7 @@ def model_sizes(layouts: list[Layout]) -> dict:
     """Rows of the position and segment tables the layouts need (no segment table: 0 rows)."""
     no_table = any(l.segment < 0 for l in layouts)
     return {"max_positions": max(l.position_offset + l.max_len for l in layouts),
-            "segments": 0 if no_table else max(l.segment for l in layouts) + 1}
+            "segments": 0 if no_table else max(max(l.segment, l.pair_segment) for l in layouts) + 1}
 
 
 def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:

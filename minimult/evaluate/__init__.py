@@ -21,6 +21,7 @@ from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
 from minimult.evaluate.representations import (Context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
+from minimult.evaluate.segments import with_segment
 from minimult.precision import check as check_precision
 
 for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
@@ -60,7 +61,7 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None) -> di
 
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
-                 timings: dict | None = None, precision: str = "fp32") -> dict:
+                 timings: dict | None = None, precision: str = "fp32", segment: str = "original") -> dict:
     """Every measure of a run into a dict (and `results.json` when `write`). Perplexity runs over every
     training and dev sequence unless `ppl_sentences` (a fixed random subset per split) is given."""
     from minimult.runs import Run, environment
@@ -68,7 +69,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     t0 = time.time()
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
-        model = run.load_model(device, log=log)
+        model = with_segment(run.load_model(device, log=log), segment)
     depth = run.cfg.model.layers
     layers = tuple(sorted(set(int(l) for l in (layers or (0, min(8, depth))))))
     bad = [l for l in layers if not 0 <= l <= depth]
@@ -84,9 +85,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     meta = run.meta
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
-                "precision": precision,
+                "precision": precision, "segment": segment,
                 "complete": ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
-                             and not ppl_sentences and precision == "fp32"),
+                             and not ppl_sentences and precision == "fp32" and segment == "original"),
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     results = {"evaluation": settings,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,

@@ -116,6 +116,6 @@ def summary_parts(results: dict) -> list[str]:
             continue
         if c.per_layer:
             parts += [f"{c.short or c.label} L{l} {c.short_text(c.value(results, l))}" for l in layers]
-        else:
+        elif c.value(results) is not None:  # a column only some runs have (NSP accuracy) is left out elsewhere
             parts.append(f"{c.short or c.label} {c.short_text(c.value(results))}")
     return parts

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from minimult.errors import MinimultError
-from minimult.mods import Mod, register
+from minimult.mods import Mod, register, set_section
 
 
 def _no_sep(layout, cfg, value):
@@ -21,6 +21,14 @@ def _lang_sep(layout, cfg, value):
     return dataclasses.replace(layout, sep=layout.sep + layout.id_offset)
 
 
+def _pair_segments(layout, cfg, value):
+    """A pair's sentences read segments 2s and 2s+1, s the language's own (0/1 as in BERT; under lang-pos
+    language k reads 2k and 2k+1). Without a segment table (no-segment) there is nothing to read."""
+    if layout.segment < 0:
+        return layout
+    return dataclasses.replace(layout, segment=2 * layout.segment, pair_segment=2 * layout.segment + 1)
+
+
 def _no_segment(layout, cfg, value):
     return dataclasses.replace(layout, segment=-1)
 
@@ -32,3 +40,7 @@ register(Mod("lang-sep", "one [SEP] per language as a language marker (language 
              layout=_lang_sep, conflicts=("shift-special",)))
 register(Mod("no-segment", "no segment embedding table at all (exported to HF as one frozen zero row, which "
              "HF BERT always has)", 1, order=26, layout=_no_segment))
+register(Mod("nsp", "next-sentence prediction: training sequences [CLS] A [SEP] B [SEP] (segments 0/1), B the "
+             "next sentence of the same language half the time, else a random one; an NSP head on [CLS] adds its "
+             "loss to MLM. Evaluation stays on single sentences", 1, order=28, layout=_pair_segments,
+             configure=lambda cfg, v: set_section(cfg, "model", nsp=True), conflicts=("no-sep",)))

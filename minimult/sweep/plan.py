@@ -202,7 +202,8 @@ def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     groups: dict[str, list[list[Task]]] = {}
     out: list[list[Task]] = []
     for t in tasks:
-        if (Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0:
+        if ((Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0
+                or t.config["model"].get("nsp")):  # nsp: the stacked forward has no next-sentence head
             out.append([t])
             continue
         key = json.dumps([t.config["model"], {k: t.config["train"].get(k) for k in SHARED_TRAIN}], sort_keys=True)
