@@ -23,7 +23,8 @@ def data_options(f):
         click.option("--fake", type=click.Choice(_sources()), default=None,
                      help="The second language's source: Fake-English by id shift (default) or by unicode "
                           "code-point shift (K et al.)."),
-        click.option("--preset", default="paper", show_default=True, help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
+        click.option("--preset", default="paper", show_default=True,
+                     help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
                      help="Override any setting, e.g. --set train.lr=1e-3 (repeatable)."),
     ]):

@@ -419,7 +419,8 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         torch.set_num_threads(tc.threads)
     device = pick_device(tc.device)
     members = [setup(r, device, log) for r in runs]
-    spes = [steps_per_epoch(len(m.train_set), tc.batch_size, tc.batching, languages=m.cfg.data.n_langs) for m in members]
+    spes = [steps_per_epoch(len(m.train_set), tc.batch_size, tc.batching, languages=m.cfg.data.n_langs)
+            for m in members]
     if len(set(spes)) != 1:
         raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
     spe, K = spes[0], len(members)

@@ -160,10 +160,12 @@ class Context:
         """Piece vectors of the dev sides at every layer asked for (shared by alignment and retrieval)."""
         sides = self.dev
         with self.phase("forward_dev"):
-            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device, precision_=self.precision) for s in sides]
+            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device,
+                                  precision_=self.precision) for s in sides]
 
     @cached_property
     def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
         sides = self.dictionary_sides
         with self.phase("forward_dictionary"):
-            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device, precision_=self.precision) for s in sides]
+            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device,
+                                  precision_=self.precision) for s in sides]

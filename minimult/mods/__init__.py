@@ -48,7 +48,7 @@ class Mod:
     parse: Callable[[str], Any] | None = None  # for `name=value`; None = takes no value
     default: Any = None
     group: str | None = None  # mods sharing a group contradict each other
-    conflicts: tuple[str, ...] = ()  # other mods this one contradicts (or makes redundant), by name
+    conflicts: tuple[tuple[str, str], ...] = ()  # (other mod, why): mods this one contradicts or makes redundant
     overridable: tuple[str, ...] = ()  # config keys `configure` sets that an explicit --set replaces
     check: Callable[[Any, Any], None] | None = None  # (final config, value): refuse a config that contradicts the mod
 
@@ -110,10 +110,10 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
         if a.mod.group:
             groups[a.mod.group] = a.mod.name
     for a in active.values():
-        clash = [name for name in a.mod.conflicts if name in active]
+        clash = [(name, why) for name, why in a.mod.conflicts if name in active]
         if clash:
-            raise MinimultError(f"contradictory mods: {a.mod.name} and {clash[0]} cannot be combined "
-                                f"({a.mod.description})")
+            raise MinimultError(f"contradictory mods: {a.mod.name} and {clash[0][0]} cannot be combined: "
+                                f"{clash[0][1]}")
     return tuple(sorted(active.values(), key=lambda a: a.mod.order))
 
 

@@ -37,10 +37,12 @@ register(Mod("no-sep", "sequences without [SEP]: [CLS] sentence", 1, order=22, g
              layout=_no_sep))
 register(Mod("lang-sep", "one [SEP] per language as a language marker (language k: its own block's [SEP]), "
              "other specials shared; shift-special already does this and more", 1, order=24, group="separator",
-             layout=_lang_sep, conflicts=("shift-special",)))
+             layout=_lang_sep,
+             conflicts=(("shift-special", "shift-special already gives every language its own [SEP]"),)))
 register(Mod("no-segment", "no segment embedding table at all (exported to HF as one frozen zero row, which "
              "HF BERT always has)", 1, order=26, layout=_no_segment))
 register(Mod("nsp", "next-sentence prediction: training sequences [CLS] A [SEP] B [SEP] (segments 0/1), B the "
              "next sentence of the same language half the time, else a random one; an NSP head on [CLS] adds its "
              "loss to MLM. Evaluation stays on single sentences", 1, order=28, layout=_pair_segments,
-             configure=lambda cfg, v: set_section(cfg, "model", nsp=True), conflicts=("no-sep",)))
+             configure=lambda cfg, v: set_section(cfg, "model", nsp=True),
+             conflicts=(("no-sep", "nsp separates its two sentences with [SEP]"),)))
