@@ -155,6 +155,29 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
     click.echo(f"done: {run.path}")
 
 
+def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,
+                 json_path):
+    from pathlib import Path
+
+    from minimult.evaluate.hf import evaluate_hf
+    from minimult.evaluate.registry import summary_parts
+    from minimult.runs import write_json
+
+    if run or not hf_dir or not pair:
+        raise MinimultError("--hf DIR --pair A B evaluates a HuggingFace checkpoint (no RUN); --pair and --shift "
+                            "go with --hf")
+    if dev_sentences or ppl_sentences:
+        raise MinimultError("--dev-sentences and --ppl-sentences apply to runs; with --hf the pair's lines are used")
+    every = []
+    for value in values:
+        results = evaluate_hf(hf_dir, *pair, shift=shift, layers=_layers(layers) if layers else None, segment=value,
+                              precision=precision, device=device, log=lambda s: click.echo(s, err=True))
+        every.append(results)
+        click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs): " + ", ".join(summary_parts(results)))
+    if json_path:
+        write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
+
+
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False))
 @click.option("--hf", "hf_dir", required=True, type=click.Path(file_okay=False),
@@ -203,10 +226,18 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--segment", "segments", default="original", show_default=True, metavar="V,V,...",
               help="Segment alternations (seed 000): original | 0s | 1s | avg | null | rand:SEED, comma-separated; "
                    "one results block each. original: as trained (under lang-pos language k reads row k).")
+@click.option("--hf", "hf_dir", default=None, type=click.Path(file_okay=False),
+              help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer (needs --pair).")
+@click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B",
+              help="With --hf: line-aligned parallel text files (retrieval and perplexity; every evaluator with --shift).")
+@click.option("--shift", is_flag=True,
+              help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
-def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, json_path):
-    """Measure multilinguality of a run (default: the most recent run under runs/)."""
+def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, hf_dir, pair, shift,
+             json_path):
+    """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
+    HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
 
     import torch
@@ -217,6 +248,9 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate.segments import parse_segments
     from minimult.runs import Run, latest_run, write_json
 
+    if hf_dir or pair or shift:
+        return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
+                            parse_segments(segments), json_path)
     if run is None:
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")

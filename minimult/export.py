@@ -5,6 +5,7 @@ transformers is imported inside the functions: it is an export/test dependency, 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -14,6 +15,11 @@ import torch
 
 from minimult.errors import MinimultError
 from minimult.model import Bert, ModelConfig
+
+
+# the run's tokenizer.json as transformers' PreTrainedTokenizerFast, with minimult's special tokens
+TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "cls_token": "[CLS]",
+                    "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]", "model_max_length": 512}
 
 
 def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
@@ -105,6 +111,10 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
         to_hf(model, cfg).save_pretrained(tmp)
         if vocab_file is not None:
             shutil.copyfile(vocab_file, tmp / "vocab.txt")
+            tokenizer = Path(vocab_file).with_name("tokenizer.json")
+            if tokenizer.is_file():  # the run's own tokenizer, so AutoTokenizer gives the run's ids
+                shutil.copyfile(tokenizer, tmp / "tokenizer.json")
+                (tmp / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
         for f in tmp.iterdir():
             f.chmod(0o644)
         tmp.chmod(0o755)

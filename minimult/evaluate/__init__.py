@@ -47,12 +47,14 @@ def context(run, model, layers, **options) -> Context:
                    random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), **options)
 
 
-def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None) -> dict:
-    """Every registered evaluator on `ctx` (derived ones, such as µ, after the rest): the scores dict.
-    With `log`, one line per evaluator as it finishes (a quick-sized model takes ~40 s in all)."""
+def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
+    """Every registered evaluator (or those named in `only`) on `ctx` (derived ones, such as µ, after the
+    rest): the scores dict. With `log`, one line per evaluator as it finishes (a quick-sized model takes
+    ~40 s in all)."""
     ctx.results = {"layers": {}}
     t0 = time.time()
-    for ev in sorted(evaluators(), key=lambda e: e.derived):  # stable: registry order within each kind
+    chosen = [ev for ev in evaluators() if only is None or ev.name in only]
+    for ev in sorted(chosen, key=lambda e: e.derived):  # stable: registry order within each kind
         _merge(ctx.results, ev.run(ctx))
         if log is not None and not ev.derived:
             log(f"eval: {ev.name} done ({time.time() - t0:.1f} s)")

@@ -1,0 +1,149 @@
+"""Any local HuggingFace BERT checkpoint under the lab's evaluators: `minimult eval --hf DIR --pair A B`.
+
+The folder must load with `transformers` (config, weights) and hold its own tokenizer (tokenizer.json
+or vocab.txt). A and B are line-aligned parallel text; each line is tokenized without specials, and
+the sequences are written `[CLS] s [SEP]` with the tokenizer's special ids, positions from 0 and
+segment 0, as minimult writes its own runs.
+
+- `shift=True`: B is A's shifted copy (Fake-English): B's ids are A's plus the tokenizer's size, which
+  the model's vocabulary must have room for (a minimult export has). The gold alignment is then the
+  identity and the dictionary every non-special id against its shifted copy, so every evaluator runs.
+- otherwise B is tokenized as text: no gold alignment and no dictionary exist yet (link files come with
+  real languages), so only retrieval and perplexity run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from torch import nn
+
+from minimult.data.languages import Side
+from minimult.data.layout import Layout
+from minimult.errors import MinimultError
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
+TEXT_EVALUATORS = ("retrieval", "perplexity")
+
+
+class HFBert(nn.Module):
+    """A transformers `BertForMaskedLM` behind the interface the evaluators call on minimult's `Bert`."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+        c = hf.config
+        self.cfg = SimpleNamespace(hidden=c.hidden_size, layers=c.num_hidden_layers, init_std=c.initializer_range)
+        self.embeddings = SimpleNamespace(lookups={"segment": hf.bert.embeddings.token_type_embeddings})
+
+    def _run(self, input_ids, position_ids, token_type_ids, attention_mask, hidden: bool):
+        mask = None if attention_mask is None else attention_mask.long()
+        return self.hf.bert(input_ids=input_ids, attention_mask=mask, token_type_ids=token_type_ids,
+                            position_ids=position_ids, output_hidden_states=hidden)
+
+    def forward(self, input_ids, position_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        return self._run(input_ids, position_ids, token_type_ids, attention_mask, False).last_hidden_state
+
+    def hidden_states(self, input_ids, position_ids, token_type_ids=None, attention_mask=None, layers=None):
+        states = self._run(input_ids, position_ids, token_type_ids, attention_mask, True).hidden_states
+        return list(states[: (max(layers) + 1 if layers else len(states))])
+
+    def mlm_logits(self, hidden_selected: torch.Tensor) -> torch.Tensor:
+        return self.hf.cls(hidden_selected)
+
+
+def load(directory) -> tuple[object, HFBert]:
+    """(tokenizer, model) from a local checkpoint folder; one clear error when it is not one."""
+    d = Path(directory)
+    if not (d / "config.json").is_file():
+        raise MinimultError(f"{d} is not a HuggingFace checkpoint folder (no config.json)")
+    if not any((d / f).is_file() for f in TOKENIZER_FILES):
+        raise MinimultError(f"{d} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): --hf evaluates a checkpoint "
+                            f"with its own tokenizer")
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(d))
+        model = BertForMaskedLM.from_pretrained(str(d), attn_implementation="eager").eval()
+    except (OSError, ValueError, KeyError) as e:
+        raise MinimultError(f"cannot load {d} with transformers: {str(e).splitlines()[0]}") from None
+    if not tokenizer.is_fast:
+        raise MinimultError(f"{d}: --hf needs a fast tokenizer (tokenizer.json) for word boundaries")
+    return tokenizer, HFBert(model)
+
+
+def read_pair(a, b) -> tuple[list[str], list[str]]:
+    lines = []
+    for path in (a, b):
+        try:
+            lines.append(Path(path).read_text(encoding="utf-8").splitlines())
+        except (OSError, UnicodeDecodeError) as e:
+            raise MinimultError(f"cannot read {path}: {e}") from None
+    if len(lines[0]) != len(lines[1]):
+        raise MinimultError(f"--pair: {a} has {len(lines[0]):,} lines and {b} {len(lines[1]):,}; line-aligned "
+                            f"parallel text has as many in both")
+    if len(lines[0]) < 2:
+        raise MinimultError(f"--pair: {a} has {len(lines[0])} line(s); retrieval needs at least 2")
+    return lines[0], lines[1]
+
+
+def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool) -> Side:
+    enc = tokenizer(lines, add_special_tokens=False)
+    pieces = [np.asarray(ids, dtype=np.int64) + offset for ids in enc["input_ids"]]
+    starts = [[w is not None and (j == 0 or w != words[j - 1]) for j, w in enumerate(words)]
+              for words in (enc.word_ids(i) for i in range(len(lines)))]
+    lengths = np.array([len(p) for p in pieces])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+    return Side(lang, np.concatenate(pieces).astype(np.int32), offsets, np.concatenate(starts).astype(bool),
+                np.arange(len(lines)), within if gold else np.full(offsets[-1], -1))
+
+
+def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool):
+    """(sides, layouts, dictionary sides or None) for the pair."""
+    V = len(tokenizer)
+    if shift and model.hf.config.vocab_size < 2 * V:
+        raise MinimultError(f"--shift: the model's vocabulary ({model.hf.config.vocab_size:,}) has no room for a "
+                            f"shifted copy of the tokenizer's ({V:,} ids)")
+    offset = V if shift else 0
+    sides = [_side(tokenizer, a_lines, 0, 0, shift), _side(tokenizer, a_lines if shift else b_lines, 1, offset, shift)]
+    max_len = model.hf.config.max_position_embeddings
+    layouts = [Layout(k, k * offset, pad=tokenizer.pad_token_id, cls=tokenizer.cls_token_id,
+                      sep=tokenizer.sep_token_id, mask=tokenizer.mask_token_id, max_len=max_len) for k in range(2)]
+    dictionary = None
+    if shift:
+        from minimult.data.sources.shift import one_piece_sides
+
+        special = set(tokenizer.all_special_ids)
+        en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
+        dictionary = one_piece_sides([en, en + V])
+    return sides, layouts, dictionary
+
+
+def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
+                precision: str = "fp32", device: str = "auto", log=print) -> dict:
+    """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring)."""
+    from minimult.evaluate import evaluate_model
+    from minimult.evaluate.representations import Context
+    from minimult.evaluate.segments import with_segment
+    from minimult.model import pick_device
+
+    tokenizer, model = load(directory)
+    a_lines, b_lines = read_pair(a, b)
+    if shift and a_lines != b_lines:
+        raise MinimultError(f"--shift: {b} must hold {a}'s lines (its shifted copy is made from the same text)")
+    sides, layouts, dictionary = pair_data(tokenizer, model, a_lines, b_lines, shift)
+    depth = model.cfg.layers
+    layers = tuple(sorted(set(layers or (0, min(8, depth)))))
+    if not all(0 <= l <= depth for l in layers):
+        raise MinimultError(f"layers {list(layers)}: the model has layers 0..{depth}")
+    dev = pick_device(device)
+    model = with_segment(model, segment).to(dev)
+    ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, layouts[0].max_len, layers, dev,
+                  ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision)
+    scores = evaluate_model(ctx, log, only=None if shift else TEXT_EVALUATORS)
+    return {"hf": str(directory), "pair": [str(a), str(b)], "shift": shift, "dev_sentences": len(a_lines),
+            "evaluation": {"layers": list(layers), "precision": precision, "segment": segment}, **scores}

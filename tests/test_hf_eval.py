@@ -1,0 +1,80 @@
+"""`minimult eval --hf DIR --pair A B`: a HuggingFace checkpoint under the lab's evaluators. An exported
+minimult run gives the numbers `minimult eval` gives on the same sentences."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import TINY_SETTINGS
+from minimult.config import resolve
+from minimult.data.corpus import load_corpus
+from minimult.errors import MinimultError
+from minimult.evaluate import evaluate_run
+from minimult.evaluate.hf import evaluate_hf
+from minimult.export import save_hf
+from minimult.runs import Run
+from minimult.train import train
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A trained tiny run (4 layers), its HF export and its dev sentences as text."""
+    tmp = tmp_path_factory.mktemp("hf")
+    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 4})
+    run = Run.create_at(tmp / "run", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    out = save_hf(run.load_model("cpu"), cfg.model, tmp / "hf", vocab_file=run.path / "vocab.txt")
+    lines = [" ".join(words) for words in load_corpus(cfg.data.dev).sentences[: cfg.data.dev_sentences]]
+    text = tmp / "dev.en.txt"
+    text.write_text("\n".join(lines) + "\n")
+    return run, out, text
+
+
+def test_hf_path_equals_native_eval_on_an_exported_run(exported):
+    run, hf_dir, text = exported
+    native = evaluate_run(run, (0, 4), log=lambda s: None, write=False)
+    for segment in ("original", "avg"):
+        theirs = evaluate_hf(hf_dir, text, text, shift=True, layers=(0, 4), segment=segment, device="cpu",
+                             log=lambda s: None)
+        ours = native if segment == "original" else evaluate_run(run, (0, 4), log=lambda s: None, write=False,
+                                                                 segment=segment)
+        assert theirs["dev_sentences"] == ours["evaluation"]["dev_sentences"]
+        for layer in ("0", "4"):
+            for key in ("align_f1", "retrieval", "translation"):
+                assert theirs["layers"][layer][key] == pytest.approx(ours["layers"][layer][key], abs=1e-4), key
+        assert theirs["mu"] == pytest.approx(ours["mu"], abs=1e-4)
+        assert theirs["perplexity"]["dev"] == pytest.approx(ours["perplexity"]["dev"], rel=1e-4)
+
+
+def test_text_pairs_get_retrieval_and_perplexity_only(exported):
+    run, hf_dir, text = exported
+    r = evaluate_hf(hf_dir, text, text, layers=(0, 4), device="cpu", log=lambda s: None)
+    assert all(k.startswith("retrieval") for k in r["layers"]["4"]) and "retrieval" in r["layers"]["4"]
+    assert "mu" not in r and r["perplexity"]["dev"] > 1
+
+
+def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
+    run, hf_dir, text = exported
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (bare / f).write_bytes((hf_dir / f).read_bytes())
+    short = tmp_path / "short.txt"
+    short.write_text("in the beginning\n")
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(reversed(text.read_text().splitlines())) + "\n")
+    cases = [((bare, text, text), "has no tokenizer"),
+             ((hf_dir, text, short), "has 200 lines and"),
+             ((tmp_path, text, text), "not a HuggingFace checkpoint folder")]
+    for args, fragment in cases:
+        with pytest.raises(MinimultError, match=fragment):
+            evaluate_hf(*args, log=lambda s: None)
+    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", "--hf", str(bare), "--pair", str(text),
+                           str(text)], capture_output=True, text=True)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "has no tokenizer" in proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(MinimultError, match="must hold"):
+        evaluate_hf(hf_dir, text, other, shift=True, log=lambda s: None)
