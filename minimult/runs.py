@@ -32,8 +32,15 @@ from minimult.errors import MinimultError
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
+# what one evaluation's block in results.json keeps, besides every evaluator column's key (`block_keys`)
 BLOCK_KEYS = ("evaluation", "steps", "evaluator_versions", "layers", "mu", "perplexity", "dev_sentences",
-              "dictionary_entries", "eval_seconds")  # what one evaluation's block in results.json keeps
+              "dictionary_entries", "eval_seconds")
+
+
+def block_keys() -> tuple[str, ...]:
+    from minimult.evaluate.registry import columns
+
+    return BLOCK_KEYS + tuple(c.group or c.name for c in columns() if not c.per_layer)
 CHECKPOINT_FORMAT = 1
 
 
@@ -346,8 +353,9 @@ class Run:
         that is not complete only adds its block. Returns `results` (this evaluation)."""
         path = self.path / "results.json"
         old = read_json(path) if path.is_file() else {}
-        blocks = old.get("evaluations") or ([{k: old[k] for k in BLOCK_KEYS if k in old}] if "layers" in old else [])
-        blocks = [*blocks, {k: results[k] for k in BLOCK_KEYS if k in results}]
+        keys = block_keys()
+        blocks = old.get("evaluations") or ([{k: old[k] for k in keys if k in old}] if "layers" in old else [])
+        blocks = [*blocks, {k: results[k] for k in keys if k in results}]
         keep_old = "layers" in old and not results["evaluation"]["complete"]
         top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
         write_json(path, {**top, "evaluations": blocks})

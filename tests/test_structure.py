@@ -250,3 +250,22 @@ def test_nsp_loss_is_added_to_mlm_and_can_fit_the_labels():
     with torch.no_grad():
         acc = (model.nsp_head(model(*args[:4])[:, 0]).argmax(-1) == b.nsp_labels).float().mean().item()
     assert acc > 0.95
+
+
+def test_report_has_a_segment_alternation_table_and_figure(tmp_path):
+    from minimult.evaluate import evaluate_run
+    from minimult.report import build_report
+    from minimult.runs import Run
+    from minimult.train import train
+
+    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8})
+    run = Run.create_at(tmp_path / "runs" / "r", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    evaluate_run(run, log=lambda s: None)
+    null = evaluate_run(run, log=lambda s: None, segment="null")
+    report = build_report([tmp_path / "runs"], tmp_path / "rep", log=lambda s: None)
+    rows = report["segment_alternations"]
+    assert [r["segment"] for r in rows] == ["original", "null"]
+    assert rows[1]["metrics"]["mu"]["mean"] == pytest.approx(null["mu"])
+    assert "## Segment alternations at inference" in report["markdown"]
+    assert (tmp_path / "rep" / "segment_alternations.png").is_file()

@@ -13,7 +13,8 @@ table also goes between that file's `<preset>-table1` markers (see `readme.py`).
 
 The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
-(position similarity, PCA, training curves) and `readme` (generated tables inside README.md).
+(position similarity, PCA, training curves), `segments` (the segment-alternation table and figure of
+runs evaluated with `eval --segment`) and `readme` (generated tables inside README.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
+from minimult.report import segments
 from minimult.report.readme import table_marker, update_readme
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, markdown,  # noqa: F401
                                     run_values, section_table, top_layer, welch_p)
@@ -69,13 +71,19 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
     md = markdown(aggregated, top, len(runs), unevaluated)
+    alternations = segments.rows(sections, top)
+    if alternations:
+        md = md.rstrip("\n") + "\n\n" + segments.markdown(alternations, top)
     atomic_write_text(out / "table1.md", md)
     atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
     figures = draw_figures(sections, out)
+    if (p := segments.figure(alternations, top, out)) is not None:
+        figures.append(str(p))
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
-              "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md}
+              "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md,
+              "segment_alternations": alternations}
     write_json(out / "report.json", report)
     if readme is not None:
         marker = table_marker(aggregated[0])

@@ -1,0 +1,88 @@
+"""The report's segment-alternation section (seed 000): for every setting whose runs were evaluated
+with `minimult eval RUN --segment ...`, the Table 1 columns per alternation (mean ± std over seeds)
+and a figure of the layer-`top` scores per alternation.
+
+A run's number for an alternation is its latest evaluation block with that `segment`, layers 0 and
+`top` and all of the run's dev sentences; `original` is the run's latest complete evaluation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from minimult.report.collect import Run, Section
+from minimult.report.tables import _cell, aggregate, table_columns
+
+ORDER = ("original", "0s", "1s", "avg", "null")
+
+
+def _order(value: str) -> tuple:
+    return (ORDER.index(value), "") if value in ORDER else (len(ORDER), value)
+
+
+def run_alternations(run: Run, top: str) -> dict[str, dict]:
+    """{segment: results-like dict} of one run (original included when it has other alternations)."""
+    out = {}
+    for block in run.results.get("evaluations", []):
+        ev = block.get("evaluation", {})
+        value = ev.get("segment")
+        if value and value != "original" and {"0", top} <= set(map(str, ev.get("layers", []))) and \
+                ev.get("dev_sentences") == run.results.get("evaluation", {}).get("dev_sentences"):
+            out[value] = block
+    return {"original": run.results, **out} if out else {}
+
+
+def rows(sections: list[Section], top: str) -> list[dict]:
+    """One row per (setting, alternation) with every table column aggregated over the setting's seeds."""
+    out = []
+    for section in sections:
+        for g in section.groups:
+            per_run = [run_alternations(r, top) for r in g.runs]
+            values = sorted({v for alt in per_run for v in alt}, key=_order)
+            for value in values:
+                metrics = {c.key(l): aggregate([c.value(alt[value], l) if value in alt else None for alt in per_run])
+                           for c, l in table_columns(top)}
+                out.append({"setting": g.label, "segment": value, "n": sum(value in alt for alt in per_run),
+                            "metrics": metrics})
+    return out
+
+
+def markdown(alt_rows: list[dict], top: str) -> str:
+    if not alt_rows:
+        return ""
+    cols = [(c, l) for c, l in table_columns(top) if c.group != "perplexity"]
+    head = ["setting", "segment", "n"] + [c.heading(l) for c, l in cols]
+    lines = ["## Segment alternations at inference (seed 000)", "",
+             "| " + " | ".join(head) + " |", "|---|---|--:|" + "--:|" * len(cols)]
+    for r in alt_rows:
+        cells = [_cell(r["metrics"][c.key(l)], c) for c, l in cols]
+        lines.append(f"| {r['setting']} | {r['segment']} | {r['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
+    """Grouped bars: one panel per layer-`top` score (and µ), one group per setting, one bar per alternation."""
+    if not alt_rows:
+        return None
+    from minimult.report.figures import _plt, _save
+
+    plt = _plt()
+    panels = [(c, l) for c, l in table_columns(top) if c.per_layer and l == top] + \
+             [(c, l) for c, l in table_columns(top) if c.name == "mu"]
+    settings = list(dict.fromkeys(r["setting"] for r in alt_rows))
+    values = sorted({r["segment"] for r in alt_rows}, key=_order)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
+    width = 0.8 / len(values)
+    for ax, (c, l) in zip(axes[0], panels):
+        for j, value in enumerate(values):
+            got = {r["setting"]: r["metrics"][c.key(l)] for r in alt_rows if r["segment"] == value}
+            means = [got[s]["mean"] if s in got and got[s]["mean"] is not None else np.nan for s in settings]
+            stds = [got[s]["std"] if s in got and got[s]["std"] is not None else 0 for s in settings]
+            ax.bar(np.arange(len(settings)) + j * width, means, width, yerr=stds, label=value)
+        ax.set_xticks(np.arange(len(settings)) + 0.4 - width / 2, settings, rotation=20, ha="right", fontsize=8)
+        ax.set_title(c.heading(l))
+    axes[0][0].legend(fontsize=7, title="segment")
+    fig.tight_layout()
+    return _save(fig, plt, Path(out) / "segment_alternations.png", 120)
