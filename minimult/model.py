@@ -66,6 +66,17 @@ class ModelConfig:
         if self.layer_norm_eps <= 0 or self.init_std <= 0:
             raise MinimultError("model.layer_norm_eps and model.init_std must be > 0")
 
+    @property
+    def stackable(self) -> bool:
+        """Whether `stack` can train several such models as one (the stacked forward has no NSP head)."""
+        return not self.nsp
+
+
+def check_stack(cfg: ModelConfig, count: int) -> None:
+    """Refuse stacking `count` > 1 models of a config the stacked forward cannot serve (an NSP head)."""
+    if count > 1 and not cfg.stackable:
+        raise MinimultError("nsp runs train one at a time: the stacked forward has no next-sentence head")
+
 
 def pick_device(name: str) -> torch.device:
     """'auto' (CUDA when there is one, else CPU), 'cpu', 'cuda' or 'cuda:N'."""
@@ -323,8 +334,7 @@ def stack(models: list[Bert]) -> Bert:
     if not models:
         raise MinimultError("stacking needs at least one model")
     cfg = models[0].cfg
-    if cfg.nsp and len(models) > 1:
-        raise MinimultError("nsp runs train one at a time: the stacked forward has no next-sentence head")
+    check_stack(cfg, len(models))
     if any(m.cfg != cfg for m in models):
         raise MinimultError("only models with the same configuration can be stacked "
                             f"(got {sorted({str(m.cfg) for m in models})})")

@@ -30,7 +30,7 @@ from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
 from minimult.errors import MinimultError
-from minimult.model import Bert, pack, pick_device, stack
+from minimult.model import Bert, check_stack, pack, pick_device, stack
 from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, truncate_log
 
@@ -57,8 +57,7 @@ def fmt_time(s: float) -> str:
 def check_stackable(cfgs) -> None:
     """Refuse runs that cannot share one stacked model and one schedule (one line naming the field)."""
     first = cfgs[0]
-    if len(cfgs) > 1 and first.model.nsp:
-        raise MinimultError("nsp runs train one at a time: the stacked forward has no next-sentence head")
+    check_stack(first.model, len(cfgs))
     for cfg in cfgs[1:]:
         if cfg.model != first.model:
             raise MinimultError(f"cannot stack {first.mods!r} with {cfg.mods!r}: model configurations differ "

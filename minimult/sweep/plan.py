@@ -195,6 +195,7 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
 def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     """Runs of one model shape and training schedule without a checkpoint, in groups of up to `stack`
     (to be trained as one stacked model); every other run alone. Order otherwise kept."""
+    from minimult.model import ModelConfig
     from minimult.train import SHARED_TRAIN
 
     if stack <= 1:
@@ -203,7 +204,7 @@ def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     out: list[list[Task]] = []
     for t in tasks:
         if ((Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0
-                or t.config["model"].get("nsp")):  # nsp: the stacked forward has no next-sentence head
+                or not ModelConfig(**t.config["model"]).stackable):
             out.append([t])
             continue
         key = json.dumps([t.config["model"], {k: t.config["train"].get(k) for k in SHARED_TRAIN}], sort_keys=True)
