@@ -263,6 +263,22 @@ def test_grouping_for_stacking_keeps_shapes_and_checkpointed_runs_apart(tmp_path
     assert [[t.name for t in g] for g in group_tasks(ts, 1)] == [[t.name] for t in ts]
 
 
+def test_placement_announces_the_threads_a_run_will_really_use(monkeypatch):
+    from types import SimpleNamespace
+
+    from minimult.sweep import Placement
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("minimult.sweep._cpu_count", lambda: 8)
+
+    def tasks(*threads):
+        return [SimpleNamespace(config={"train": {"device": "cpu", "threads": t}}) for t in threads]
+
+    assert Placement.choose(tasks(0, 0), [[1], [2]], jobs=2).threads == 4  # the cores, shared by the workers
+    assert Placement.choose(tasks(1, 1), [[1], [2]], jobs=2).describe() == "CPU, 1 thread(s) per run"  # --set wins
+    assert Placement.choose(tasks(1, 0), [[1], [2]], jobs=2).threads == 4  # mixed: the share again
+
+
 def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):
     from types import SimpleNamespace
 

@@ -83,7 +83,9 @@ class Placement:
         gpus = list(range(torch.cuda.device_count())) if on_gpu else []
         jobs = jobs or (len(gpus) if gpus else _cpu_count())
         workers = max(1, min(jobs, len(groups)))
-        return cls(gpus, jobs, workers, 1 if gpus else max(1, _cpu_count() // workers))
+        asked = {t.config["train"].get("threads", 0) for t in todo}  # a run's train.threads wins in train.py
+        threads = asked.pop() if len(asked) == 1 and 0 not in asked else max(1, _cpu_count() // workers)
+        return cls(gpus, jobs, workers, 1 if gpus else threads)
 
     def describe(self) -> str:
         return f"{len(self.gpus)} GPU(s)" if self.gpus else f"CPU, {self.threads} thread(s) per run"
