@@ -229,7 +229,7 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--hf", "hf_dir", default=None, type=click.Path(file_okay=False),
               help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer (needs --pair).")
 @click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B",
-              help="With --hf: line-aligned parallel text files (retrieval and perplexity; every evaluator with --shift).")
+              help="With --hf: line-aligned parallel text files (retrieval, word order, perplexity; every evaluator with --shift).")
 @click.option("--shift", is_flag=True,
               help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")

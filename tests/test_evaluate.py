@@ -51,6 +51,7 @@ def test_untrained_shared_positions_align_but_do_not_retrieve(untrained_small):
         assert r["layers"][layer]["align_f1"] > 0.8  # positions alone align identical sequences (paper: .97)
         assert r["layers"][layer]["retrieval"] < 0.2
         assert r["layers"][layer]["translation"] < 0.05
+        assert r["layers"][layer]["order_distance"] < 0.1  # Match follows the shared positions: same order
     assert r["mu"] == pytest.approx((r["layers"]["0"]["translation"] + r["layers"]["8"]["translation"]
                                      + r["layers"]["0"]["retrieval"] + r["layers"]["8"]["retrieval"]) / 4)
     assert r["perplexity"]["dev"] > 200  # near-uniform over 512 ids
@@ -62,12 +63,14 @@ def test_untrained_shared_positions_align_but_do_not_retrieve(untrained_small):
 def test_lang_pos_collapses_alignment_of_untrained_model(untrained_small):
     r = evaluate_run(untrained_small["untrained,lang-pos"], (0,), ppl_sentences=50, log=lambda s: None)
     assert r["layers"]["0"]["align_f1"] < 0.2  # paper: .02
+    assert 0.35 < r["layers"]["0"]["order_distance"] < 0.65  # nothing to align by: a random permutation's 0.5
 
 
 def test_inv_order_evaluates_against_the_flipped_gold(untrained_small):
     # Untrained: the model aligns equal positions, but under inv-order the gold links i to L-1-i.
     r = evaluate_run(untrained_small["untrained,inv-order"], (0,), ppl_sentences=50, log=lambda s: None)
     assert r["layers"]["0"]["align_f1"] < 0.2  # paper ID 3: .02
+    assert r["layers"]["0"]["order_distance"] < 0.1  # the model's order (by position), not the gold's
 
 
 def cli(*args, cwd):

@@ -43,16 +43,18 @@ def test_hf_path_equals_native_eval_on_an_exported_run(exported):
                                                                  segment=segment)
         assert theirs["dev_sentences"] == ours["evaluation"]["dev_sentences"]
         for layer in ("0", "4"):
-            for key in ("align_f1", "retrieval", "translation"):
+            for key in ("align_f1", "retrieval", "translation", "order_distance"):
                 assert theirs["layers"][layer][key] == pytest.approx(ours["layers"][layer][key], abs=1e-4), key
         assert theirs["mu"] == pytest.approx(ours["mu"], abs=1e-4)
         assert theirs["perplexity"]["dev"] == pytest.approx(ours["perplexity"]["dev"], rel=1e-4)
 
 
-def test_text_pairs_get_retrieval_and_perplexity_only(exported):
+def test_text_pairs_get_the_evaluators_that_need_no_gold(exported):
     run, hf_dir, text = exported
     r = evaluate_hf(hf_dir, text, text, layers=(0, 4), device="cpu", log=lambda s: None)
-    assert all(k.startswith("retrieval") for k in r["layers"]["4"]) and "retrieval" in r["layers"]["4"]
+    assert all(k.startswith("retrieval") or k == "order_distance" for k in r["layers"]["4"])
+    assert "retrieval" in r["layers"]["4"]
+    assert r["layers"]["4"]["order_distance"] == 0.0  # a text against itself: one order
     assert "mu" not in r and r["perplexity"]["dev"] > 1
 
 

@@ -2,12 +2,14 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from minimult.errors import MinimultError
-from minimult.evaluate.metrics import alignment_prf, multilinguality, perplexity, retrieval_p1
+from minimult.evaluate.metrics import (alignment_prf, kendall_distance, match_order_distance, multilinguality,
+                                      perplexity, retrieval_p1)
 
 
 def sentences(seed=0, n=40, H=16):
@@ -188,3 +190,33 @@ def test_multilinguality_and_perplexity():
     assert perplexity(0.0, 3) == 1.0
     with pytest.raises(MinimultError):
         perplexity(1.0, 0)
+
+
+def test_kendall_distance_of_identity_reversal_and_scipy():
+    from scipy.stats import kendalltau
+
+    assert kendall_distance(np.arange(7)) == 0.0
+    assert kendall_distance(np.arange(7)[::-1]) == 1.0
+    assert kendall_distance(np.array([1, 0, 2])) == pytest.approx(1 / 3)
+    assert math.isnan(kendall_distance(np.array([3])))
+    rng = np.random.default_rng(0)
+    for n in (2, 5, 30):
+        p = rng.permutation(n)
+        assert kendall_distance(p) == pytest.approx((1 - kendalltau(np.arange(n), p).statistic) / 2)
+
+
+def test_match_recovers_a_known_permutation():
+    rng = np.random.default_rng(1)
+    xs = sentences(seed=3, n=12)
+    perms = [rng.permutation(len(x)) for x in xs]
+    ys = [x[torch.as_tensor(p)] for x, p in zip(xs, perms)]  # target j holds source perms[j]
+    cat = lambda ts: torch.cat(ts)
+    offsets = lambda ts: np.cumsum([0] + [len(t) for t in ts])
+    out = match_order_distance(cat(xs), offsets(xs), cat(ys), offsets(ys))
+    # source i sits at target position argsort(p)[i]; a sentence of one piece has no pairs
+    expected = [kendall_distance(np.argsort(p)) for p in perms if len(p) >= 2]
+    assert out["pairs"] == len(expected) and out["distance"] == pytest.approx(np.mean(expected))
+    reversed_ = [x.flip(0) for x in xs]
+    assert match_order_distance(cat(xs), offsets(xs), cat(reversed_), offsets(reversed_))["distance"] == 1.0
+    with pytest.raises(MinimultError, match="as many source as target"):
+        match_order_distance(cat(xs), offsets(xs), cat(ys[:-1]), offsets(ys[:-1]))

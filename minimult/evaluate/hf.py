@@ -9,7 +9,7 @@ segment 0, as minimult writes its own runs.
   the model's vocabulary must have room for (a minimult export has). The gold alignment is then the
   identity and the dictionary every non-special id against its shifted copy, so every evaluator runs.
 - otherwise B is tokenized as text: no gold alignment and no dictionary exist yet (link files come with
-  real languages), so only retrieval and perplexity run.
+  real languages), so retrieval, word-order distance and perplexity run (they need no gold).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from minimult.data.layout import Layout
 from minimult.errors import MinimultError
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
-TEXT_EVALUATORS = ("retrieval", "perplexity")
+TEXT_EVALUATORS = ("retrieval", "word_order", "perplexity")
 
 
 class HFBert(nn.Module):

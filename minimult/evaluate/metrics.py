@@ -137,3 +137,38 @@ def perplexity(nll_sum: float, count: int) -> float:
         return math.exp(float(nll_sum) / count)
     except OverflowError:
         return float("inf")
+
+
+def kendall_distance(order: np.ndarray) -> float:
+    """Normalised Kendall tau distance of a sequence of distinct target positions, read in source
+    order: the share of its pairs that are discordant (0 = the same order, 1 = reversed). Equals
+    (1 - Kendall's tau) / 2; nan for fewer than two items."""
+    k = len(order)
+    if k < 2:
+        return float("nan")
+    o = np.asarray(order)
+    return float(np.triu(o[:, None] > o[None, :], 1).sum()) / (k * (k - 1) / 2)
+
+
+def match_order_distance(src: torch.Tensor, src_offsets, tgt: torch.Tensor, tgt_offsets) -> dict:
+    """Word-order distance of parallel sentences (002, App. B.2): each pair is aligned one-to-one by
+    the Match method (the assignment that maximises the summed cosine similarity, so the links form a
+    permutation of min(n, m) items), and the target positions read in source order give a Kendall tau
+    distance. Sides as in `alignment_prf`. Returns the mean over pairs with at least two links, and
+    that number of pairs."""
+    from scipy.optimize import linear_sum_assignment
+
+    src_offsets, tgt_offsets = np.asarray(src_offsets), np.asarray(tgt_offsets)
+    if len(src_offsets) != len(tgt_offsets) or src.shape[1] != tgt.shape[1]:
+        raise MinimultError(f"word order needs as many source as target sentences of one width, got "
+                            f"{len(src_offsets) - 1} x {src.shape[1]} and {len(tgt_offsets) - 1} x {tgt.shape[1]}")
+    xn = F.normalize(src.float(), dim=-1).cpu().numpy()
+    yn = F.normalize(tgt.float(), dim=-1).cpu().numpy()
+    distances = []
+    for s in range(len(src_offsets) - 1):
+        x, y = xn[src_offsets[s]:src_offsets[s + 1]], yn[tgt_offsets[s]:tgt_offsets[s + 1]]
+        if min(len(x), len(y)) < 2:
+            continue
+        rows, cols = linear_sum_assignment(x @ y.T, maximize=True)  # rows come back sorted
+        distances.append(kendall_distance(cols[np.argsort(rows)]))
+    return dict(distance=float(np.mean(distances)) if distances else float("nan"), pairs=len(distances))
