@@ -232,10 +232,13 @@ def _layers(text: str) -> tuple[int, ...]:
               help="With --hf: line-aligned parallel text files (retrieval, word order, perplexity; every evaluator with --shift).")
 @click.option("--shift", is_flag=True,
               help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
+@click.option("--only", default=None, metavar="NAME,...",
+              help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
+                   "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
 def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, hf_dir, pair, shift,
-             json_path):
+             only, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
@@ -244,7 +247,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
 
     if threads:
         torch.set_num_threads(threads)
-    from minimult.evaluate import evaluate_run, summary_table
+    from minimult.evaluate import evaluate_run, summary_parts, summary_table
     from minimult.evaluate.segments import parse_segments
     from minimult.runs import Run, latest_run, write_json
 
@@ -255,19 +258,49 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")
     values = parse_segments(segments)
+    names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else None
     opened = Run.open(run)
     every = []
     with opened.locked():
         for value in values:
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
-                                   log=lambda s: click.echo(s, err=True), precision=precision, segment=value)
+                                   log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
+                                   only=names)
             every.append(results)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
-            click.echo(summary_table(results))
+            click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
     if json_path:
         write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
+
+
+@main.command()
+@click.argument("run", required=False, type=click.Path(file_okay=False))
+@click.option("--device", default="auto", show_default=True)
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the curve here.")
+@click.option("--png", default=None, type=click.Path(dir_okay=False), help="Also draw the curve here.")
+@_fail_cleanly
+def probe(run, device, json_path, png):
+    """Language identification per layer (seed 003): held-out accuracy of a logistic-regression probe on
+    sentence and on word-piece vectors of the first 2,000 dev pairs, layers 0..L (chance 0.5). The curve
+    goes into the run's results.json (report overlays runs)."""
+    from pathlib import Path
+
+    from minimult.evaluate import evaluate_run
+    from minimult.report.probe import probe_figure, probe_table
+    from minimult.runs import Run, latest_run, write_json
+
+    opened = Run.open(run or latest_run())
+    with opened.locked():
+        results = evaluate_run(opened, device=device, log=lambda s: click.echo(s, err=True), only=("probe",))
+    click.echo(probe_table({opened.path.name: results["probe"]}))
+    if json_path:
+        write_json(Path(json_path), results["probe"])
+    if png:
+        probe_figure({opened.path.name: [results["probe"]]}, Path(png))
+        click.echo(f"figure: {png}")
+    click.echo(f"results: {opened.path / 'results.json'} ({results['eval_seconds']:.1f} s)")
 
 
 @main.command()

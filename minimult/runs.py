@@ -37,6 +37,15 @@ BLOCK_KEYS = ("evaluation", "steps", "evaluator_versions", "layers", "mu", "perp
               "dictionary_entries", "eval_seconds")
 
 
+def merge(into: dict, part: dict) -> None:
+    """Nested dicts of `part` into `into`, key by key (a results part into results)."""
+    for k, v in part.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            merge(into[k], v)
+        else:
+            into[k] = v
+
+
 def block_keys() -> tuple[str, ...]:
     from minimult.evaluate.registry import columns
 
@@ -346,11 +355,15 @@ class Run:
             log(f"note: run {self.path} is not complete (step {ckpt['step']}); evaluating its last checkpoint")
         return model
 
-    def write_results(self, results: dict) -> dict:
+    def write_results(self, results: dict, fill: dict | None = None) -> dict:
         """results.json: one block per evaluation under "evaluations" (its settings and numbers, never
         mixed with another's), and at the top the latest complete evaluation (default layers, every
         dev sentence, perplexity on every sequence), which report and sweep read. An evaluation
-        that is not complete only adds its block. Returns `results` (this evaluation)."""
+        that is not complete only adds its block; one of some evaluators at the default settings
+        (`fill`: their scores) also fills them in at the top when the top evaluated the same steps.
+        Returns `results` (this evaluation)."""
+        from minimult.evaluate.registry import versions
+
         path = self.path / "results.json"
         old = read_json(path) if path.is_file() else {}
         keys = block_keys()
@@ -358,5 +371,9 @@ class Run:
         blocks = [*blocks, {k: results[k] for k in keys if k in results}]
         keep_old = "layers" in old and not results["evaluation"]["complete"]
         top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
+        if keep_old and fill is not None and old.get("steps") == results.get("steps"):
+            merge(top, fill)
+            top["evaluator_versions"] = {**top.get("evaluator_versions", {}),
+                                         **{k: v for k, v in versions().items() if k in results["evaluation"]["only"]}}
         write_json(path, {**top, "evaluations": blocks})
         return results

@@ -250,15 +250,17 @@ class EvaluateEvery:
     def __call__(self, loop: Loop) -> None:
         if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total):
             return
-        from minimult.evaluate import context, evaluate_model, summary_parts
+        from minimult.evaluate import context, evaluate_model, evaluators, summary_parts
 
+        periodic = [e.name for e in evaluators() if e.periodic]  # the final-only ones (probe) wait for the end
         for k, (m, model) in enumerate(zip(loop.members, loop.stepper.models())):
             cfg = m.cfg
             model.eval()
             try:
                 ctx = context(m.run, model, (0, min(8, cfg.model.layers)), dev_sentences=cfg.train.eval_sentences,
                               ppl_sentences=cfg.train.eval_sentences, ppl_splits=("dev",))
-                row = {"step": loop.step, "epoch": loop.step / loop.spe, "eval": evaluate_model(ctx)}
+                row = {"step": loop.step, "epoch": loop.step / loop.spe,
+                       "eval": evaluate_model(ctx, only=periodic)}
             finally:
                 model.train()
             loop.write(k, row)

@@ -23,6 +23,7 @@ from minimult.evaluate.representations import (Context, gold_links, phase, piece
                                                sentence_vectors, tokens_per_batch, truncate)
 from minimult.evaluate.segments import with_segment
 from minimult.precision import check as check_precision
+from minimult.runs import merge
 
 for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
     importlib.import_module(f"{__name__}.{_m.name}")
@@ -30,14 +31,6 @@ for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers it
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
 
 DEFAULT_LAYERS = (0, 8)
-
-
-def _merge(into: dict, part: dict) -> None:
-    for k, v in part.items():
-        if isinstance(v, dict) and isinstance(into.get(k), dict):
-            _merge(into[k], v)
-        else:
-            into[k] = v
 
 
 def context(run, model, layers, **options) -> Context:
@@ -55,7 +48,7 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
     t0 = time.time()
     chosen = [ev for ev in evaluators() if only is None or ev.name in only]
     for ev in sorted(chosen, key=lambda e: e.derived):  # stable: registry order within each kind
-        _merge(ctx.results, ev.run(ctx))
+        merge(ctx.results, ev.run(ctx))
         if log is not None and not ev.derived:
             log(f"eval: {ev.name} done ({time.time() - t0:.1f} s)")
     return ctx.results
@@ -63,12 +56,18 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
 
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
-                 timings: dict | None = None, precision: str = "fp32", segment: str = "original") -> dict:
-    """Every measure of a run into a dict (and `results.json` when `write`). Perplexity runs over every
-    training and dev sequence unless `ppl_sentences` (a fixed random subset per split) is given."""
+                 timings: dict | None = None, precision: str = "fp32", segment: str = "original",
+                 only=None) -> dict:
+    """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
+    `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
+    subset per split) is given. An `only` evaluation at the default settings fills its numbers into the
+    run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed."""
     from minimult.runs import Run, environment
 
     t0 = time.time()
+    unknown = sorted(set(only or ()) - set(REGISTRY))
+    if unknown:
+        raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {', '.join(e.name for e in evaluators())}")
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
         model = with_segment(run.load_model(device, log=log), segment)
@@ -83,14 +82,14 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision))
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
-    scores = evaluate_model(ctx, log)
+    scores = evaluate_model(ctx, log, only=only)
     meta = run.meta
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
+    defaults = ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
+                and not ppl_sentences and precision == "fp32" and segment == "original")
     settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
-                "precision": precision, "segment": segment,
-                "complete": ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
-                             and not ppl_sentences and precision == "fp32" and segment == "original"),
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                "precision": precision, "segment": segment, **({"only": sorted(only)} if only else {}),
+                "complete": defaults and not only, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     results = {"evaluation": settings,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
@@ -100,7 +99,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         **scores, "eval_seconds": time.time() - t0,
     }
     if write:
-        results = run.write_results(results)
+        results = run.write_results(results, fill=scores if defaults and only else None)
     return results
 
 

@@ -74,6 +74,7 @@ class Evaluator:
     columns: tuple[Column, ...]
     run: Callable[[Any], dict]  # Context -> part of the results (merged into the rest)
     derived: bool = False  # computed from the other evaluators' results (runs after them)
+    periodic: bool = True  # also in the evaluations during training (`train.eval_every`); False: final only
 
 
 def register(evaluator: Evaluator) -> Evaluator:

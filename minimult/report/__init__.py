@@ -14,7 +14,8 @@ table also goes between that file's `<preset>-table1` markers (see `readme.py`).
 The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
 (position similarity, PCA, training curves), `segments` (the segment-alternation table and figure of
-runs evaluated with `eval --segment`) and `readme` (generated tables inside README.md).
+runs evaluated with `eval --segment`), `probe` (language-ID accuracy per layer, overlaying settings) and
+`readme` (generated tables inside README.md).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
-from minimult.report import segments
+from minimult.report import probe, segments
 from minimult.report.readme import table_marker, update_readme
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, markdown,  # noqa: F401
                                     run_values, section_table, top_layer, welch_p)
@@ -74,16 +75,21 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     alternations = segments.rows(sections, top)
     if alternations:
         md = md.rstrip("\n") + "\n\n" + segments.markdown(alternations, top)
+    probes = probe.curves(sections)
+    if probes:
+        md = md.rstrip("\n") + "\n\n" + probe.markdown(probes)
     atomic_write_text(out / "table1.md", md)
     atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
     figures = draw_figures(sections, out)
     if (p := segments.figure(alternations, top, out)) is not None:
         figures.append(str(p))
+    if (p := probe.probe_figure(probes, out / "language_id.png")) is not None:
+        figures.append(str(p))
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
               "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md,
-              "segment_alternations": alternations}
+              "segment_alternations": alternations, "probe": probes}
     write_json(out / "report.json", report)
     if readme is not None:
         marker = table_marker(aggregated[0])
