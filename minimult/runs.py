@@ -350,7 +350,10 @@ class Run:
         """results.json: one block per evaluation under "evaluations" (its settings and numbers, never
         mixed with another's), and at the top the latest complete evaluation (default layers, every
         dev sentence, perplexity on every sequence), which report and sweep read. An evaluation
-        that is not complete only adds its block. Returns `results` (this evaluation)."""
+        that is not complete only adds its block, except that a standalone evaluator's key (transfer)
+        at the top is always its latest result. Returns `results` (this evaluation)."""
+        from minimult.evaluate.registry import standalone_keys
+
         path = self.path / "results.json"
         old = read_json(path) if path.is_file() else {}
         keys = block_keys()
@@ -358,5 +361,8 @@ class Run:
         blocks = [*blocks, {k: results[k] for k in keys if k in results}]
         keep_old = "layers" in old and not results["evaluation"]["complete"]
         top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
+        for k in standalone_keys():  # a standalone evaluator's latest result, whichever evaluation gave it
+            if k in results or k in old:
+                top[k] = results.get(k, old.get(k))
         write_json(path, {**top, "evaluations": blocks})
         return results
