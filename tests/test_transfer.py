@@ -144,7 +144,7 @@ def test_untrained_model_transfers_no_better_than_chance(runs):
     test = np.array(list(results["task"]["class_counts"]["test"].values()))
     chance = max(results["baselines"]["majority"], test.max() / test.sum())  # the best constant guess on test
     for mode, m in results["modes"].items():
-        assert m["zero_shot"] <= chance + 0.08, (mode, m["zero_shot"], chance)
+        assert m["zero_shot"] <= chance + 0.1, (mode, m["zero_shot"], chance)  # 43 test sentences: SE ~0.07
     assert 0 < results["baselines"]["majority"] <= chance < results["baselines"]["bag_of_words"]
 
 
@@ -158,6 +158,8 @@ def test_delta_is_en_minus_zero_shot_and_vanishes_for_an_indistinguishable_langu
         assert m["delta"] == m["en"] - m["zero_shot"]
     assert len(out["modes"]["full"]["runs"]) == 2 and out["modes"]["full"]["en_std"] is not None
     assert out["delta"] == out["modes"]["full"]["delta"] and out["headline"] == "full"
+    # zero-shot reads the second language's own ids: a barely trained tiny model tells them apart
+    assert out["modes"]["frozen"]["zero_shot"] != out["modes"]["frozen"]["en"]
     # The second language's token rows made equal to English's (no lang-pos: same positions and segment):
     # the model cannot tell the languages apart, so where the embeddings stay fixed ∆ is exactly 0.
     twin = copy.deepcopy(model)
@@ -225,3 +227,15 @@ def test_cli_corpus_without_verse_ids_is_one_clear_error(runs):
     code, lines = cli(runs["plain"].path)
     assert code == 2 and len(lines) == 1, lines
     assert "needs a verse id (BBCCCVVV" in lines[0] and "train.txt" in lines[0] and "bbe-nt" in lines[0]
+
+
+def test_transfer_settings_do_not_split_a_setting_in_the_report():
+    """Transfer settings say how a run is evaluated, not trained: a run made before the section existed
+    and one with other transfer settings are one setting of the report's "other runs"."""
+    from minimult.report.collect import _fingerprint
+
+    base = resolve("tiny")[0].to_dict()
+    other = resolve("tiny", {"transfer.enabled": True, "transfer.seeds": 5})[0].to_dict()
+    before = {k: v for k, v in base.items() if k != "transfer"}
+    assert _fingerprint(base) == _fingerprint(other) == _fingerprint(before)
+    assert _fingerprint(base) != _fingerprint(resolve("tiny", {"train.lr": 1e-3})[0].to_dict())
