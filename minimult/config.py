@@ -96,8 +96,9 @@ class TransferConfig:
     Modes: `full` (every encoder weight trains), `freeze:N` (as Wu & Dredze 2019: layers 0..N stay fixed,
     layer 0 being the embeddings, so freeze:0 fixes the embeddings only) and `frozen` (no fine-tuning:
     logistic regression on the mean-pooled vectors of `layer`). The fine-tuning defaults follow their
-    recipe (AdamW, weight decay 0.01, 10% warmup then linear decay, 3 epochs, batches of 32) with the
-    learning rate scaled as theirs is to BERT's pretraining rate (~1/4): 5e-4 against our 2e-3."""
+    recipe (AdamW, weight decay 0.01, 10% warmup then linear decay, 3 epochs, batches of 32); the learning
+    rate is a quarter of our pretraining's 2e-3, about the ratio of their 2e-5..5e-5 to BERT's 1e-4
+    (chosen by that reasoning, not tuned)."""
 
     enabled: bool = False  # also run by `minimult eval` and sweeps (minutes of fine-tuning per run on a CPU)
     modes: str = "full,frozen"  # comma-separated: full | frozen | freeze:N
