@@ -304,6 +304,54 @@ def probe(run, device, json_path, png):
 
 
 @main.command()
+@click.argument("run", required=False, type=click.Path(file_okay=False))
+@click.option("--modes", default=None, metavar="M,M,...",
+              help="full | frozen | freeze:N (layers 0..N fixed, 0 = embeddings), comma-separated "
+                   "(default: the run's transfer.modes, full,frozen).")
+@click.option("--layer", type=int, default=None,
+              help="The frozen mode's layer (default 8, or the last layer of a shallower model).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Transfer settings only, e.g. --set transfer.seeds=5 --set transfer.epochs=4 (repeatable).")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (default: torch's, one per core).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
+@_fail_cleanly
+def transfer(run, modes, layer, settings, device, threads, json_path):
+    """Zero-shot transfer: fine-tune a run (default: the most recent) on which part of the New Testament an
+    English training sentence is from, test on English and on the other language; ∆ = EN - zero-shot."""
+    from pathlib import Path
+
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    from minimult.config import override, parse_overrides
+    from minimult.evaluate.transfer import table, transfer_run
+    from minimult.runs import Run, latest_run, write_json
+
+    overrides = parse_overrides(settings)
+    other = [k for k in overrides if not k.startswith("transfer.")]
+    if other:
+        raise MinimultError(f"--set {other[0]}: transfer takes transfer.* settings only; the run's others are its own")
+    for key, value in (("transfer.modes", modes), ("transfer.layer", layer)):
+        if value is not None:
+            overrides[key] = value
+    if run is None:
+        run = latest_run()
+        click.echo(f"transfer on the most recent run: {run}")
+    opened = Run.open(run)
+    cfg = override(opened.cfg, overrides).transfer
+    with opened.locked():
+        results = transfer_run(opened, cfg, device, log=lambda s: click.echo(s, err=True))
+    click.echo(f"{opened.path} (mods: {opened.cfg.mods}, seed {opened.cfg.train.seed})")
+    click.echo(table(results["transfer"]))
+    if json_path:
+        write_json(Path(json_path), results)
+    click.echo(f"results: {opened.path / 'results.json'} ({results['eval_seconds']:.1f} s)")
+
+
+@main.command()
 @data_options
 @click.option("--mods", default="knn-replace", show_default=True,
               help="Mods of the training data the table is built for (knn-replace[=k] is added if missing).")

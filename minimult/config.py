@@ -89,12 +89,61 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class TransferConfig:
+    """Zero-shot transfer on the New Testament part task (`minimult transfer`, evaluate/transfer.py):
+    fine-tune on English, test on English and on the other language.
+
+    Modes: `full` (every encoder weight trains), `freeze:N` (as Wu & Dredze 2019: layers 0..N stay fixed,
+    layer 0 being the embeddings, so freeze:0 fixes the embeddings only) and `frozen` (no fine-tuning:
+    logistic regression on the mean-pooled vectors of `layer`). The fine-tuning defaults follow their
+    recipe (AdamW, weight decay 0.01, 10% warmup then linear decay, 3 epochs, batches of 32); the learning
+    rate is a quarter of our pretraining's 2e-3, about the ratio of their 2e-5..5e-5 to BERT's 1e-4
+    (chosen by that reasoning, not tuned)."""
+
+    enabled: bool = False  # also run by `minimult eval` and sweeps (minutes of fine-tuning per run on a CPU)
+    modes: str = "full,frozen"  # comma-separated: full | frozen | freeze:N
+    layer: int = -1  # the frozen mode's layer; -1: 8, or the last layer of a shallower model (as eval)
+    seeds: int = 3  # fine-tuning seeds 0..seeds-1 (mean ± std); the frozen mode's fit is deterministic
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup: float = 0.1  # share of the fine-tuning steps
+
+    def __post_init__(self):
+        self.mode_list()  # a malformed mode is an error naming the valid forms
+        if self.layer < -1 or self.seeds < 1 or self.epochs < 1 or self.batch_size < 1:
+            raise MinimultError(f"transfer.layer must be >= 0 (or -1: the default), transfer.seeds, epochs and "
+                                f"batch_size >= 1 (got {self.layer}, {self.seeds}, {self.epochs}, {self.batch_size})")
+        if not (self.lr > 0 and math.isfinite(self.lr)) or not 0 <= self.warmup < 1 or self.weight_decay < 0:
+            raise MinimultError(f"transfer.lr must be a finite number > 0, transfer.warmup in [0, 1) and "
+                                f"transfer.weight_decay >= 0 (got {self.lr}, {self.warmup}, {self.weight_decay})")
+
+    def mode_list(self) -> list[tuple[str, int | None]]:
+        """[(mode, N)]: N the last frozen layer of `freeze:N`, None for `full` and `frozen`."""
+        out = []
+        for mode in (m.strip() for m in self.modes.split(",") if m.strip()):
+            head, _, n = mode.partition(":")
+            if mode in ("full", "frozen"):
+                out.append((mode, None))
+            elif head == "freeze" and n.isdigit():
+                out.append((f"freeze:{int(n)}", int(n)))
+            else:
+                raise MinimultError(f"unknown transfer mode {mode!r}; valid: full, frozen, freeze:N "
+                                    f"(layers 0..N fixed)")
+        if not out or len({m for m, _ in out}) < len(out):
+            raise MinimultError(f"transfer.modes {self.modes!r} must name each mode once, at least one")
+        return out
+
+
+@dataclass(frozen=True)
 class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     knn: KnnConfig = field(default_factory=KnnConfig)
+    transfer: TransferConfig = field(default_factory=TransferConfig)
     mods: str = "original"  # canonical mod list, filled in by `resolve`
     preset: str = "paper"
 

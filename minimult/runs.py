@@ -360,9 +360,10 @@ class Run:
         mixed with another's), and at the top the latest complete evaluation (default layers, every
         dev sentence, perplexity on every sequence), which report and sweep read. An evaluation
         that is not complete only adds its block; one of some evaluators at the default settings
-        (`fill`: their scores) also fills them in at the top when the top evaluated the same steps.
-        Returns `results` (this evaluation)."""
-        from minimult.evaluate.registry import versions
+        (`fill`: their scores) also fills them in at the top when the top evaluated the same steps, and a
+        standalone evaluator's key (transfer) at the top is always its latest result. Returns `results`
+        (this evaluation)."""
+        from minimult.evaluate.registry import standalone_keys, versions
 
         path = self.path / "results.json"
         old = read_json(path) if path.is_file() else {}
@@ -375,5 +376,8 @@ class Run:
             merge(top, fill)
             top["evaluator_versions"] = {**top.get("evaluator_versions", {}),
                                          **{k: v for k, v in versions().items() if k in results["evaluation"]["only"]}}
+        for k in standalone_keys():  # a standalone evaluator's latest result, whichever evaluation gave it
+            if k in results or k in old:
+                top[k] = results.get(k, old.get(k))
         write_json(path, {**top, "evaluations": blocks})
         return results

@@ -13,6 +13,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy import stats
@@ -106,7 +107,7 @@ def test_figures_are_real_pngs(reported):
     _, out, _ = reported
     expected = [f"positions_{n}.png" for n in ("0-original-s0", "1-lang-pos-s0", "18-untrained-s0")]
     expected += [f"pca_{n}.png" for n in ("0-original-s0", "1-lang-pos-s0", "18-untrained-s0")]
-    expected += ["training_Tiny_test_grid.png"]
+    expected += ["training_Tiny_test_grid.png", "language_id.png"]  # every final evaluation has a probe curve
     for name in expected:
         path = out / name
         assert path.is_file() and path.stat().st_size > 20_000, name
@@ -115,6 +116,17 @@ def test_figures_are_real_pngs(reported):
     # lang-pos has 2 x 128 positions, original 128: the lang-pos matrix figure has more detail
     assert (out / "positions_1-lang-pos-s0.png").stat().st_size > (out / "positions_0-original-s0.png").stat().st_size
     assert set(json.loads((out / "report.json").read_text())["figures"]) == {str(out / n) for n in expected}
+
+
+def test_probe_section_averages_each_settings_curves(reported):
+    swept, out, _ = reported
+    md = (out / "table1.md").read_text()
+    assert "## Language identification per layer" in md
+    curves = [json.loads((swept.root / f"0-original-s{s}" / "results.json").read_text())["probe"] for s in SEEDS]
+    row = next(l for l in md.splitlines() if l.startswith("| 0 original | token |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == str(len(SEEDS)) and len(cells) == 3 + len(curves[0]["layers"])
+    assert [float(c) for c in cells[3:]] == pytest.approx(np.mean([c["token"] for c in curves], 0), abs=5e-4)
 
 
 def test_one_seed_leaves_std_and_p_blank(swept, tmp_path):  # noqa: F811

@@ -22,6 +22,7 @@ _PLACEHOLDER = re.compile(r"^[\s+\[\]]*$")  # '+', '[]': verses a translation le
 _ITALICS = re.compile(r"\[([^\]]*)\]")
 _CHAPTER_VERSE_MARK = re.compile(r"\\\d+:\d+\\")
 _VERSE_NUMBER = re.compile(r"(?<!\w)(\d+)\.(?!\d)")
+_VERSE_LINE = re.compile(r"(\d{7,8})\t(.*)")  # a user file's line with its verse id (BBCCCVVV)
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,18 @@ def read_lines(path: str | Path) -> list[str]:
 
 
 def file_corpus(path: str | Path, limit: int | None = None) -> Corpus:
-    """One sentence per line; a sentence's id is its line number (1-based, among non-empty lines)."""
+    """One sentence per line; a sentence's id is its line number (1-based, among non-empty lines).
+
+    When every line starts with a verse id and a tab (`40001001<TAB>The book of ...`, BBCCCVVV as
+    pythonbible numbers verses), that is the sentence's id instead: a Bible text of the user's keeps
+    its verses, which the tasks built from verses need (`minimult.data.tasks`)."""
     lines = read_lines(path)[:limit]
+    tagged = [_VERSE_LINE.fullmatch(line) for line in lines]
+    numbered = list(enumerate(lines, 1))
+    if all(tagged):
+        numbered = [(int(m.group(1)), m.group(2)) for m in tagged]
     sentences, ids = [], []
-    for i, line in enumerate(lines, 1):
+    for i, line in numbered:
         w = words(normalise(line))
         if w:
             sentences.append(w)

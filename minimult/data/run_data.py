@@ -2,8 +2,9 @@
 
 `RunData(cfg, mods)` is what training and evaluation read: `views(split)` gives [English,
 language 1, ...] with the mods' reorder/resample hooks applied, `dictionary()` the translation
-dictionary, `layouts` how each language's sequences are written, `random_ids()` what a random
-replacement draws from. `prepare()` builds or reuses the cache entry once per RunData.
+dictionary, `task()` the labelled task of the training corpus (from its verse ids), `layouts` how
+each language's sequences are written, `random_ids()` what a random replacement draws from.
+`prepare()` builds or reuses the cache entry once per RunData.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ class RunData:
 
     def dictionary(self) -> list[Side]:
         return self.source.dictionary(self.prepare(), self.cfg.data)
+
+    def task(self):
+        """The training corpus's labelled task (which part of the New Testament each sentence is from);
+        a corpus without verse ids is a clear error (`minimult.data.tasks`)."""
+        from minimult.data.tasks import nt_parts
+
+        return nt_parts(self.prepare().train.verse_ids, self.cfg.data.train)
 
     def random_ids(self):
         return self.source.random_ids(self.prepare(), self.cfg.data)

@@ -37,7 +37,7 @@ def context(run, model, layers, **options) -> Context:
     """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
     d, dc = run.data, run.cfg.data
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), **options)
+                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, **options)
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -78,12 +78,22 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
     if dev_sentences is not None and dev_sentences < 2:
         raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
+    # minutes of fine-tuning: only when the run's config asks, and for the model as trained
+    transfer = run.cfg.transfer if run.cfg.transfer.enabled and segment == "original" else None
+    if transfer is not None:
+        from minimult.evaluate.transfer import frozen_layer
+
+        frozen_layer(transfer, depth)
+        run.data.task()  # a corpus without verse ids fails before any evaluator runs
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
-                  ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision))
+                  ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
+                  transfer=transfer, log=log)
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log, only=only)
     meta = run.meta
+    if "transfer" in scores:
+        scores["transfer"]["steps"] = meta.get("steps")
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     defaults = ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
                 and not ppl_sentences and precision == "fp32" and segment == "original")
@@ -116,4 +126,8 @@ def summary_table(results: dict) -> str:
     ppl = results.get("perplexity", {})
     lines.append(f"multilinguality µ = {'n/a (needs layers 0 and 8)' if mu is None else f'{mu:.3f}'}   "
                  f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}")
+    if "transfer" in results:
+        from minimult.evaluate.transfer import table
+
+        lines += ["zero-shot transfer (New Testament part, test split):", table(results["transfer"])]
     return "\n".join(lines)

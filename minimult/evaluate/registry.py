@@ -75,6 +75,9 @@ class Evaluator:
     run: Callable[[Any], dict]  # Context -> part of the results (merged into the rest)
     derived: bool = False  # computed from the other evaluators' results (runs after them)
     periodic: bool = True  # also in the evaluations during training (`train.eval_every`); False: final only
+    # run on request only (its own command, or its config switch); its key at the top of results.json
+    # stays there through evaluations that did not compute it (transfer's minutes of fine-tuning)
+    standalone: bool = False
 
 
 def register(evaluator: Evaluator) -> Evaluator:
@@ -90,6 +93,11 @@ def evaluators() -> list[Evaluator]:
 
 def versions() -> dict[str, int]:
     return {e.name: e.version for e in evaluators()}
+
+
+def standalone_keys() -> tuple[str, ...]:
+    """Top-level results keys of the standalone evaluators (see `Evaluator.standalone`)."""
+    return tuple(dict.fromkeys(c.group or c.name for e in evaluators() if e.standalone for c in e.columns))
 
 
 def columns() -> list[Column]:

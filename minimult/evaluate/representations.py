@@ -128,6 +128,9 @@ class Context:
     precision: str = "fp32"  # of the representations (piece_vectors); perplexity always runs in fp32
     random_ids: torch.Tensor | None = None  # ids a random replacement may draw (perplexity's masking)
     timings: dict | None = None
+    task: Callable | None = None  # () -> the training corpus's labelled task (data.tasks), for transfer
+    transfer: object | None = None  # a TransferConfig: run zero-shot transfer with it (None: transfer gives nothing)
+    log: Callable[[str], None] | None = None  # progress lines of long evaluators (transfer's fine-tuning)
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
 
     def phase(self, name: str):

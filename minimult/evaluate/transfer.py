@@ -1,0 +1,298 @@
+"""Zero-shot cross-lingual transfer (seeds 003 and 004): fine-tune on English for the New Testament part
+task (`minimult.data.tasks`), test on English and, zero-shot, on the other language; ∆ = English
+accuracy - zero-shot accuracy (K et al. 2020's measure of cross-lingual ability: smaller is better).
+
+The task's sentences are the run's training corpus in every language, as `views("train-parallel")`
+gives them: the run's ids, layouts and word order (shift-special, lang-pos, inv-order, ... act exactly as
+in training), every sentence in every language (no-parallel and unigram change only what is trained
+on). A sentence's label and split come from its English source sentence. Sequences are cut to the
+model's window.
+
+Modes (`TransferConfig.mode_list`): `full` fine-tunes every encoder weight, `freeze:N` keeps layers
+0..N fixed (layer 0 = the embeddings, as in 003), both with a linear classifier on the mean-pooled last
+layer: the pooling of retrieval ρ, and a [CLS] vector means nothing in a model trained on MLM alone.
+The MLM (and NSP) heads take no part. `frozen` fits logistic regression (`linear.py`) on the
+mean-pooled vectors of one layer. Accuracies are on the test split, mean ± std over fine-tuning seeds;
+baselines: the training split's majority class, and logistic regression on English word counts.
+
+A standalone evaluator: it runs for `minimult transfer RUN`, and in `minimult eval` and sweeps only for
+runs whose config sets `transfer.enabled` (minutes of fine-tuning per run on a CPU); its block
+`results["transfer"]` stays at the top of results.json through later evaluations.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
+from minimult.data.languages import Side
+from minimult.data.tasks import SPLITS
+from minimult.errors import MinimultError
+from minimult.evaluate.linear import fit_logistic
+from minimult.evaluate.registry import Column, Evaluator, register
+from minimult.evaluate.representations import piece_vectors, sentence_vectors, truncate
+
+ADAM_EPS, CLIP = 1e-6, 1.0  # as pretraining
+
+
+def frozen_layer(cfg, depth: int) -> int:
+    """The frozen mode's layer (default 8, or the last of a shallower model); every layer a mode names
+    must exist: one error line otherwise."""
+    layer = min(8, depth) if cfg.layer < 0 else cfg.layer
+    for name, n in [("transfer.layer", layer)] + [(f"mode {m}", n) for m, n in cfg.mode_list() if n is not None]:
+        if n > depth:
+            raise MinimultError(f"{name}: layer {n} does not exist: the model has layers 0..{depth}")
+    return layer
+
+
+def task_data(task, sides: list[Side], limit: int) -> list[dict[str, tuple[Side, np.ndarray]]]:
+    """For each language, {split: (its sentences of that split cut to `limit` pieces, their labels)}."""
+    out = []
+    for side in sides:
+        known = side.source >= 0
+        parts = {}
+        for k, name in enumerate(SPLITS):
+            index = np.flatnonzero(known & (task.split[np.maximum(side.source, 0)] == k))
+            parts[name] = (truncate(side.subset(index), limit), task.labels[side.source[index]])
+        out.append(parts)
+    return out
+
+
+def accuracy(pred: torch.Tensor, y: np.ndarray) -> float:
+    return float((pred.cpu().numpy() == y).mean())
+
+
+def word_types(side: Side) -> tuple[np.ndarray, np.ndarray]:
+    """(sentence, word type) of every word of `side`; a word is a piece starting one plus the pieces after
+    it, and two words are one type when they are spelled with the same pieces."""
+    starts = side.word_starts.copy()
+    starts[side.offsets[:-1][side.lengths > 0]] = True
+    word = np.cumsum(starts) - 1  # piece -> its word
+    first = np.flatnonzero(starts)
+    spelled = np.full((len(first), int(np.bincount(word).max())), -1, dtype=np.int64)
+    spelled[word, np.arange(len(word)) - first[word]] = side.ids
+    _, types = np.unique(spelled, axis=0, return_inverse=True)
+    return np.repeat(np.arange(side.num_sentences), side.lengths)[first], types.reshape(-1)
+
+
+def bag_of_words(english: Side, task) -> float:
+    """Test accuracy of logistic regression on the word counts of the English sentences (the types of the
+    training split; the L2 strength chosen on dev)."""
+    sentence, types = word_types(english)
+    split = task.split[english.source[sentence]]
+    vocab = np.unique(types[split == 0])
+    column = np.full(types.max() + 1, -1)
+    column[vocab] = np.arange(len(vocab))
+    data = {}
+    for k, name in enumerate(SPLITS):
+        rows = np.flatnonzero(task.split[english.source] == k)
+        row = np.full(english.num_sentences, -1)
+        row[rows] = np.arange(len(rows))
+        keep = (split == k) & (column[types] >= 0)
+        index = torch.as_tensor(np.stack([row[sentence[keep]], column[types[keep]]]))
+        x = torch.sparse_coo_tensor(index, torch.ones(index.shape[1]), (len(rows), len(vocab)),
+                                    check_invariants=True).coalesce()
+        data[name] = (x, torch.as_tensor(task.labels[english.source[rows]]))
+    clf = fit_logistic(*data["train"], *data["dev"], len(task.classes))
+    return clf.accuracy(*data["test"])
+
+
+def frozen_names(model, freeze: int | None) -> set[str]:
+    """Parameters `freeze:N` keeps fixed: the embeddings (layer 0) and blocks 1..N."""
+    if freeze is None:
+        return set()
+    return {n for n, _ in model.named_parameters()
+            if n.startswith("embeddings.") or any(n.startswith(f"blocks.{i}.") for i in range(freeze))}
+
+
+def pooled(hidden: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
+    """(B, T, H) -> (B, H): the mean over each sequence's word pieces ([CLS], [SEP], [PAD] left out)."""
+    m = maskable.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
+
+
+def fine_tune(model, side: Side, labels: np.ndarray, classes: int, layouts, freeze: int | None, cfg, seed: int,
+              log: Callable[[str], None] = lambda s: None, tag: str = "") -> tuple[nn.Module, nn.Linear]:
+    """A copy of `model`'s encoder fine-tuned with a linear classifier on `side` (model itself untouched):
+    AdamW, warmup then linear decay, dropout as in pretraining, gradient clipping 1.0; `freeze` None or N."""
+    device = next(model.parameters()).device
+    torch.manual_seed(seed)
+    encoder = copy.deepcopy(model).train()
+    fixed = frozen_names(encoder, freeze)
+    for name, p in encoder.named_parameters():
+        p.requires_grad_(name.startswith(("embeddings.", "blocks.")) and name not in fixed)
+    head = nn.Linear(model.cfg.hidden, classes).to(device)
+    std = model.cfg.init_std
+    nn.init.trunc_normal_(head.weight, std=std, a=-2 * std, b=2 * std)
+    nn.init.zeros_(head.bias)
+    groups = encoder.param_groups(cfg.weight_decay) + [{"params": [head.weight], "weight_decay": cfg.weight_decay},
+                                                       {"params": [head.bias], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, eps=ADAM_EPS)
+    trainable = [p for g in groups for p in g["params"]]
+    seqs = SequenceSet.from_sides([side], layouts, device)
+    y = torch.as_tensor(labels, device=device)
+    per_epoch = steps_per_epoch(len(seqs), cfg.batch_size)
+    total, warmup = per_epoch * cfg.epochs, max(1, round(cfg.warmup * per_epoch * cfg.epochs))
+    every, step, t0, losses = max(1, total // 10), 0, time.time(), []
+    for epoch in range(cfg.epochs):
+        for index in plan_epoch(seqs.lengths_np, cfg.batch_size, seed, epoch):
+            for g in opt.param_groups:
+                g["lr"] = cfg.lr * min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+            b = seqs.batch(index)
+            h = pooled(encoder(b.input_ids, b.position_ids, b.token_type_ids, b.attention_mask), b.maskable)
+            target = y[torch.as_tensor(index, device=device)]
+            loss = F.cross_entropy(head(F.dropout(h, model.cfg.dropout, training=True)), target)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable, CLIP)
+            opt.step()
+            step += 1
+            losses.append(loss.detach())
+            if step % every == 0 or step == total:
+                log(f"transfer {tag}: step {step}/{total} (epoch {epoch + 1}/{cfg.epochs}), "
+                    f"loss {float(torch.stack(losses).mean()):.3f}, {time.time() - t0:.1f} s")
+                losses = []
+    return encoder.eval(), head.eval()
+
+
+@torch.no_grad()
+def predict(encoder, head: nn.Linear, side: Side, layouts) -> torch.Tensor:
+    """Predicted class of every sentence of `side` (the encoder in eval mode: no dropout)."""
+    depth = encoder.cfg.layers
+    device = next(encoder.parameters()).device
+    vectors = piece_vectors(encoder, side, layouts, [depth], device)[depth]
+    return head(sentence_vectors(vectors, side)).argmax(-1)
+
+
+def frozen_row(model, data, layouts, layer: int, classes: int) -> dict:
+    """The frozen mode: logistic regression on the mean-pooled layer-`layer` vectors (one deterministic fit,
+    its L2 strength chosen on English dev)."""
+    device = next(model.parameters()).device
+    (en, other) = data
+
+    def vectors(side):
+        return sentence_vectors(piece_vectors(model, side, layouts, [layer], device)[layer], side)
+
+    x = {s: vectors(en[s][0]) for s in SPLITS}
+    y = {s: torch.as_tensor(en[s][1], device=device) for s in SPLITS}
+    clf = fit_logistic(x["train"], y["train"], x["dev"], y["dev"], classes)
+    e = accuracy(clf.predict(x["test"]), en["test"][1])
+    z = accuracy(clf.predict(vectors(other["test"][0])), other["test"][1])
+    return {"seed": None, "en": e, "zero_shot": z, "delta": e - z, "en_dev": clf.dev_accuracy, "l2": clf.l2}
+
+
+def fine_tuned_row(model, data, layouts, freeze: int | None, cfg, seed: int, classes: int, log, tag: str) -> dict:
+    """One fine-tuning seed of `full` (freeze None) or `freeze:N`: test accuracies and English dev."""
+    (en, other) = data
+    encoder, head = fine_tune(model, *en["train"], classes, layouts, freeze, cfg, seed, log, tag)
+    e, z, d = (accuracy(predict(encoder, head, side, layouts), labels)
+               for side, labels in (en["test"], other["test"], en["dev"]))
+    return {"seed": seed, "en": e, "zero_shot": z, "delta": e - z, "en_dev": d}
+
+
+def _summary(rows: list[dict]) -> dict:
+    """Mean and sample std over seeds (None for one) of each number; ∆ of the means is exactly
+    mean EN - mean zero-shot."""
+    out = {}
+    for key in ("en", "zero_shot", "en_dev", "delta"):
+        xs = [r[key] for r in rows]
+        out[key], out[f"{key}_std"] = float(np.mean(xs)), float(np.std(xs, ddof=1)) if len(xs) > 1 else None
+    out["delta"] = out["en"] - out["zero_shot"]
+    return out
+
+
+def transfer(model, task, sides: list[Side], layouts, max_len: int, cfg,
+             log: Callable[[str], None] = lambda s: None) -> dict:
+    """Every mode of `cfg` on `task` over `sides` ([English, other]): what results["transfer"] holds."""
+    layer = frozen_layer(cfg, model.cfg.layers)
+    if len(sides) != 2:
+        raise MinimultError(f"transfer compares English with one other language; the run has {len(sides)} languages")
+    data = task_data(task, sides, max_len - 2)
+    classes, t0 = len(task.classes), time.time()
+    majority = int(np.bincount(data[0]["train"][1], minlength=classes).argmax())
+    baselines = {"majority": float((data[0]["test"][1] == majority).mean()), "majority_class": task.classes[majority],
+                 "bag_of_words": bag_of_words(sides[0], task)}
+    log(f"transfer: {task.name} task, {task.sizes()} sentences per split; baselines: majority "
+        f"{baselines['majority']:.3f}, English bag of words {baselines['bag_of_words']:.3f} ({time.time() - t0:.1f} s)")
+    modes = {}
+    for mode, freeze in cfg.mode_list():
+        t0 = time.time()
+        if mode == "frozen":
+            rows = [frozen_row(model, data, layouts, layer, classes)]
+        else:
+            rows = [fine_tuned_row(model, data, layouts, freeze, cfg, seed, classes, log, f"{mode} seed {seed}")
+                    for seed in range(cfg.seeds)]
+        m = modes[mode] = {**_summary(rows), **({"layer": layer} if mode == "frozen" else {}), "runs": rows,
+                           "seconds": time.time() - t0}
+        log(f"transfer {mode}: EN {m['en']:.3f}, zero-shot {m['zero_shot']:.3f}, ∆ {m['delta']:.3f} "
+            f"({m['seconds']:.1f} s)")
+    headline = cfg.mode_list()[0][0]
+    return {"task": task.describe(),
+            "settings": {k: getattr(cfg, k) for k in ("modes", "seeds", "epochs", "batch_size", "lr", "weight_decay",
+                                                     "warmup")},
+            "baselines": baselines, "modes": modes, "headline": headline, "en_acc": modes[headline]["en"],
+            "zero_shot_acc": modes[headline]["zero_shot"], "delta": modes[headline]["delta"]}
+
+
+def evaluate(ctx) -> dict:
+    """The evaluator: {"transfer": ...} when the context asks for transfer (`ctx.transfer`), else {}."""
+    if ctx.transfer is None:
+        return {}
+    with ctx.phase("transfer"):
+        sides = ctx.views("train-parallel")
+        return {"transfer": transfer(ctx.model, ctx.task(), sides, ctx.layouts, ctx.max_len, ctx.transfer,
+                                     ctx.log or (lambda s: None))}
+
+
+def table(t: dict) -> str:
+    """The modes as rows: EN and zero-shot accuracy and ∆ (mean ± std over seeds), with the baselines."""
+    def pm(m, k):
+        return f"{m[k]:.3f}" + (f" ± {m[k + '_std']:.3f}" if m.get(k + "_std") is not None else "")
+
+    rows = [("mode", "EN acc", "zero-shot acc", "∆", "seeds")]
+    rows += [(mode, pm(m, "en"), pm(m, "zero_shot"), pm(m, "delta"), str(len(m["runs"])))
+             for mode, m in t["modes"].items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    b = t["baselines"]
+    lines.append(f"baselines (test): majority class ({b['majority_class']}) {b['majority']:.3f}, "
+                 f"English bag of words {b['bag_of_words']:.3f}; {t['task']['sentences']['test']:,} test sentences")
+    return "\n".join(lines)
+
+
+def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None] = print, write: bool = True) -> dict:
+    """`minimult transfer`: the run's model through every mode of `cfg` (default: the run's own transfer
+    settings), into results.json as an evaluation block of its own."""
+    from minimult.evaluate import context
+    from minimult.evaluate.registry import versions
+    from minimult.runs import Run, environment
+
+    t0 = time.time()
+    run = run if isinstance(run, Run) else Run.open(run)
+    cfg = cfg or run.cfg.transfer
+    frozen_layer(cfg, run.cfg.model.layers)  # before loading anything
+    run.data.task()  # a corpus without verse ids fails here, before the model loads
+    model = run.load_model(device, log=log)
+    ctx = context(run, model, (), transfer=cfg, log=log)
+    part = evaluate(ctx)
+    part["transfer"]["steps"] = run.meta.get("steps")
+    results = {"evaluation": {"kind": "transfer", "complete": False, "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
+               "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": run.meta.get("steps"),
+               "evaluator_versions": versions(), "config": run.cfg.to_dict(), "environment": environment(),
+               **part, "eval_seconds": time.time() - t0}
+    return run.write_results(results) if write else results
+
+
+register(Evaluator(
+    "transfer", "zero-shot transfer on the New Testament part task: EN accuracy, zero-shot accuracy and ∆",
+    version=1, order=97, run=evaluate, standalone=True,
+    columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
+             Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
+             Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆"))))

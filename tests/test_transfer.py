@@ -1,0 +1,241 @@
+"""Zero-shot transfer on the New Testament part task: the task's labels and split by verse, layer
+freezing, ∆, an untrained model, results.json, and bad input through the CLI. Tiny runs on
+corpora/tiny/nt-parts.txt (100 BBE sentences of each part, each line tagged with its verse id)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import ROOT, TINY_SETTINGS
+from minimult.cli import main
+from minimult.config import TransferConfig, resolve
+from minimult.data.corpus import file_corpus
+from minimult.data.prepare import prepare
+from minimult.data.run_data import RunData
+from minimult.data.tasks import CLASSES, SPLITS, nt_part, nt_parts, verse_split
+from minimult.errors import MinimultError
+from minimult.evaluate import evaluate_run, summary_parts
+from minimult.evaluate.transfer import fine_tune, frozen_names, task_data, transfer, transfer_run
+from minimult.model import Bert
+from minimult.runs import Run, copy_vocab, write_json
+from minimult.train import pretrain
+
+NT = {**TINY_SETTINGS, "data.train": str(ROOT / "corpora" / "tiny" / "nt-parts.txt"), "data.train_sentences": 0}
+QUICK = TransferConfig(modes="full,freeze:0,frozen", seeds=2, epochs=2)  # a few seconds on the tiny model
+quiet = lambda s: None  # noqa: E731
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_run(tmp_path, name, mods=None, settings=NT, **overrides):
+    cfg, active = resolve("tiny", {**settings, **overrides}, mods)
+    path = tmp_path / name
+    path.mkdir()
+    write_json(path / "config.json", cfg.to_dict())
+    copy_vocab(prepare(cfg.data).path, path)
+    pretrain(cfg, active, path, log=quiet)
+    return Run.open(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("transfer")
+    return {"trained": make_run(tmp, "trained"), "untrained": make_run(tmp, "untrained", "untrained"),
+            "plain": make_run(tmp, "plain", settings=TINY_SETTINGS, **{"train.epochs": 1})}
+
+
+# ---------------------------------------------------------------------------------------------
+# The task
+
+
+def test_parts_follow_the_books():
+    ids = [40001001, 43021025, 44001001, 45001001, 58013025, 59001001, 65001025, 66022021, 1001001, 7]
+    assert nt_part(np.array(ids)).tolist() == [0, 0, 1, 2, 2, 3, 3, 4, -1, -1]  # Hebrews with Paul
+    assert CLASSES == ("gospels", "acts", "pauline", "other-letters", "revelation")
+
+
+def test_split_is_by_verse_fixed_and_about_80_10_10():
+    ids = np.array([b * 1_000_000 + c * 1000 + v for b in range(40, 67) for c in range(1, 21) for v in range(1, 31)])
+    split = verse_split(ids)
+    shares = np.bincount(split, minlength=3) / len(ids)
+    assert np.allclose(shares, [0.8, 0.1, 0.1], atol=0.015)
+    many = np.repeat(ids[:500], 3)  # a verse of several sentences: one split for all of them
+    assert (verse_split(many).reshape(-1, 3) == split[:500, None]).all()
+    assert (verse_split(ids[::-1]) == split[::-1]).all()  # a function of the id alone, not of its neighbours
+    # the same in every run and every version of the code: changing these changes every published number
+    assert verse_split(np.array([40001001, 40001004, 40001016, 43003016])).tolist() == [0, 1, 2, 0]
+
+
+def test_split_is_the_same_in_every_language_and_run():
+    """Each sentence's verse, per split, in both languages of runs with other mods and seeds: the same
+    verses, and no verse in two splits."""
+    seen = []
+    for mods, seed in ((None, 0), ("inv-order", 0), ("lang-pos,shift-special", 7), ("no-parallel", 3)):
+        cfg, active = resolve("tiny", {**NT, "train.seed": seed}, mods)
+        data = RunData(cfg, active)
+        task, verses = data.task(), data.prepared.train.verse_ids
+        sides = data.views("train-parallel")
+        for side, parts in zip(sides, task_data(task, sides, cfg.data.max_len - 2)):
+            for k, s in enumerate(SPLITS):
+                mine = side.source[task.split[side.source] == k]  # the English sentences behind this split's
+                assert (parts[s][1] == task.labels[mine]).all() and parts[s][0].num_sentences == len(mine)
+            seen.append({s: set(verses[side.source[task.split[side.source] == k]]) for k, s in enumerate(SPLITS)})
+    assert all(s == seen[0] for s in seen)
+    a, b, c = (seen[0][s] for s in SPLITS)
+    assert a and b and c and not (a & b or a & c or b & c)
+
+
+def test_verse_tagged_file_keeps_its_ids_and_a_plain_file_has_none(tmp_path):
+    tagged = tmp_path / "tagged.txt"
+    tagged.write_text("40001001\tThe book of the generations .\n\n66022021\tThe grace of the Lord .\n")
+    assert file_corpus(tagged).verse_ids == [40001001, 66022021]
+    assert file_corpus(tagged).sentences[0] == ["The", "book", "of", "the", "generations", "."]
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("40001001\tThe book .\nNo id here .\n")
+    assert file_corpus(mixed).verse_ids == [1, 2]  # not every line tagged: line numbers, as before
+    with pytest.raises(MinimultError, match=r"needs a verse id .* 2 of the 2 sentences of plain .*BBCCCVVV<TAB>"):
+        nt_parts(np.array(file_corpus(mixed).verse_ids), "plain")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fine-tuning
+
+
+def test_freezing_n_layers_keeps_exactly_those_parameters(runs):
+    run = runs["trained"]
+    model = run.load_model("cpu", log=quiet)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    task = run.data.task()
+    en = task_data(task, run.data.views("train-parallel"), run.cfg.data.max_len - 2)[0]["train"]
+    cfg = dataclasses.replace(QUICK, epochs=1)
+    for freeze in (None, 0, 1, 2):
+        encoder, _ = fine_tune(model, *en, len(CLASSES), run.data.layouts, freeze, cfg, 0)
+        fixed = frozen_names(model, freeze)
+        expected = set() if freeze is None else {n for n in before if n.startswith("embeddings.") or
+                                                 any(n.startswith(f"blocks.{i}.") for i in range(freeze))}
+        assert fixed == expected and (freeze != 0 or all(n.startswith("embeddings.") for n in fixed))
+        for name, p in encoder.named_parameters():
+            same = torch.equal(p, before[name])
+            if name.startswith(("embeddings.", "blocks.")):
+                assert same == (name in fixed), (freeze, name)
+            else:  # the MLM head takes no part: the classifier replaces it
+                assert same, name
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # the run's model is untouched
+
+
+def test_untrained_model_transfers_no_better_than_chance(runs):
+    """An untrained model's second language has embeddings unrelated to English's: whatever the English
+    classifier learns, its zero-shot predictions carry no information about the labels."""
+    run = runs["untrained"]
+    results = transfer_run(run, QUICK, "cpu", log=quiet, write=False)["transfer"]
+    test = np.array(list(results["task"]["class_counts"]["test"].values()))
+    chance = max(results["baselines"]["majority"], test.max() / test.sum())  # the best constant guess on test
+    for mode, m in results["modes"].items():
+        assert m["zero_shot"] <= chance + 0.1, (mode, m["zero_shot"], chance)  # 43 test sentences: SE ~0.07
+    assert 0 < results["baselines"]["majority"] <= chance < results["baselines"]["bag_of_words"]
+
+
+def test_delta_is_en_minus_zero_shot_and_vanishes_for_an_indistinguishable_language(runs):
+    run = runs["trained"]
+    model = run.load_model("cpu", log=quiet)
+    task, sides = run.data.task(), run.data.views("train-parallel")
+    out = transfer(model, task, sides, run.data.layouts, run.cfg.data.max_len, QUICK)
+    for m in out["modes"].values():
+        assert all(r["delta"] == r["en"] - r["zero_shot"] for r in m["runs"])
+        assert m["delta"] == m["en"] - m["zero_shot"]
+    assert len(out["modes"]["full"]["runs"]) == 2 and out["modes"]["full"]["en_std"] is not None
+    assert out["delta"] == out["modes"]["full"]["delta"] and out["headline"] == "full"
+    # zero-shot reads the second language's own ids: a barely trained tiny model tells them apart
+    assert out["modes"]["frozen"]["zero_shot"] != out["modes"]["frozen"]["en"]
+    # The second language's token rows made equal to English's (no lang-pos: same positions and segment):
+    # the model cannot tell the languages apart, so where the embeddings stay fixed ∆ is exactly 0.
+    twin = copy.deepcopy(model)
+    V = run.cfg.data.vocab_size
+    with torch.no_grad():
+        table = twin.embeddings.lookups["token"].weight
+        table[V : 2 * V] = table[:V]
+    out = transfer(twin, task, sides, run.data.layouts, run.cfg.data.max_len, QUICK)
+    for mode in ("freeze:0", "frozen"):
+        assert all(r["zero_shot"] == r["en"] and r["delta"] == 0 for r in out["modes"][mode]["runs"]), mode
+    # and a second language that is English in English's ids: ∆ is 0 even after full fine-tuning
+    copy_sides = [sides[0], dataclasses.replace(sides[0], lang=1)]
+    out = transfer(model, task, copy_sides, run.data.layouts, run.cfg.data.max_len,
+                   dataclasses.replace(QUICK, modes="full"))
+    assert all(r["delta"] == 0 for r in out["modes"]["full"]["runs"])
+
+
+# ---------------------------------------------------------------------------------------------
+# results.json and the CLI
+
+
+def test_results_keep_transfer_at_the_top_through_later_evaluations(runs, tmp_path):
+    run = make_run(tmp_path, "blocks")
+    transfer_run(run, dataclasses.replace(QUICK, modes="frozen"), "cpu", log=quiet)
+    evaluate_run(run, (0, 2), log=quiet)  # a complete evaluation without transfer
+    saved = json.loads((run.path / "results.json").read_text())
+    assert saved["evaluation"]["complete"] and "layers" in saved and saved["transfer"]["headline"] == "frozen"
+    assert [b["evaluation"].get("kind") for b in saved["evaluations"]] == ["transfer", None]
+    assert "transfer" in saved["evaluations"][0] and "transfer" not in saved["evaluations"][1]
+    # a run whose config enables transfer gets it from `eval` (and so from a sweep), in the summary line too
+    enabled = make_run(tmp_path, "enabled", **{"transfer.enabled": True, "transfer.modes": "frozen"})
+    results = evaluate_run(enabled, (0, 2), log=quiet)
+    assert results["transfer"]["modes"]["frozen"]["layer"] == 2 and results["transfer"]["steps"] == results["steps"]
+    assert any(p.startswith("∆ ") for p in summary_parts(results))
+    assert not any(p.startswith("∆ ") for p in summary_parts({k: v for k, v in results.items() if k != "transfer"}))
+
+
+def cli(*args):
+    result = CliRunner().invoke(main, ["transfer", *map(str, args)])
+    return result.exit_code, result.output.strip().splitlines()
+
+
+def test_cli_prints_the_table_and_writes_json(runs, tmp_path):
+    code, lines = cli(runs["trained"].path, "--modes", "frozen", "--layer", "1", "--set", "transfer.seeds=1",
+                      "--json", tmp_path / "t.json")
+    assert code == 0, lines
+    assert any(line.startswith("frozen ") for line in lines) and any("majority class" in line for line in lines)
+    written = json.loads((tmp_path / "t.json").read_text())
+    assert written["transfer"]["modes"]["frozen"]["layer"] == 1 and written["evaluation"]["kind"] == "transfer"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--layer", "3"), "transfer.layer: layer 3 does not exist: the model has layers 0..2"),
+    (("--modes", "full,freeze:5"), "mode freeze:5: layer 5 does not exist"),
+    (("--modes", "frozen,half"), "unknown transfer mode 'half'"),
+    (("--set", "train.lr=1"), "transfer takes transfer.* settings only"),
+    (("--set", "transfer.epochs=0"), "transfer.seeds, epochs and batch_size >= 1"),
+])
+def test_cli_bad_settings_are_one_error_line(runs, args, message):
+    code, lines = cli(runs["trained"].path, *args)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def test_cli_corpus_without_verse_ids_is_one_clear_error(runs):
+    code, lines = cli(runs["plain"].path)
+    assert code == 2 and len(lines) == 1, lines
+    assert "needs a verse id (BBCCCVVV" in lines[0] and "train.txt" in lines[0] and "bbe-nt" in lines[0]
+
+
+def test_transfer_settings_do_not_split_a_setting_in_the_report():
+    """Transfer settings say how a run is evaluated, not trained: a run made before the section existed
+    and one with other transfer settings are one setting of the report's "other runs"."""
+    from minimult.report.collect import _fingerprint
+
+    base = resolve("tiny")[0].to_dict()
+    other = resolve("tiny", {"transfer.enabled": True, "transfer.seeds": 5})[0].to_dict()
+    before = {k: v for k, v in base.items() if k != "transfer"}
+    assert _fingerprint(base) == _fingerprint(other) == _fingerprint(before)
+    assert _fingerprint(base) != _fingerprint(resolve("tiny", {"train.lr": 1e-3})[0].to_dict())
