@@ -239,3 +239,23 @@ def test_transfer_settings_do_not_split_a_setting_in_the_report():
     before = {k: v for k, v in base.items() if k != "transfer"}
     assert _fingerprint(base) == _fingerprint(other) == _fingerprint(before)
     assert _fingerprint(base) != _fingerprint(resolve("tiny", {"train.lr": 1e-3})[0].to_dict())
+
+
+def test_report_transfer_rows_are_the_runs_mean_and_the_scatter_has_every_run(tmp_path):
+    from minimult.report import build_report
+    from minimult.report.transfer import pearson
+
+    made = [make_run(tmp_path, f"r{s}", **{"train.seed": s, "transfer.enabled": True, "transfer.modes": "frozen",
+                                           "transfer.seeds": 1}) for s in (0, 1)]
+    for run in made:
+        evaluate_run(run, (0, 2), log=quiet)
+    report = build_report([tmp_path], tmp_path / "report", log=quiet)
+    frozen = [json.loads((r.path / "results.json").read_text())["transfer"]["modes"]["frozen"] for r in made]
+    (row,) = report["transfer"]
+    assert row["mode"] == "frozen" and row["n"] == 2
+    assert row["zero_shot"]["mean"] == pytest.approx(np.mean([m["zero_shot"] for m in frozen]))
+    assert row["delta"]["mean"] == pytest.approx(np.mean([m["delta"] for m in frozen]))
+    assert len(report["transfer_word_order"]["points"]) == 2  # r needs three runs: n/a here
+    assert report["transfer_word_order"]["pearson"] is None and "## Zero-shot transfer" in report["markdown"]
+    line = [{"order_distance": x, "zero_shot": 0.9 - x} for x in (0.0, 0.2, 0.5)]  # falls as order departs
+    assert pearson(line) == pytest.approx(-1.0)

@@ -14,8 +14,8 @@ table also goes between that file's `<preset>-table1` markers (see `readme.py`).
 The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
 (position similarity, PCA, training curves), `segments` (the segment-alternation table and figure of
-runs evaluated with `eval --segment`), `probe` (language-ID accuracy per layer, overlaying settings) and
-`readme` (generated tables inside README.md).
+runs evaluated with `eval --segment`), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
+transfer per mode and its scatter against word-order distance) and `readme` (generated tables inside README.md).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
-from minimult.report import probe, segments
+from minimult.report import probe, segments, transfer
 from minimult.report.readme import table_marker, update_readme
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, markdown,  # noqa: F401
                                     run_values, section_table, top_layer, welch_p)
@@ -78,6 +78,9 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     probes = probe.curves(sections)
     if probes:
         md = md.rstrip("\n") + "\n\n" + probe.markdown(probes)
+    transfers, points = transfer.rows(sections), transfer.order_points(sections, top)
+    if transfers:
+        md = md.rstrip("\n") + "\n\n" + transfer.markdown(transfers) + "\n" + transfer.order_markdown(points, top)
     atomic_write_text(out / "table1.md", md)
     atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
     figures = draw_figures(sections, out)
@@ -85,11 +88,14 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
         figures.append(str(p))
     if (p := probe.probe_figure(probes, out / "language_id.png")) is not None:
         figures.append(str(p))
+    if (p := transfer.order_figure(points, top, out)) is not None:
+        figures.append(str(p))
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
               "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md,
-              "segment_alternations": alternations, "probe": probes}
+              "segment_alternations": alternations, "probe": probes,
+              "transfer": transfers, "transfer_word_order": {"points": points, "pearson": transfer.pearson(points)}}
     write_json(out / "report.json", report)
     if readme is not None:
         marker = table_marker(aggregated[0])

@@ -1,0 +1,100 @@
+"""The report's transfer section (seeds 003, 004, 002 App. B.2): for every setting whose runs carry a
+`transfer` result, one row per mode with English and zero-shot accuracy and ∆ (mean ± std over the
+setting's runs, each run already a mean over fine-tuning seeds) beside the task's baselines; and a
+scatter of each run's word-order distance (layer `top`) against its zero-shot accuracy (first mode),
+with Pearson's r and the number of runs it rests on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from minimult.report.collect import Section
+from minimult.report.tables import aggregate
+
+
+def rows(sections: list[Section]) -> list[dict]:
+    out = []
+    for section in sections:
+        for g in section.groups:
+            done = [r.results["transfer"] for r in g.runs if isinstance(r.results.get("transfer"), dict)]
+            modes = list(dict.fromkeys(m for t in done for m in t.get("modes", {})))
+            for mode in modes:
+                got = [t["modes"][mode] for t in done if mode in t["modes"]]
+                out.append({"setting": g.label, "mode": mode, "n": len(got),
+                            **{k: aggregate([m[k] for m in got]) for k in ("en", "zero_shot", "delta")},
+                            "majority": done[0]["baselines"]["majority"],
+                            "bag_of_words": done[0]["baselines"]["bag_of_words"]})
+    return out
+
+
+def _pm(a: dict) -> str:
+    if a["mean"] is None:
+        return ""
+    return f"{a['mean']:.3f}" + (f" ± {a['std']:.3f}" if a.get("std") is not None else "")
+
+
+def markdown(transfer_rows: list[dict]) -> str:
+    if not transfer_rows:
+        return ""
+    lines = ["## Zero-shot transfer: New Testament part (seeds 003, 004)", "",
+             "Test-split accuracy; ∆ = English − zero-shot; mean ± std over runs (seeds).", "",
+             "| setting | mode | n | EN acc | zero-shot acc | ∆ | majority | bag of words (EN) |",
+             "|---|---|--:|--:|--:|--:|--:|--:|"]
+    for r in transfer_rows:
+        lines.append(f"| {r['setting']} | {r['mode']} | {r['n']} | {_pm(r['en'])} | {_pm(r['zero_shot'])} | "
+                     f"{_pm(r['delta'])} | {r['majority']:.3f} | {r['bag_of_words']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def order_points(sections: list[Section], top: str) -> list[dict]:
+    """Per run with both numbers: setting, word-order distance at layer `top`, zero-shot accuracy."""
+    out = []
+    for section in sections:
+        for g in section.groups:
+            for r in g.runs:
+                t, layer = r.results.get("transfer"), r.results.get("layers", {}).get(top, {})
+                if isinstance(t, dict) and layer.get("order_distance") is not None and t.get("zero_shot_acc") is not None:
+                    out.append({"setting": g.label, "run": r.path.name, "order_distance": layer["order_distance"],
+                                "zero_shot": t["zero_shot_acc"]})
+    return out
+
+
+def pearson(points: list[dict]) -> float | None:
+    """Pearson's r of word-order distance and zero-shot accuracy (None below 3 points or without spread)."""
+    if len(points) < 3:
+        return None
+    x = np.array([p["order_distance"] for p in points])
+    y = np.array([p["zero_shot"] for p in points])
+    if x.std() == 0 or y.std() == 0:
+        return None
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def order_markdown(points: list[dict], top: str) -> str:
+    if not points:
+        return ""
+    r = pearson(points)
+    return (f"Word-order distance at layer {top} against zero-shot accuracy: Pearson r = "
+            f"{'n/a' if r is None else f'{r:.2f}'} over n = {len(points)} runs (`transfer_word_order.png`).\n")
+
+
+def order_figure(points: list[dict], top: str, out: Path) -> Path | None:
+    if not points:
+        return None
+    from minimult.report.figures import _plt, _save
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for k, setting in enumerate(dict.fromkeys(p["setting"] for p in points)):
+        mine = [p for p in points if p["setting"] == setting]
+        ax.scatter([p["order_distance"] for p in mine], [p["zero_shot"] for p in mine], color=f"C{k % 10}",
+                   label=setting, s=25)
+    r = pearson(points)
+    ax.set_title(f"Pearson r = {'n/a' if r is None else f'{r:.2f}'} (n = {len(points)})", fontsize=9)
+    ax.set_xlabel(f"word-order distance, layer {top}")
+    ax.set_ylabel("zero-shot accuracy")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, plt, Path(out) / "transfer_word_order.png", 120)
