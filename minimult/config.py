@@ -88,6 +88,11 @@ class TrainConfig:
             raise MinimultError(f"unknown train.batching {self.batching!r}; valid: {', '.join(BATCHINGS)}")
 
 
+# sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a
+# resume matches checkpoints and the report groups runs without them
+EVALUATION_SECTIONS = ("transfer",)
+
+
 @dataclass(frozen=True)
 class TransferConfig:
     """Zero-shot transfer on the New Testament part task (`minimult transfer`, evaluate/transfer.py):

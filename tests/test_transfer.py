@@ -259,3 +259,36 @@ def test_report_transfer_rows_are_the_runs_mean_and_the_scatter_has_every_run(tm
     assert report["transfer_word_order"]["pearson"] is None and "## Zero-shot transfer" in report["markdown"]
     line = [{"order_distance": x, "zero_shot": 0.9 - x} for x in (0.0, 0.2, 0.5)]  # falls as order departs
     assert pearson(line) == pytest.approx(-1.0)
+
+
+def test_a_sweep_asking_for_transfer_evaluates_finished_runs_without_training_them(tmp_path):
+    from minimult.sweep import run_sweep
+    from minimult.sweep.grid import load_grid
+
+    (tmp_path / "g.toml").write_text(f"""
+title = "transfer grid"
+preset = "tiny"
+seeds = [0]
+[overrides]
+"data.train" = "{NT['data.train']}"
+"data.dev" = "{NT['data.dev']}"
+"data.vocab_size" = 256
+[[settings]]
+id = "0"
+name = "original"
+mods = ""
+""")
+    grid, root = load_grid(tmp_path / "g.toml"), tmp_path / "runs"
+    assert run_sweep(grid, root=root, log=quiet, jobs=1).ok
+    run = root / "0-original-s0"
+    trained = (run / "checkpoint.pt").read_bytes(), (run / "metrics.jsonl").read_text()
+    assert "transfer" not in json.loads((run / "results.json").read_text())
+    asked = {"transfer.enabled": True, "transfer.modes": "frozen", "transfer.seeds": 1}
+    lines = []
+    assert run_sweep(grid, root=root, log=lines.append, jobs=1, overrides=asked).ok  # not "another configuration"
+    results = json.loads((run / "results.json").read_text())
+    assert results["transfer"]["steps"] == results["steps"] and "frozen" in results["transfer"]["modes"]
+    assert ((run / "checkpoint.pt").read_bytes(), (run / "metrics.jsonl").read_text()) == trained  # no training
+    lines.clear()
+    run_sweep(grid, root=root, log=lines.append, jobs=1, overrides=asked)
+    assert "1 runs: 0 done, 1 skipped" in "\n".join(lines)

@@ -133,10 +133,13 @@ def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list
 def _fingerprint(config: dict) -> str:
     """The configuration without seed, device and transfer settings (how a run is evaluated, not trained;
     runs made before the section existed have none): runs that differ only there are one setting."""
+    from minimult.config import EVALUATION_SECTIONS
+
     c = json.loads(json.dumps(config))
     c.get("train", {}).pop("seed", None)
     c.get("train", {}).pop("device", None)
-    c.pop("transfer", None)
+    for section in EVALUATION_SECTIONS:
+        c.pop(section, None)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:8]
 
 

@@ -112,15 +112,17 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def results_complete(run_dir: Path) -> bool:
-    """results.json evaluates the run's finished training (same number of steps)."""
+def results_complete(run_dir: Path, wants_transfer: bool = False) -> bool:
+    """results.json evaluates the run's finished training (same number of steps), with transfer's
+    numbers for those steps too when the sweep asks for them."""
     try:
         meta = json.loads((run_dir / "run.json").read_text())
         results = json.loads((run_dir / "results.json").read_text())
     except (OSError, json.JSONDecodeError):
         return False
     return (meta.get("status") == "complete" and results.get("steps") == meta.get("steps")
-            and "perplexity" in results and bool(results.get("layers")))
+            and "perplexity" in results and bool(results.get("layers"))
+            and (not wants_transfer or (results.get("transfer") or {}).get("steps") == meta.get("steps")))
 
 
 def state(task: Task) -> str:
@@ -128,20 +130,23 @@ def state(task: Task) -> str:
     run_dir = Path(task.run_dir)
     if not (run_dir / "config.json").is_file():
         return "new"
-    from minimult.config import RunConfig
+    from minimult.config import EVALUATION_SECTIONS, RunConfig
 
     try:  # through RunConfig: keys added to the config since the run was made read as their defaults
         stored = _flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
     except (TypeError, ValueError, MinimultError) as e:
         raise MinimultError(f"{run_dir}/config.json is not a run configuration ({e})") from None
     wanted = _flat(task.config)
-    # the preset is a name for settings, not one: a run made under a preset since renamed still matches
-    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k) and k != "preset")
+    # the preset is a name for settings, not one: a run made under a preset since renamed still matches;
+    # evaluation settings (transfer) are the sweep's to choose for a finished run
+    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k) and k != "preset"
+                    and k.split(".")[0] not in EVALUATION_SECTIONS)
     if differ:
         shown = ", ".join(f"{k}={stored.get(k)!r} (sweep wants {wanted.get(k)!r})" for k in differ[:3])
         raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"
                             f"{' ...' if len(differ) > 3 else ''}; sweep into another --root or move that folder")
-    return "complete" if results_complete(run_dir) else "partial"
+    wants_transfer = task.config.get("transfer", {}).get("enabled", False)
+    return "complete" if results_complete(run_dir, wants_transfer) else "partial"
 
 
 def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:
