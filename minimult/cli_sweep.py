@@ -80,4 +80,4 @@ def report(runs, out_dir, readme):
     from minimult.report import build_report
 
     result = build_report(list(runs), out_dir, log=lambda s: click.echo(s, err=True), readme=readme)
-    click.echo(result["markdown"])
+    click.echo(result["printed"])

@@ -119,9 +119,10 @@ def test_figures_are_real_pngs(reported):
 
 
 def test_probe_section_averages_each_settings_curves(reported):
-    swept, out, _ = reported
+    swept, out, output = reported
     md = (out / "table1.md").read_text()
     assert "## Language identification per layer" in md
+    assert "| 0 original | token |" not in output and "language_id.png" in output  # printed: Table 1 only
     curves = [json.loads((swept.root / f"0-original-s{s}" / "results.json").read_text())["probe"] for s in SEEDS]
     row = next(l for l in md.splitlines() if l.startswith("| 0 original | token |"))
     cells = [c.strip() for c in row.strip("|").split("|")]

@@ -75,12 +75,15 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     alternations = segments.rows(sections, top)
     if alternations:
         md = md.rstrip("\n") + "\n\n" + segments.markdown(alternations, top)
-    probes = probe.curves(sections)
-    if probes:
-        md = md.rstrip("\n") + "\n\n" + probe.markdown(probes)
     transfers, points = transfer.rows(sections), transfer.order_points(sections, top)
     if transfers:
         md = md.rstrip("\n") + "\n\n" + transfer.markdown(transfers) + "\n" + transfer.order_markdown(points, top)
+    printed = md  # what `minimult report` prints: the probe's layer-by-layer table stays in the file
+    probes = probe.curves(sections)
+    if probes:
+        md = md.rstrip("\n") + "\n\n" + probe.markdown(probes)
+        printed = printed.rstrip("\n") + (f"\n\nLanguage identification per layer ({len(probes)} settings): "
+                                          f"{out}/table1.md and {out}/language_id.png\n")
     atomic_write_text(out / "table1.md", md)
     atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
     figures = draw_figures(sections, out)
@@ -93,7 +96,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
-              "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md,
+              "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md, "printed": printed,
               "segment_alternations": alternations, "probe": probes,
               "transfer": transfers, "transfer_word_order": {"points": points, "pearson": transfer.pearson(points)}}
     write_json(out / "report.json", report)
