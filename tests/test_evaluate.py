@@ -214,7 +214,7 @@ def test_results_keep_one_block_per_evaluation(tmp_path):
     complete one that report and sweep read at the top of results.json."""
     run = make_run(tmp_path, "blocks", None)
     quiet = lambda s: None  # noqa: E731
-    full = evaluate_run(run, (0, 2), log=quiet)
+    full = evaluate_run(run, (0, 1), log=quiet)  # µ's layers at 2 layers: a complete evaluation
     partial = evaluate_run(run, (0,), dev_sentences=20, ppl_sentences=30, log=quiet)
     saved = json.loads((run / "results.json").read_text())
     assert full["evaluation"]["complete"] and not partial["evaluation"]["complete"]
@@ -224,6 +224,6 @@ def test_results_keep_one_block_per_evaluation(tmp_path):
     second = saved["evaluations"][1]
     assert set(second["layers"]) == {"0"} and second["layers"]["0"] == partial["layers"]["0"]
     assert second["layers"]["0"] != full["layers"]["0"]  # 20 sentences: other numbers
-    again = evaluate_run(run, (0, 2), log=quiet)  # a new complete evaluation replaces the top
+    again = evaluate_run(run, (0, 1), log=quiet)  # a new complete evaluation replaces the top
     saved = json.loads((run / "results.json").read_text())
     assert len(saved["evaluations"]) == 3 and saved["evaluation"] == again["evaluation"]
