@@ -213,7 +213,7 @@ def _layers(text: str) -> tuple[int, ...]:
 @main.command(name="eval")
 @click.argument("run", required=False, type=click.Path(file_okay=False))
 @click.option("--layer", "layers", default=None,
-              help="Comma-separated layers (0 = embeddings); default 0,8 (0 and the last layer of a shallower model).")
+              help="Comma-separated layers (0 = embeddings); default µ's pair: 0 and round(2/3 x depth), 0,8 for 12 layers.")
 @click.option("--dev-sentences", type=int, default=None, help="Use the first N dev sentences (default: the run's, 10,000).")
 @click.option("--ppl-sentences", type=int, default=None,
               help="Sequences per split for perplexity (default all; a fixed random subset when smaller).")

@@ -3,7 +3,9 @@
 Overrides use dotted keys (`train.lr=1e-3`); an unknown key or a value of the wrong type is an
 error naming the valid keys. Mods are applied last (`mods.apply_config`), so `overparam`'s sizes
 win over a preset's; the model's vocabulary, position and segment tables are then sized from the
-language source and the languages' layouts (`minimult.data.layout`).
+language source and the languages' layouts (`minimult.data.layout`), and last, with
+`model.target_params`, hidden and intermediate are solved for that whole-model parameter count
+(`model.solve_sizes`) and stored, solved, in the resolved config.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ class TransferConfig:
 
     enabled: bool = False  # also run by `minimult eval` and sweeps (minutes of fine-tuning per run on a CPU)
     modes: str = "full,frozen"  # comma-separated: full | frozen | freeze:N
-    layer: int = -1  # the frozen mode's layer; -1: 8, or the last layer of a shallower model (as eval)
+    layer: int = -1  # the frozen mode's layer; -1: 8, or the last layer of a shallower model (not µ's rule)
     seeds: int = 3  # fine-tuning seeds 0..seeds-1 (mean ± std); the frozen mode's fit is deterministic
     epochs: int = 3
     batch_size: int = 32
@@ -229,15 +231,16 @@ def valid_keys() -> list[str]:
 def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
     """Apply dotted-key overrides, checking every key and value."""
     hints = typing.get_type_hints(RunConfig)
+    changes: dict[str, dict] = {}
     for key, value in overrides.items():
         section, _, name = key.partition(".")
         tp = hints.get(section)
         if not dataclasses.is_dataclass(tp) or name not in {f.name for f in dataclasses.fields(tp)}:
             raise MinimultError(f"unknown setting {key!r}; valid settings: {', '.join(valid_keys())}")
-        current = getattr(cfg, section)
-        value = _coerce(value, typing.get_type_hints(tp)[name], key)
-        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(current, **{name: value})})
-    return cfg
+        changes.setdefault(section, {})[name] = _coerce(value, typing.get_type_hints(tp)[name], key)
+    # one replace per section: its checks see all of its new values at once, in whatever order they came
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **values)
+                                       for section, values in changes.items()})
 
 
 def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -252,7 +255,8 @@ def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | None = None) -> tuple[RunConfig, tuple]:
     """Defaults -> preset -> user overrides -> mods -> the user's overrides of keys a mod declares
-    overridable (its masking mix). Returns (config, active mods)."""
+    overridable (its masking mix) -> the tables sized from the layouts -> with `model.target_params`,
+    hidden and intermediate solved for it (`model.solve_sizes`). Returns (config, active mods)."""
     from minimult.mods import apply_config, canonical, parse_mods
 
     if preset not in PRESETS:
@@ -263,6 +267,7 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     if cfg.train.epochs < 1:  # before the mods: `untrained` is how a run gets 0 epochs
         raise MinimultError(f"train.epochs must be at least 1 (got {cfg.train.epochs}); for a never-trained "
                             f"baseline use --mods untrained")
+    before = cfg
     cfg = apply_config(cfg, active, explicit=overrides)
     from minimult.data import sources
     from minimult.data.layout import layouts, model_sizes
@@ -272,4 +277,24 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
                                 max_positions=sizes["max_positions"],
                                 type_vocab_size=sizes["segments"] and max(cfg.model.type_vocab_size,
                                                                           cfg.data.n_langs, sizes["segments"]))
+    if model.target_params:
+        model = _solve_sizes(model, before, overrides or {}, active)
     return dataclasses.replace(cfg, model=model, mods=canonical(active)), active
+
+
+def _solve_sizes(model: ModelConfig, before: RunConfig, overrides: dict, active) -> ModelConfig:
+    """hidden and intermediate solved for model.target_params once every table is sized. A preset's sizes
+    are replaced; sizes the user or a mod sets contradict the target (one error line)."""
+    from minimult.model import solve_sizes
+
+    fixed = [k for k in ("model.hidden", "model.intermediate") if k in overrides]
+    if fixed:
+        raise MinimultError(f"contradictory settings: model.target_params solves model.hidden and "
+                            f"model.intermediate (= 4 x hidden); drop {' and '.join(fixed)} or the target")
+    sizes = lambda m: (m.hidden, m.intermediate)  # noqa: E731
+    by_mods = [a.spec for a in active if a.mod.configure is not None
+               and sizes(a.mod.configure(before, a.value).model) != sizes(before.model)]
+    if by_mods:
+        raise MinimultError(f"contradictory settings: --mods {by_mods[0]} sets the model's sizes and "
+                            f"model.target_params solves them; use one of the two")
+    return solve_sizes(model)

@@ -240,8 +240,8 @@ class Loop:
 
 
 class EvaluateEvery:
-    """Multilinguality on the first `eval_sentences` dev sentences (layers 0 and 8, or the last layer of
-    a shallower model) and dev perplexity on as many sequences, every `eval_every` steps and at the end;
+    """Multilinguality on the first `eval_sentences` dev sentences (µ's layers: 0 and round(2/3 x depth),
+    8 of 12) and dev perplexity on as many sequences, every `eval_every` steps and at the end;
     training randomness is untouched (every step reseeds)."""
 
     def __init__(self, every: int):
@@ -250,14 +250,14 @@ class EvaluateEvery:
     def __call__(self, loop: Loop) -> None:
         if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total):
             return
-        from minimult.evaluate import context, evaluate_model, evaluators, summary_parts
+        from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
 
         periodic = [e.name for e in evaluators() if e.periodic]  # the final-only ones (probe) wait for the end
         for k, (m, model) in enumerate(zip(loop.members, loop.stepper.models())):
             cfg = m.cfg
             model.eval()
             try:
-                ctx = context(m.run, model, (0, min(8, cfg.model.layers)), dev_sentences=cfg.train.eval_sentences,
+                ctx = context(m.run, model, mu_layers(cfg.model.layers), dev_sentences=cfg.train.eval_sentences,
                               ppl_sentences=cfg.train.eval_sentences, ppl_splits=("dev",))
                 row = {"step": loop.step, "epoch": loop.step / loop.spe,
                        "eval": evaluate_model(ctx, only=periodic)}

@@ -72,3 +72,15 @@ def test_readme_speed_table_is_made_from_the_result_files(tmp_path):
     assert text != (ROOT / "README.md").read_text()
     row = "| `--precision fp32 --steps 12` | 12,388 | 8,048 | 1,109 | 1.51× | 10.8× | 70% (51.3 of 73.2) |"
     assert row + "\n<!-- END bench-train -->" in text  # the GFLOP/s unit only on the first row with rates
+
+
+def test_bench_sizes_times_every_shape_of_a_grid_against_the_reference(tmp_path):
+    from minimult.sweep.grid import load_grid
+
+    res = bench("bench_sizes.py", "--json", str(tmp_path / "z.json"))
+    filed(tmp_path / "z.json", res, "bench_sizes.py")
+    rows = {s: r for r in res["rows"] for s in r["settings"]}
+    assert set(rows) >= {s.id for s in load_grid(ROOT / "experiments" / "k-et-al.toml").settings}
+    assert res["rows"][0]["x_ref"] == 1.0 and rows["0"] is res["rows"][0]  # BERT-small is the reference
+    for r in res["rows"]:
+        assert r["x_ref"] > 0 and r["predicted"] > 0 and r["run_seconds"] > 0 and r["tok_s"] > 0

@@ -115,7 +115,9 @@ def test_eval_every_logs_multilinguality_curves(tmp_path):
     rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in rows if "eval" in r]
     assert [r["step"] for r in evals] == [25, 50]
-    assert set(evals[0]["eval"]["layers"]) == {"0", "2"} and evals[0]["eval"]["perplexity"]["dev"] > 1
+    # µ's layers for 2 layers: 0 and round(2/3 x 2) = 1
+    assert set(evals[0]["eval"]["layers"]) == {"0", "1"} and evals[0]["eval"]["perplexity"]["dev"] > 1
+    assert evals[0]["eval"]["mu_layers"] == [0, 1] and evals[0]["eval"]["mu"] is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,7 +214,7 @@ def test_results_keep_one_block_per_evaluation(tmp_path):
     complete one that report and sweep read at the top of results.json."""
     run = make_run(tmp_path, "blocks", None)
     quiet = lambda s: None  # noqa: E731
-    full = evaluate_run(run, (0, 2), log=quiet)
+    full = evaluate_run(run, (0, 1), log=quiet)  # µ's layers at 2 layers: a complete evaluation
     partial = evaluate_run(run, (0,), dev_sentences=20, ppl_sentences=30, log=quiet)
     saved = json.loads((run / "results.json").read_text())
     assert full["evaluation"]["complete"] and not partial["evaluation"]["complete"]
@@ -222,6 +224,6 @@ def test_results_keep_one_block_per_evaluation(tmp_path):
     second = saved["evaluations"][1]
     assert set(second["layers"]) == {"0"} and second["layers"]["0"] == partial["layers"]["0"]
     assert second["layers"]["0"] != full["layers"]["0"]  # 20 sentences: other numbers
-    again = evaluate_run(run, (0, 2), log=quiet)  # a new complete evaluation replaces the top
+    again = evaluate_run(run, (0, 1), log=quiet)  # a new complete evaluation replaces the top
     saved = json.loads((run / "results.json").read_text())
     assert len(saved["evaluations"]) == 3 and saved["evaluation"] == again["evaluation"]

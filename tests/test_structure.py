@@ -140,7 +140,7 @@ def test_cli_eval_writes_one_block_per_alternation(tmp_path):
     blocks = results["evaluations"][-3:]
     assert [b["evaluation"]["segment"] for b in blocks] == ["original", "0s", "null"]
     # a zero segment vector changes what the layers compute
-    assert blocks[0]["layers"]["8"] != blocks[2]["layers"]["8"]
+    assert blocks[0]["layers"]["5"] != blocks[2]["layers"]["5"]  # µ's upper layer at 8 layers
     assert "segment null:" in proc.stdout
 
 

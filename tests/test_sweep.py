@@ -27,7 +27,7 @@ SETTINGS = {"0": "original", "1": "lang-pos", "18": "untrained"}
 SEEDS = (0, 42)
 RUNS = [f"{i}-{m}-s{s}" for i, m in SETTINGS.items() for s in SEEDS]
 
-# 8 layers so that µ (layers 0 and 8) exists; half the tiny corpus (2 x 13 steps); evaluations during
+# 8 layers (µ at layers 0 and 5 = round(2/3 x 8)); half the tiny corpus (2 x 13 steps); evaluations during
 # training for the report's curves
 GRID = f"""
 title = "Tiny test grid"
@@ -95,7 +95,7 @@ def test_sweep_completes_every_run(swept):
         results = read_json(run / "results.json")
         meta = read_json(run / "run.json")
         assert meta["status"] == "complete" and results["steps"] == meta["steps"]
-        assert results["mu"] is not None and set(results["layers"]) == {"0", "8"}
+        assert results["mu"] is not None and set(results["layers"]) == {"0", "5"} and results["mu_layers"] == [0, 5]
         assert results["seed"] == int(name.rsplit("-s", 1)[1])
         assert (run / "sweep.log").is_file() and (run / "vocab.txt").is_file()
     cfg = read_json(swept.root / "1-lang-pos-s42" / "config.json")

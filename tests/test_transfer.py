@@ -184,14 +184,14 @@ def test_delta_is_en_minus_zero_shot_and_vanishes_for_an_indistinguishable_langu
 def test_results_keep_transfer_at_the_top_through_later_evaluations(runs, tmp_path):
     run = make_run(tmp_path, "blocks")
     transfer_run(run, dataclasses.replace(QUICK, modes="frozen"), "cpu", log=quiet)
-    evaluate_run(run, (0, 2), log=quiet)  # a complete evaluation without transfer
+    evaluate_run(run, (0, 1), log=quiet)  # a complete evaluation (µ's layers at 2 layers) without transfer
     saved = json.loads((run.path / "results.json").read_text())
     assert saved["evaluation"]["complete"] and "layers" in saved and saved["transfer"]["headline"] == "frozen"
     assert [b["evaluation"].get("kind") for b in saved["evaluations"]] == ["transfer", None]
     assert "transfer" in saved["evaluations"][0] and "transfer" not in saved["evaluations"][1]
     # a run whose config enables transfer gets it from `eval` (and so from a sweep), in the summary line too
     enabled = make_run(tmp_path, "enabled", **{"transfer.enabled": True, "transfer.modes": "frozen"})
-    results = evaluate_run(enabled, (0, 2), log=quiet)
+    results = evaluate_run(enabled, (0, 1), log=quiet)
     assert results["transfer"]["modes"]["frozen"]["layer"] == 2 and results["transfer"]["steps"] == results["steps"]
     assert any(p.startswith("∆ ") for p in summary_parts(results))
     assert not any(p.startswith("∆ ") for p in summary_parts({k: v for k, v in results.items() if k != "transfer"}))
@@ -248,7 +248,7 @@ def test_report_transfer_rows_are_the_runs_mean_and_the_scatter_has_every_run(tm
     made = [make_run(tmp_path, f"r{s}", **{"train.seed": s, "transfer.enabled": True, "transfer.modes": "frozen",
                                            "transfer.seeds": 1}) for s in (0, 1)]
     for run in made:
-        evaluate_run(run, (0, 2), log=quiet)
+        evaluate_run(run, (0, 1), log=quiet)
     report = build_report([tmp_path], tmp_path / "report", log=quiet)
     frozen = [json.loads((r.path / "results.json").read_text())["transfer"]["modes"]["frozen"] for r in made]
     (row,) = report["transfer"]

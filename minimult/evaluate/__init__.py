@@ -28,9 +28,8 @@ from minimult.runs import merge
 for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
     importlib.import_module(f"{__name__}.{_m.name}")
 
+from minimult.evaluate.multilinguality import mu_layers  # noqa: E402
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
-
-DEFAULT_LAYERS = (0, 8)
 
 
 def context(run, model, layers, **options) -> Context:
@@ -72,7 +71,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         run = run if isinstance(run, Run) else Run.open(run)
         model = with_segment(run.load_model(device, log=log), segment)
     depth = run.cfg.model.layers
-    layers = tuple(sorted(set(int(l) for l in (layers or (0, min(8, depth))))))
+    layers = tuple(sorted(set(int(l) for l in (layers or mu_layers(depth)))))
     bad = [l for l in layers if not 0 <= l <= depth]
     if bad:
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
@@ -95,7 +94,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if "transfer" in scores:
         scores["transfer"]["steps"] = meta.get("steps")
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
-    defaults = ({0, min(8, depth)} <= set(layers) and dev_asked == run.cfg.data.dev_sentences
+    defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
                 and not ppl_sentences and precision == "fp32" and segment == "original")
     settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
                 "precision": precision, "segment": segment, **({"only": sorted(only)} if only else {}),
@@ -124,7 +123,8 @@ def summary_table(results: dict) -> str:
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
     mu = results.get("mu")
     ppl = results.get("perplexity", {})
-    lines.append(f"multilinguality µ = {'n/a (needs layers 0 and 8)' if mu is None else f'{mu:.3f}'}   "
+    pair = " and ".join(map(str, results.get("mu_layers", (0, 8))))
+    lines.append(f"multilinguality µ (layers {pair}) = {f'n/a (needs layers {pair})' if mu is None else f'{mu:.3f}'}   "
                  f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}")
     if "transfer" in results:
         from minimult.evaluate.transfer import table

@@ -126,7 +126,7 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool):
 def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
                 precision: str = "fp32", device: str = "auto", log=print) -> dict:
     """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring)."""
-    from minimult.evaluate import evaluate_model
+    from minimult.evaluate import evaluate_model, mu_layers
     from minimult.evaluate.representations import Context
     from minimult.evaluate.segments import with_segment
     from minimult.model import pick_device
@@ -137,7 +137,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
         raise MinimultError(f"--shift: {b} must hold {a}'s lines (its shifted copy is made from the same text)")
     sides, layouts, dictionary = pair_data(tokenizer, model, a_lines, b_lines, shift)
     depth = model.cfg.layers
-    layers = tuple(sorted(set(layers or (0, min(8, depth)))))
+    layers = tuple(sorted(set(layers or mu_layers(depth))))
     if not all(0 <= l <= depth for l in layers):
         raise MinimultError(f"layers {list(layers)}: the model has layers 0..{depth}")
     dev = pick_device(device)

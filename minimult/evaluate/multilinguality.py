@@ -1,20 +1,29 @@
-"""The multilinguality score µ = (τ0 + τ8 + ρ0 + ρ8) / 4 (DESIGN §8): defined when layers 0 and 8
-were evaluated and translation exists; None otherwise."""
+"""The multilinguality score µ = (τ0 + τT + ρ0 + ρT) / 4 (DESIGN §8) at layer 0 and layer T =
+round(2/3 x depth), the layer `mu_layers` picks for any depth: 8 of BERT-small's 12, as in the paper's
+Table 1. Defined when both layers were evaluated and translation exists; None otherwise. The pair is
+recorded next to µ (`mu_layers`), so results of models of different depths say what their µ means."""
 
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
 
-LAYERS = ("0", "8")
+
+def mu_layers(depth: int) -> tuple[int, int]:
+    """(0, round(2/3 x depth)): the layers µ averages over. 2*depth/3 is never halfway between two
+    whole numbers, so rounding is unambiguous: depth 1 -> 1, 2 -> 1, 4 -> 3, 6 -> 4, 8 -> 5, 12 -> 8,
+    18 -> 12, 24 -> 16."""
+    return 0, (2 * depth + 1) // 3
 
 
 def run(ctx) -> dict:
+    low, top = map(str, mu_layers(ctx.model.cfg.layers))
     L = ctx.results.get("layers", {})
-    if all(l in L for l in LAYERS) and L["0"].get("translation") is not None:
-        return {"mu": metrics.multilinguality(L["0"]["translation"], L["8"]["translation"], L["0"]["retrieval"],
-                                              L["8"]["retrieval"])}
-    return {"mu": None}
+    out = {"mu": None, "mu_layers": [int(low), int(top)]}
+    if low in L and top in L and L[low].get("translation") is not None:
+        out["mu"] = metrics.multilinguality(L[low]["translation"], L[top]["translation"], L[low]["retrieval"],
+                                            L[top]["retrieval"])
+    return out
 
 
 register(Evaluator(
-    "multilinguality", "µ = mean of translation and retrieval at layers 0 and 8", version=1, order=10, run=run,
-    derived=True, columns=(Column("mu", "µ", table=True, curve=True, summary=True),)))
+    "multilinguality", "µ = mean of translation and retrieval at layer 0 and layer round(2/3 x depth) (8 of 12)",
+    version=2, order=10, run=run, derived=True, columns=(Column("mu", "µ", table=True, curve=True, summary=True),)))

@@ -29,8 +29,8 @@ from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_s
 from minimult.report.figures import pca_figure, position_figure, training_figure
 from minimult.report import probe, segments, transfer
 from minimult.report.readme import table_marker, update_readme
-from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, markdown,  # noqa: F401
-                                    run_values, section_table, top_layer, welch_p)
+from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
+                                    markdown, run_values, section_table, top_layer, welch_p)
 
 
 def draw_figures(sections: list[Section], out: Path) -> list[str]:
@@ -71,7 +71,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     sections = build_sections(runs, homes, log)
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
-    md = markdown(aggregated, top, len(runs), unevaluated)
+    md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top))
     alternations = segments.rows(sections, top)
     if alternations:
         md = md.rstrip("\n") + "\n\n" + segments.markdown(alternations, top)

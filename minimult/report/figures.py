@@ -19,7 +19,7 @@ import numpy as np
 
 from minimult.errors import MinimultError
 from minimult.report.collect import Group, Run, Section
-from minimult.report.tables import table_columns
+from minimult.report.tables import mu_top, table_columns
 
 POSITIONS = "embeddings.lookups.position.weight"
 TOKENS = "embeddings.lookups.token.weight"
@@ -222,8 +222,10 @@ def training_figure(section: Section, out: Path) -> Path | None:
         return None
     rows = [row["eval"] for g in groups for r in g.runs for row in r.metrics_rows]
     layers = sorted({l for e in rows for l in e.get("layers", {})}, key=int)
-    top = "8" if "8" in layers else (layers[-1] if layers else "0")
-    # a column nobody logged gets no panel (µ of models shallower than 8 layers)
+    tops = {mu_top(e) for e in rows if "mu_layers" in e}  # µ's upper layer, when every row logged one and the same
+    top = next(iter(tops)) if len(tops) == 1 and tops <= set(layers) else (
+        "8" if "8" in layers else (layers[-1] if layers else "0"))
+    # a column nobody logged gets no panel
     panels = [p for p in curve_panels(top) if any(p[1].value(e, p[2]) is not None for e in rows)]
     plt = _plt()
     ncols = 3

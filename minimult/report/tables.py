@@ -33,8 +33,18 @@ def column_keys(top: str) -> list[str]:
     return [c.key(l) for c, l in table_columns(top)]
 
 
+def mu_top(results: dict) -> str:
+    """µ's upper layer as the results record it (`mu_layers`); '8' for results from before it was recorded
+    (µ was then defined at layers 0 and 8 only)."""
+    return str((results.get("mu_layers") or (0, 8))[1])
+
+
 def top_layer(runs: list[Run]) -> str:
-    """'8' as in the paper when any run has it; otherwise the deepest layer every run has."""
+    """µ's upper layer when every run has the same one and evaluated it (8 for 12 layers, as in the paper:
+    round(2/3 x depth)); otherwise '8' when any run has it, else the deepest layer every run has."""
+    tops = {mu_top(r.results) for r in runs}
+    if len(tops) == 1 and all(next(iter(tops)) in r.results["layers"] for r in runs):
+        return tops.pop()
     if any("8" in r.results["layers"] for r in runs):
         return "8"
     common = set.intersection(*(set(r.results["layers"]) for r in runs))
@@ -142,14 +152,21 @@ def section_table(sec: dict, top: str) -> list[str]:
     return lines
 
 
-def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Path]) -> str:
+def layers_note(runs: list[Run], top: str) -> str:
+    """What the table's layers and µ are, in a sentence."""
+    tops = {mu_top(r.results) for r in runs}
+    if tops == {top}:
+        return f"Layers 0 and {top}; µ averages τ and ρ over both ({top} = round(2/3 × depth), as 8 of 12)."
+    return (f"Layers 0 and {top}; µ averages τ and ρ over layer 0 and each model's own layer round(2/3 × depth) "
+            f"({', '.join(sorted(tops, key=int))} here), so its column may use layers the table does not show.")
+
+
+def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Path], note: str = "") -> str:
     """table1.md: a header paragraph, then every section (title, preset and baseline, table)."""
     lines = ["# minimult report", "",
              f"{n_runs} evaluated runs. Mean ± sample standard deviation over seeds (n seeds); "
              f"p (µ): Welch's t-test of µ against the table's `original` (blank: fewer than 2 seeds, or the baseline "
-             f"itself). Layers 0 and {top}."]
-    if top != "8":
-        lines[-1] += f" (These models are shallower than 8 layers, so L{top} stands in for L8 and µ is not defined.)"
+             f"itself). " + (note or f"Layers 0 and {top}.")]
     if unevaluated:
         lines.append(f"Not evaluated yet (no results.json), left out: {', '.join(p.name for p in unevaluated)}.")
     for sec in aggregated:

@@ -6,10 +6,13 @@ without news. Each run's own progress is read from the last training line of its
 (`step 1173/1775 | epoch ... | loss 3.9585 | ... | 11,962 tok/s | 19m02s elapsed, 9m46s left`), so it
 works the same for local workers and Ray tasks on a shared filesystem.
 
-The sweep's time left = (what the running runs have left + queued runs x a typical run's length) /
-parallel workers, at least the longest a running run has left; a typical run's length is the median
-over finished runs, or over the running runs' elapsed + left while none has finished. Evaluation after training is not in the runs' own
-estimates, so the figure is a lower bound until the first run finishes.
+The sweep's time left = (what the running runs have left + what the queued runs will take) / parallel
+workers, at least the longest a running run has left. A queued run will take its cost (`run_cost`:
+epochs x the work per token of its model's size, `token_cost`) times the median seconds per unit of
+cost of the finished runs, or of the running runs' elapsed + left while none has finished, so a grid
+of different sizes (experiments/k-et-al.toml: 0.46x to 4.1x BERT-small's time per token) is estimated
+run by run. Evaluation after training is not in the runs' own estimates, so the figure is a lower
+bound until the first run finishes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ from typing import Callable
 from minimult.train import fmt_time as fmt
 
 EVERY = 300.0  # seconds between status lines
+# The cost model (`token_cost`): a typical padded length of a length-bucketed batch, the share of tokens
+# the MLM head sees, and two costs in multiply-adds per token and layer beyond the matmuls, fitted to
+# experiments/bench_sizes.py on this project's 2-core CPU (k-et-al.toml's 13 shapes, one thread):
+# per attention head and key (softmax, dropout of the probabilities, the per-head copies; so heads cost
+# time at a fixed size) and per layer (the fixed work of a layer's ~30 ops per step). With them the
+# predicted time ratios came within 25% of the measured ones, from 0.46x to 4.1x BERT-small's time;
+# matmuls alone missed by up to 49% (small and deep models are slower than their FLOPs say).
+TYPICAL_LENGTH, SELECTED, PER_HEAD_KEY, PER_LAYER = 27, 0.15, 100, 7000
 _STEP = re.compile(r"step\s+(\d+)/(\d+) \|.*\| loss\s+(\S+) \|.*\|\s*([\d,]+) tok/s \| (\S+) elapsed, (\S+) left")
 _TIME = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -56,6 +67,23 @@ def last_step(log_file: Path, since: float) -> dict | None:
     return None
 
 
+def token_cost(model) -> float:
+    """A training step's work per token of a model (`ModelConfig` or its dict), in multiply-adds: the
+    encoder's linear layers and attention products, the per-head and per-layer costs above, and the
+    MLM head on the selected tokens. Only ratios between models mean anything (experiments/bench_sizes.py compares them
+    with measured times)."""
+    get = model.get if isinstance(model, dict) else lambda k: getattr(model, k)
+    H, I, V, heads, layers = get("hidden"), get("intermediate"), get("vocab_size"), get("heads"), get("layers")
+    T = TYPICAL_LENGTH
+    per_layer = 4 * H * H + 2 * H * I + 2 * T * H + PER_HEAD_KEY * heads * T + PER_LAYER
+    return layers * per_layer + SELECTED * (H * H + H * V)
+
+
+def run_cost(config: dict) -> float:
+    """A run's training work relative to others (a resolved config as a dict): epochs x work per token."""
+    return config["train"]["epochs"] * token_cost(config["model"])
+
+
 class SweepProgress:
     def __init__(self, tasks, workers: int, run_log: str, log: Callable[[str], None], every: float = EVERY):
         self.run_log = run_log  # each run's log file name in its folder
@@ -64,11 +92,16 @@ class SweepProgress:
         self.log, self.every = log, every
         self.start = self.last = time.time()
         self.durations: list[float] = []
+        self.rates: list[float] = []  # seconds per unit of run_cost of the finished runs
+        # tasks without a config (tests) weigh alike; untrained runs (0 epochs) cost nothing to train
+        self.cost = {t.run_dir: run_cost(t.config) if getattr(t, "config", None) else 1.0 for t in tasks}
 
     def finished(self, outcome) -> None:
         self.pending.pop(outcome.task.run_dir, None)
         if outcome.status == "done" and outcome.seconds > 0:
             self.durations.append(outcome.seconds)
+            if self.cost.get(outcome.task.run_dir):
+                self.rates.append(outcome.seconds / self.cost[outcome.task.run_dir])
 
     def tick(self) -> None:
         now = time.time()
@@ -80,13 +113,15 @@ class SweepProgress:
             state = last_step(Path(run_dir) / self.run_log, self.start)
             if state:
                 running[run_dir] = state
-        queued = len(self.pending) - len(running)
-        lengths = self.durations or [s["elapsed"] + s["left"] for s in running.values()
-                                     if s["elapsed"] is not None and s["left"] is not None]
+        waiting = [d for d in self.pending if d not in running]
+        queued = len(waiting)
+        rates = self.rates or [(s["elapsed"] + s["left"]) / self.cost[d] for d, s in running.items()
+                               if s["elapsed"] is not None and s["left"] is not None and self.cost.get(d)]
         eta = ""
-        if lengths:
+        if rates:
             lefts = [s["left"] or 0 for s in running.values()]
-            left = max(max(lefts, default=0), (sum(lefts) + queued * statistics.median(lengths)) / self.workers)
+            later = sum(self.cost.get(d, 0.0) for d in waiting) * statistics.median(rates)
+            left = max(max(lefts, default=0), (sum(lefts) + later) / self.workers)
             eta = f"; ~{fmt(left)} left"
         self.log(f"  [{time.strftime('%H:%M')}] {len(running)} running, {queued} queued, "
                  f"{len(self.durations)} done in {fmt(now - self.start)}{eta}")
