@@ -309,7 +309,7 @@ def probe(run, device, json_path, png):
               help="full | frozen | freeze:N (layers 0..N fixed, 0 = embeddings), comma-separated "
                    "(default: the run's transfer.modes, full,frozen).")
 @click.option("--layer", type=int, default=None,
-              help="The frozen mode's layer (default 8, or the last layer of a shallower model).")
+              help="The frozen mode's layer (default µ's upper layer: round(2/3 x depth), 8 of 12).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Transfer settings only, e.g. --set transfer.seeds=5 --set transfer.epochs=4 (repeatable).")
 @click.option("--device", default="auto", show_default=True)

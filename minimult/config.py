@@ -109,7 +109,7 @@ class TransferConfig:
 
     enabled: bool = False  # also run by `minimult eval` and sweeps (minutes of fine-tuning per run on a CPU)
     modes: str = "full,frozen"  # comma-separated: full | frozen | freeze:N
-    layer: int = -1  # the frozen mode's layer; -1: 8, or the last layer of a shallower model (not µ's rule)
+    layer: int = -1  # the frozen mode's layer; -1: µ's upper layer, round(2/3 x depth) (8 of 12)
     seeds: int = 3  # fine-tuning seeds 0..seeds-1 (mean ± std); the frozen mode's fit is deterministic
     epochs: int = 3
     batch_size: int = 32

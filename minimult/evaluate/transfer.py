@@ -43,9 +43,11 @@ ADAM_EPS, CLIP = 1e-6, 1.0  # as pretraining
 
 
 def frozen_layer(cfg, depth: int) -> int:
-    """The frozen mode's layer (default 8, or the last of a shallower model); every layer a mode names
+    """The frozen mode's layer (default µ's upper layer, 8 of 12); every layer a mode names
     must exist: one error line otherwise."""
-    layer = min(8, depth) if cfg.layer < 0 else cfg.layer
+    from minimult.evaluate.multilinguality import mu_layers
+
+    layer = mu_layers(depth)[1] if cfg.layer < 0 else cfg.layer  # µ's upper layer: 8 of 12
     for name, n in [("transfer.layer", layer)] + [(f"mode {m}", n) for m, n in cfg.mode_list() if n is not None]:
         if n > depth:
             raise MinimultError(f"{name}: layer {n} does not exist: the model has layers 0..{depth}")
