@@ -33,7 +33,11 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     assert "2 runs: 2 done, 0 skipped (already complete), 0 failed;" in proc.stdout
     assert sorted(p.name for p in (out / "runs" / "tiny").iterdir()) == ["0-original-s0", "1-lang-pos-s0",
                                                                           "table1.sweep.json"]
-    table = proc.stdout[proc.stdout.index("| ID |"):].strip().splitlines()  # the report's table comes last
+    rest = proc.stdout[proc.stdout.index("| ID |"):].strip().splitlines()  # the report's table comes last,
+    table = [line for line in rest if line.startswith("|")]                # then a pointer to the probe table
+    report = out.resolve() / "report" / "tiny"
+    assert rest[len(table):] == ["", f"Language identification per layer (2 settings): {report}/table1.md and "
+                                     f"{report}/language_id.png"]
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
     assert "µ" in table[0] and "n/a" not in table[2]  # 8 layers under the tiny preset here: µ exists
     assert (out / "report" / "tiny" / "table1.md").is_file() and any((out / "report" / "tiny").glob("*.png"))
