@@ -377,8 +377,13 @@ class Run:
             merge(top, fill)
             top["evaluator_versions"] = {**top.get("evaluator_versions", {}),
                                          **{k: v for k, v in versions().items() if k in results["evaluation"]["only"]}}
-        for k in standalone_keys():  # a standalone evaluator's latest result, whichever evaluation gave it
-            if k in results or k in old:
-                top[k] = results.get(k, old.get(k))
+        for k in standalone_keys():  # a standalone evaluator's latest result, whichever evaluation gave it;
+            if k in results or k in old:  # one of the same steps adds to it (transfer's other modes)
+                latest, before = results.get(k), old.get(k)
+                if isinstance(latest, dict) and isinstance(before, dict) and latest.get("steps") == before.get("steps"):
+                    both = json.loads(json.dumps(before))
+                    merge(both, latest)
+                    latest = both
+                top[k] = latest if latest is not None else before
         write_json(path, {**top, "evaluations": blocks})
         return results

@@ -189,6 +189,10 @@ def test_results_keep_transfer_at_the_top_through_later_evaluations(runs, tmp_pa
     assert saved["evaluation"]["complete"] and "layers" in saved and saved["transfer"]["headline"] == "frozen"
     assert [b["evaluation"].get("kind") for b in saved["evaluations"]] == ["transfer", None]
     assert "transfer" in saved["evaluations"][0] and "transfer" not in saved["evaluations"][1]
+    transfer_run(run, dataclasses.replace(QUICK, modes="freeze:0", seeds=1), "cpu", log=quiet)  # another mode
+    saved = json.loads((run.path / "results.json").read_text())
+    assert list(saved["transfer"]["modes"]) == ["frozen", "freeze:0"]  # the same steps: modes add up
+    assert saved["transfer"]["headline"] == "freeze:0" and saved["evaluation"]["complete"]
     # a run whose config enables transfer gets it from `eval` (and so from a sweep), in the summary line too
     enabled = make_run(tmp_path, "enabled", **{"transfer.enabled": True, "transfer.modes": "frozen"})
     results = evaluate_run(enabled, (0, 1), log=quiet)
