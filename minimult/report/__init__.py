@@ -15,7 +15,8 @@ The modules, by job: `collect` (run folders, sweep manifests, sections of settin
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
 (position similarity, PCA, training curves), `segments` (the segment-alternation table and figure of
 runs evaluated with `eval --segment`), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
-transfer per mode and its scatter against word-order distance) and `readme` (generated tables inside README.md).
+transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s
+depth, heads, parameter, permutation and tokenization series) and `readme` (generated tables inside README.md).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
-from minimult.report import probe, segments, transfer
+from minimult.report import probe, segments, series, transfer
 from minimult.report.readme import table_marker, update_readme
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
                                     markdown, run_values, section_table, top_layer, welch_p)
@@ -78,6 +79,9 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     transfers, points = transfer.rows(sections), transfer.order_points(sections, top)
     if transfers:
         md = md.rstrip("\n") + "\n\n" + transfer.markdown(transfers) + "\n" + transfer.order_markdown(points, top)
+    axes = series.series(sections)
+    if axes:
+        md = md.rstrip("\n") + "\n\n" + series.markdown(axes)
     printed = md  # what `minimult report` prints: the probe's layer-by-layer table stays in the file
     probes = probe.curves(sections)
     if probes:
@@ -93,12 +97,15 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
         figures.append(str(p))
     if (p := transfer.order_figure(points, top, out)) is not None:
         figures.append(str(p))
+    if (p := series.figure(axes, out)) is not None:
+        figures.append(str(p))
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
               "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md, "printed": printed,
               "segment_alternations": alternations, "probe": probes,
-              "transfer": transfers, "transfer_word_order": {"points": points, "pearson": transfer.pearson(points)}}
+              "transfer": transfers, "transfer_word_order": {"points": points, "pearson": transfer.pearson(points)},
+              "k_et_al": axes}
     write_json(out / "report.json", report)
     if readme is not None:
         marker = table_marker(aggregated[0])

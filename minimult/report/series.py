@@ -1,0 +1,250 @@
+"""The report's K et al. section (seed 004, Tables 2-6 and 10): µ and the transfer gap ∆ along each
+series of settings that differ from the section's `original` in one thing only, next to the paper's
+direction of effect.
+
+A series is found from the runs' stored configurations, not from setting names, so any grid (or a
+user's own runs) gets one: a setting joins
+
+- `depth` when only `model.layers` differs (the solved hidden and intermediate sizes may follow),
+- `heads` when only `model.heads` differs,
+- `parameters` when nothing but the solved sizes differs (`model.target_params`),
+- `permutation` when only the mods differ and they are `permute=p` (p = 0 is original) or `unigram`
+  (shown beside the series, it has no p),
+- `tokenization` when only `data.tokenizer` (and the vocabulary size or `max_len` that go with it)
+  differs.
+
+The section's baseline (as in Table 1: its ID 0 `original`, else another `original` of the same preset)
+is every series' shared point. ∆ is the gap of the `full` fine-tuning mode
+(English − zero-shot accuracy, K et al.'s measure), else the run's headline transfer mode; "–" without a
+transfer result. The direction "here" is Spearman's rank correlation of the setting means with the
+series' value (n = number of settings); it is not a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from minimult.report.collect import Group, Section
+from minimult.report.tables import aggregate, baseline_for
+
+# Fields that a size solver derives (they follow the series' own field) and sections that do not
+# change what is trained.
+DERIVED = {"model.hidden", "model.intermediate", "model.target_params", "model.vocab_size"}
+IGNORED_SECTIONS = {"transfer", "preset", "mods"}
+TOKENIZATION_FIELDS = {"data.tokenizer", "data.vocab_size", "data.max_len", "model.max_positions"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    label: str  # the x axis
+    table: str  # K et al.'s table
+    claim: str  # their direction of effect
+    log_x: bool = False
+    categorical: bool = False
+
+
+AXES = (
+    Axis("depth", "layers", "Table 4", "deeper models are more cross-lingual; depth matters more than heads"),
+    Axis("heads", "attention heads", "Table 5", "the number of heads matters little"),
+    Axis("parameters", "parameters", "Table 6", "below a threshold the parameter count matters; above it, little",
+         log_x=True),
+    Axis("permutation", "share of pairs permuted (p)", "Tables 2-3",
+         "more permutation hurts; a unigram-only second language kills it"),
+    Axis("tokenization", "tokenizer", "Table 10", "word-piece ≈ word > character", categorical=True),
+)
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in config.items():
+        if prefix == "" and k in IGNORED_SECTIONS:
+            continue
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _mod_values(mods: str) -> dict[str, str]:
+    """`permute=0.25,lang-pos` -> {"permute": "0.25", "lang-pos": ""}; original -> {}."""
+    if mods in ("", "original"):
+        return {}
+    return dict((m.split("=", 1) + [""])[:2] for m in mods.split(","))
+
+
+def _parameters(g: Group) -> int | None:
+    p = g.runs[0].results.get("train", {}).get("parameters")
+    return int(p) if p else None
+
+
+def classify(g: Group, base: Group) -> tuple[str, object] | None:
+    """(axis name, x) of a setting relative to the original, or None when it is in no series."""
+    mine, theirs = _flat(g.runs[0].config), _flat(base.runs[0].config)
+    differ = {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)} - DERIVED
+    mods = _mod_values(g.mods)
+    if mods:
+        if differ or len(mods) != 1:
+            return None
+        (name, value), = mods.items()
+        if name == "permute":
+            return "permutation", float(value or 1.0)
+        return ("permutation", "unigram") if name == "unigram" else None
+    if not differ:
+        if _parameters(g) is not None and _parameters(g) != _parameters(base):
+            return "parameters", _parameters(g)
+        return None
+    if differ == {"model.layers"}:
+        return "depth", int(mine["model.layers"])
+    if differ == {"model.heads"}:
+        return "heads", int(mine["model.heads"])
+    if "data.tokenizer" in differ and differ <= TOKENIZATION_FIELDS:
+        return "tokenization", str(mine["data.tokenizer"])
+    return None
+
+
+def _base_x(axis: str, base: Group):
+    cfg = base.runs[0].config
+    return {"depth": cfg.get("model", {}).get("layers"), "heads": cfg.get("model", {}).get("heads"),
+            "parameters": _parameters(base), "permutation": 0.0,
+            "tokenization": cfg.get("data", {}).get("tokenizer", "wordpiece")}[axis]
+
+
+def delta(results: dict) -> float | None:
+    t = results.get("transfer")
+    if not isinstance(t, dict):
+        return None
+    full = t.get("modes", {}).get("full")
+    value = full.get("delta") if isinstance(full, dict) else t.get("delta")
+    return float(value) if value is not None else None
+
+
+def _point(g: Group, x) -> dict:
+    mu = aggregate([r.results.get("mu") for r in g.runs])
+    d = aggregate([delta(r.results) for r in g.runs])
+    return {"setting": g.label, "x": x, "n": len(g.runs), "parameters": _parameters(g), "mu": mu, "delta": d}
+
+
+def _spearman(points: list[dict], key: str) -> float | None:
+    from scipy import stats
+
+    xy = [(p["x"], p[key]["mean"]) for p in points if p[key]["mean"] is not None and not isinstance(p["x"], str)]
+    if len(xy) < 3 or len({x for x, _ in xy}) < 2 or len({y for _, y in xy}) < 2:
+        return None
+    return float(stats.spearmanr([x for x, _ in xy], [y for _, y in xy]).statistic)
+
+
+def _base(section: Section, sections: list[Section]) -> Group | None:
+    """Table 1's baseline when it is ID 0; among unswept runs, the one `original` without a solved size
+    or another tokenizer (several such: Table 1's choice)."""
+    base = baseline_for(section, sections)
+    if base is None or base.id == "0":
+        return base
+    plain = [g for g in section.groups if g.mods == "original" and not _flat(g.runs[0].config).get("model.target_params")
+             and _flat(g.runs[0].config).get("data.tokenizer", "wordpiece") == "wordpiece"]
+    return plain[0] if len(plain) == 1 else base
+
+
+def series(sections: list[Section]) -> list[dict]:
+    """Per section with an `original` and at least one other point on an axis: one entry per axis with
+    its points (original included, sorted by x; unigram last) and the rank correlations."""
+    out = []
+    for section in sections:
+        base = _base(section, sections)
+        if base is None:
+            continue
+        found: dict[str, list] = {}
+        for g in section.groups:
+            if g is not base and (c := classify(g, base)) is not None:
+                found.setdefault(c[0], []).append(_point(g, c[1]))
+        for axis in AXES:
+            if axis.name not in found:
+                continue
+            points = [_point(base, _base_x(axis.name, base))] + found[axis.name]
+            if axis.categorical:
+                order = ["wordpiece", "word", "char"]
+                points.sort(key=lambda p: (order.index(p["x"]) if p["x"] in order else len(order), str(p["x"])))
+            else:
+                points.sort(key=lambda p: (isinstance(p["x"], str), p["x"] if not isinstance(p["x"], str) else 0))
+            out.append({"section": section.title, "axis": axis.name, "table": axis.table, "claim": axis.claim,
+                        "points": points, "spearman_mu": _spearman(points, "mu"),
+                        "spearman_delta": _spearman(points, "delta")})
+    return out
+
+
+def _pm(a: dict, digits: int = 3) -> str:
+    if a["mean"] is None:
+        return "–"
+    return f"{a['mean']:.{digits}f}" + (f" ± {a['std']:.{digits}f}" if a["std"] is not None else "")
+
+
+def _rho(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.2f}"
+
+
+def markdown(found: list[dict]) -> str:
+    if not found:
+        return ""
+    lines = ["## K et al.'s series (seed 004): µ and ∆ per axis", "",
+             "∆ = English − zero-shot accuracy of full fine-tuning (`minimult transfer`); mean ± std over seeds; "
+             "'here' is Spearman's rank correlation of the setting means with the axis (not a test).", ""]
+    for s in found:
+        axis = next(a for a in AXES if a.name == s["axis"])
+        lines += [f"### {axis.name} ({s['table']}; {s['section']})", "",
+                  f"K et al.: {s['claim']}. Here: µ rank correlation {_rho(s['spearman_mu'])}, "
+                  f"∆ {_rho(s['spearman_delta'])} over {len(s['points'])} settings.", "",
+                  f"| {axis.label} | setting | n | parameters | µ | ∆ |", "|--:|---|--:|--:|--:|--:|"]
+        for p in s["points"]:
+            x = p["x"] if isinstance(p["x"], str) else (f"{p['x']:,}" if isinstance(p["x"], int) else f"{p['x']:g}")
+            params = f"{p['parameters']:,}" if p["parameters"] else "–"
+            lines.append(f"| {x} | {p['setting']} | {p['n']} | {params} | {_pm(p['mu'])} | {_pm(p['delta'])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def figure(found: list[dict], out: Path) -> Path | None:
+    """k_et_al.png: one panel per series, µ (left axis) and ∆ (right axis) with seed std as error bars."""
+    if not found:
+        return None
+    from minimult.report.figures import _plt, _save
+
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(found), figsize=(3.6 * len(found), 3.4), squeeze=False)
+    for ax, s in zip(axes[0], found):
+        axis = next(a for a in AXES if a.name == s["axis"])
+        numeric = [p for p in s["points"] if not isinstance(p["x"], str)]
+        labels = [p for p in s["points"] if isinstance(p["x"], str)]
+        if axis.categorical:
+            xs = {p["x"]: i for i, p in enumerate(s["points"])}
+            ax.set_xticks(range(len(xs)), list(xs))
+            numeric, labels, where = s["points"], [], lambda p: xs[p["x"]]
+        else:
+            where = lambda p: p["x"]  # noqa: E731
+        twin = ax.twinx()
+        for a, key, colour, name in ((ax, "mu", "C0", "µ"), (twin, "delta", "C3", "∆")):
+            pts = [p for p in numeric if p[key]["mean"] is not None]
+            if pts:
+                a.errorbar([where(p) for p in pts], [p[key]["mean"] for p in pts],
+                           yerr=[p[key]["std"] or 0 for p in pts], color=colour, marker="o", ms=4, capsize=3,
+                           label=name)
+            for p in labels:  # unigram: a dashed level beside the series
+                if p[key]["mean"] is not None:
+                    a.axhline(p[key]["mean"], color=colour, ls="--", lw=0.8)
+                    a.annotate(p["x"], (1.0, p[key]["mean"]), xycoords=("axes fraction", "data"), fontsize=7,
+                               color=colour, ha="right", va="bottom")
+            a.set_ylabel(name, color=colour)
+        if axis.log_x:
+            from matplotlib.ticker import FuncFormatter, NullFormatter
+
+            ax.set_xscale("log")
+            ax.set_xticks([p["x"] for p in numeric])
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:.0f}k"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(axis.label)
+        ax.set_title(f"{axis.name} ({s['table']})", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, plt, Path(out) / "k_et_al.png", 120)
