@@ -221,3 +221,17 @@ def test_unicode_char_vocabulary_holds_both_scripts(minimult_cache, tiny_data_cf
     vocab = prepare(cfg).vocab
     english = [p for p in vocab.pieces[N_SPECIAL:] if p[-1].isascii()]
     assert english and all(shift_piece(p) in vocab.index for p in english)
+
+
+def test_runs_from_before_the_tokenizer_setting_are_wordpiece_runs():
+    """A config.json without data.tokenizer reads as wordpiece: the report keeps such runs in one
+    setting with new wordpiece runs, apart from char runs."""
+    from minimult.config import RunConfig, resolve
+    from minimult.report.collect import _fingerprint
+
+    new = resolve("tiny")[0].to_dict()
+    old = json.loads(json.dumps(new))
+    del old["data"]["tokenizer"]
+    assert RunConfig.from_dict(old).data.tokenizer == "wordpiece"
+    assert _fingerprint(old) == _fingerprint(new)
+    assert _fingerprint(resolve("tiny", {"data.tokenizer": "char"})[0].to_dict()) != _fingerprint(new)
