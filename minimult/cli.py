@@ -13,6 +13,12 @@ def _sources() -> list[str]:
     return list(REGISTRY)
 
 
+def _tokenizers() -> list[str]:
+    from minimult.data.vocab import TOKENIZERS
+
+    return list(TOKENIZERS)
+
+
 def data_options(f):
     """Options that choose the data (shared by prepare and pretrain)."""
     for option in reversed([
@@ -23,6 +29,9 @@ def data_options(f):
         click.option("--fake", type=click.Choice(_sources()), default=None,
                      help="The second language's source: Fake-English by id shift (default) or by unicode "
                           "code-point shift (K et al.)."),
+        click.option("--tokenizer", type=click.Choice(_tokenizers()), default=None,
+                     help="The units: wordpiece (default), char (every character of the training corpus) or "
+                          "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
         click.option("--preset", default="paper", show_default=True,
                      help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
@@ -32,10 +41,11 @@ def data_options(f):
     return f
 
 
-def _overrides(train, dev, fake, settings) -> dict:
+def _overrides(train, dev, fake, tokenizer, settings) -> dict:
     from minimult.config import parse_overrides
 
-    out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.fake", fake)) if v is not None}
+    out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.fake", fake),
+                             ("data.tokenizer", tokenizer)) if v is not None}
     out.update(parse_overrides(settings))
     return out
 
@@ -51,15 +61,15 @@ def main():
 @click.option("--mods", default=None, help="Mods whose data effects to preview (comma-separated).")
 @click.option("--examples", default=3, show_default=True, help="Example sentences to show.")
 @_fail_cleanly
-def prepare(train, dev, fake, preset, settings, mods, examples):
+def prepare(train, dev, fake, tokenizer, preset, settings, mods, examples):
     """Build corpora, vocabulary and language views (cached) and print corpus statistics."""
     from minimult.config import resolve
     from minimult.data.prepare import summary
     from minimult.data.run_data import RunData
 
-    cfg, active = resolve(preset, _overrides(train, dev, fake, settings), mods)
+    cfg, active = resolve(preset, _overrides(train, dev, fake, tokenizer, settings), mods)
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
-    click.echo(summary(data.prepared))
+    click.echo(summary(data.prepared, cfg.data.max_len))
     if examples:
         sides = data.train_views
         click.echo(f"\nexamples ({cfg.mods}):")
@@ -116,8 +126,8 @@ def budget(presets, mods, settings, json_path, readme):
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
-def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs, device, precision, eval_every, out,
-             resume):
+def pretrain(train, dev, fake, tokenizer, preset, settings, mods, seed, epochs, mask_probs, device, precision,
+             eval_every, out, resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
 
     from minimult.config import resolve
@@ -129,7 +139,8 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
         given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
                                       ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
                                       ("--eval-every", eval_every), ("--train-file", train), ("--dev-file", dev),
-                                      ("--fake", fake), ("--set", settings)) if v not in (None, ())]
+                                      ("--fake", fake), ("--tokenizer", tokenizer), ("--set", settings))
+                 if v not in (None, ())]
         if given or preset != "paper":
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
                                 f"would be ignored, so it is refused")
@@ -138,7 +149,7 @@ def pretrain(train, dev, fake, preset, settings, mods, seed, epochs, mask_probs,
             run_train([run], resume=True, log=click.echo)
         click.echo(f"run folder: {run.path}")
         return
-    overrides = _overrides(train, dev, fake, settings)
+    overrides = _overrides(train, dev, fake, tokenizer, settings)
     for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
                        ("train.precision", precision), ("train.eval_every", eval_every)):
         if value is not None:
@@ -359,14 +370,14 @@ def transfer(run, modes, layer, settings, device, threads, json_path):
 @click.option("--words", default="God,Jesus,love,said,house,water,the,##s", show_default=True,
               help="Comma-separated English pieces whose neighbours to show.")
 @_fail_cleanly
-def neighbours(train, dev, fake, preset, settings, mods, seed, words):
+def neighbours(train, dev, fake, tokenizer, preset, settings, mods, seed, words):
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
     from minimult.config import resolve
     from minimult.data.run_data import RunData
     from minimult.knn.neighbours import table_info
     from minimult.mods.masking import with_knn_replace
 
-    overrides = {**_overrides(train, dev, fake, settings), "train.seed": seed}
+    overrides = {**_overrides(train, dev, fake, tokenizer, settings), "train.seed": seed}
     cfg, active = resolve(preset, overrides, with_knn_replace(mods))
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     prepared, sides = data.prepared, data.train_views

@@ -33,12 +33,18 @@ class DataConfig:
     vocab_size: int = 2048  # per language, specials included
     fake: str = "shift"  # the language source (minimult.data.sources): shift | unicode
     n_langs: int = 2
-    max_len: int = 128  # pieces per sequence incl. [CLS]/[SEP]; positions per language
+    # pieces per sequence incl. [CLS]/[SEP]; positions per language. Longer sentences are cut to fit and
+    # the cut is reported, never silent: `prepare`'s summary and the training log count the sentences cut,
+    # results.json's `dev_sentences_cut` those of the evaluation (characters need a larger max_len)
+    max_len: int = 128
+    tokenizer: str = "wordpiece"  # the units: wordpiece | char | word (minimult.data.vocab.TOKENIZERS)
 
     def __post_init__(self):
         from minimult.data import sources
+        from minimult.data.vocab import check_tokenizer
 
         sources.get(self.fake)  # an unknown source is an error naming the valid ones
+        check_tokenizer(self.tokenizer)
         if self.max_len < 3:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
         if self.n_langs != 2:

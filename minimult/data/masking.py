@@ -85,13 +85,16 @@ class Masked:
     targets: torch.Tensor    # (N,) long, their original ids
 
 
-def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: int = 5) -> torch.Tensor:
-    """The non-special ids of all languages: k*V + n_special .. k*V + V-1 for every k."""
-    if n_langs < 1 or not 0 <= n_special < vocab_size_per_lang:
-        raise MinimultError(f"need n_langs >= 1 and 0 <= n_special < vocab size, got {n_langs}, {n_special}, "
-                            f"{vocab_size_per_lang}")
+def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: int = 5,
+                           entries: int | None = None) -> torch.Tensor:
+    """The non-special ids of all languages: k*V + n_special .. k*V + entries-1 for every k (`entries`:
+    the vocabulary's entries when it leaves the end of its block unused, as a character set does; V)."""
+    entries = vocab_size_per_lang if entries is None else entries
+    if n_langs < 1 or not 0 <= n_special < entries <= vocab_size_per_lang:
+        raise MinimultError(f"need n_langs >= 1 and 0 <= n_special < entries <= vocab size, got {n_langs}, "
+                            f"{n_special}, {entries}, {vocab_size_per_lang}")
     ids = torch.arange(vocab_size_per_lang * n_langs)
-    return ids[ids % vocab_size_per_lang >= n_special]
+    return ids[(ids % vocab_size_per_lang >= n_special) & (ids % vocab_size_per_lang < entries)]
 
 
 def _thresholds(probs) -> list[float]:

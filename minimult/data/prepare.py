@@ -1,4 +1,4 @@
-"""`minimult prepare`: corpora -> sentences -> WordPiece vocabulary -> encoded ids, cached by content.
+"""`minimult prepare`: corpora -> sentences -> vocabulary (data.tokenizer) -> encoded ids, cached by content.
 
 Public entry: `prepare(data_cfg, progress) -> Prepared`. A second call with the same inputs reuses the
 cache entry (named by a hash of everything that determines it) and says so.
@@ -43,7 +43,7 @@ class Prepared:
 
 
 def cache_key(cfg) -> dict:
-    return {
+    key = {
         "format": FORMAT_VERSION,
         "train": corpus_mod.source_fingerprint(cfg.train),
         "dev": corpus_mod.source_fingerprint(cfg.dev),
@@ -52,6 +52,9 @@ def cache_key(cfg) -> dict:
         "vocab_size": cfg.vocab_size,
         "fake": cfg.fake,
     }
+    if cfg.tokenizer != "wordpiece":  # wordpiece entries keep the key (and so the cache) they always had
+        key["tokenizer"] = cfg.tokenizer
+    return key
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
@@ -77,13 +80,17 @@ def _build(cfg, progress: Callable[[str], None]):
         stats = corpus_stats(train, dev)
         source = sources.get(cfg.fake)
         text, size = source.training_text(train, cfg), source.vocab_size(cfg)
-        vocab, where = shipped_vocab(text, size, cfg.fake)
-        if vocab is None:
+        # shipped vocabularies are WordPiece lists; char and word vocabularies are built deterministically
+        vocab, where = shipped_vocab(text, size, cfg.fake) if cfg.tokenizer == "wordpiece" else (None, None)
+        if where is not None:
+            progress(f"using the shipped vocabulary {where}")
+        elif cfg.tokenizer == "wordpiece":
             progress(f"training a WordPiece vocabulary of {size} (none is shipped for this text: HF's trainer "
                      f"breaks ties in hash order, so another build may differ; see corpora/vocabularies) ...")
             vocab = source.train_vocab(train, cfg)
         else:
-            progress(f"using the shipped vocabulary {where}")
+            progress(f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
+            vocab = source.train_vocab(train, cfg)
         source.write_extra(vocab, train, dev, tmp)
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
@@ -91,6 +98,8 @@ def _build(cfg, progress: Callable[[str], None]):
         enc_train.save(tmp / "train.npz")
         enc_dev.save(tmp / "dev.npz")
         stats["vocab_entries"] = len(vocab)
+        if cfg.tokenizer != "wordpiece":  # older entries have no key: they are all wordpiece
+            stats["tokenizer"] = cfg.tokenizer
         stats["vocab_sha256"] = hashlib.sha256((tmp / "vocab.txt").read_bytes()).hexdigest()
         stats["train"]["pieces"] = int(len(enc_train.ids))
         stats["train"]["median_pieces"] = float(np.median(enc_train.lengths))
@@ -122,7 +131,12 @@ def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
         raise MinimultError(f"prepared data at {path} is unreadable ({e}); delete it to rebuild") from None
 
 
-def summary(p: Prepared) -> str:
+def cut_sentences(p: Prepared, max_len: int) -> dict[str, int]:
+    """{split: sentences with more than max_len - 2 pieces}: what training and evaluation cut to fit."""
+    return {name: int((p.encoded(name).lengths > max_len - 2).sum()) for name in ("train", "dev")}
+
+
+def summary(p: Prepared, max_len: int | None = None) -> str:
     s = p.stats
     rows = [("", "sentences", "words", "types", "characters", "median words", "pieces")]
     for name in ("train", "dev"):
@@ -131,7 +145,13 @@ def summary(p: Prepared) -> str:
                      f"{d['characters']:,}", f"{d['median_words']:g}", f"{d['pieces']:,}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    lines.append(f"vocabulary: {s['vocab_entries']} WordPiece entries (sha256 {s['vocab_sha256'][:12]}); "
+    tokenizer = {"wordpiece": "WordPiece", "char": "character", "word": "word"}[s.get("tokenizer", "wordpiece")]
+    lines.append(f"vocabulary: {s['vocab_entries']} {tokenizer} entries (sha256 {s['vocab_sha256'][:12]}); "
                  f"dev OOV words {s['dev_oov_rate']:.1%}, dev [UNK] pieces {s['dev']['unk_rate']:.2%}")
+    if max_len is not None:
+        cut = cut_sentences(p, max_len)
+        lines.append(f"longest training sentence: {s['train']['max_pieces']} pieces; data.max_len - 2 = "
+                     f"{max_len - 2}: {cut['train']:,} training and {cut['dev']:,} dev sentences are cut to fit"
+                     + ("" if any(cut.values()) else " (none)"))
     lines.append(f"cache: {p.path} ({'reused' if p.reused else 'built'})")
     return "\n".join(lines)

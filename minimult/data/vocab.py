@@ -1,8 +1,10 @@
-"""WordPiece vocabulary (HF `tokenizers`) and compact encoded corpora.
+"""Vocabularies (HF `tokenizers`) at three granularities and compact encoded corpora.
 
-Public entries: `train_wordpiece(sentences, size) -> Vocab`, `Vocab.encode(corpus) -> Encoded`.
+Public entries: `train_vocab(tokenizer, sentences, size) -> Vocab` (`TOKENIZERS`: wordpiece, char, word),
+`Vocab.encode(corpus) -> Encoded`, `Vocab.decode(ids, word_starts) -> words`.
 Ids of language k are `id + k * vocab.size`; they are displayed with a `::` prefix per language
-(`He` -> `::He`), and `Vocab.parse` reads that display form back.
+(`He` -> `::He`), and `Vocab.parse` reads that display form back. A vocabulary may hold fewer entries
+than `size` (a character set is small): ids `len(vocab)` .. `size - 1` of each block are then unused.
 """
 
 from __future__ import annotations
@@ -79,13 +81,16 @@ def _word_starts(word_ids: list) -> list[bool]:
 
 
 class Vocab:
-    """A trained WordPiece tokenizer plus the id conventions of the lab."""
+    """A trained tokenizer (WordPiece model for wordpiece and char, WordLevel for word) plus the id
+    conventions of the lab."""
 
     def __init__(self, tokenizer, size: int):
         self.tokenizer = tokenizer
         self.size = size  # ids per language (the stride of the id shift)
         self.pieces = [tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size())]
         self.index = {p: i for i, p in enumerate(self.pieces)}
+        # how a piece that continues a word is written ("##" for WordPiece models; words have none)
+        self.continuation = getattr(tokenizer.model, "continuing_subword_prefix", "")
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -97,6 +102,18 @@ class Vocab:
         pieces = [e.ids for e in out]
         starts = [_word_starts(e.word_ids) for e in out]  # word_ids builds a new list on every access
         return Encoded.from_lists(pieces, starts, verse_ids)
+
+    def decode(self, ids, word_starts) -> list[str]:
+        """The words of one sentence from its ids (of any language) and word starts: the inverse of
+        `encode` up to [UNK] (a word that could not be encoded comes back as "[UNK]")."""
+        words: list[str] = []
+        for i, start in zip(ids, word_starts):
+            piece = self.pieces[int(i) % self.size]
+            if start or not words:
+                words.append(piece)
+            else:
+                words[-1] += piece[len(self.continuation):] if piece.startswith(self.continuation) else piece
+        return words
 
     def display(self, ids) -> list[str]:
         """Global ids to pieces; language k's pieces get k `::` prefixes."""
@@ -176,6 +193,11 @@ def ship_vocab(vocab: Vocab, sentences: list[list[str]], source: str, descriptio
     return path
 
 
+def _check_size(size: int) -> None:
+    if size <= N_SPECIAL:
+        raise MinimultError(f"vocabulary size {size} leaves no room: it must exceed the {N_SPECIAL} special tokens")
+
+
 def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     """A cased WordPiece vocabulary of at most `size` entries, specials first (ids 0-4).
 
@@ -186,8 +208,7 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    if size <= N_SPECIAL:
-        raise MinimultError(f"vocabulary size {size} leaves no room: it must exceed the {N_SPECIAL} special tokens")
+    _check_size(size)
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # input is already word-tokenized
     trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=list(SPECIALS),
@@ -199,3 +220,62 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     if [tokenizer.token_to_id(s) for s in SPECIALS] != list(range(N_SPECIAL)):
         raise MinimultError("the trained vocabulary does not put the special tokens at ids 0-4")
     return Vocab(tokenizer, size)
+
+
+def _by_frequency(counts: dict[str, int]) -> list[str]:
+    """Most frequent first, ties in string order: the same list on every machine and every build."""
+    return sorted(counts, key=lambda k: (-counts[k], k))
+
+
+def train_char(sentences: list[list[str]], size: int = 2048) -> Vocab:
+    """Every character of the corpus as a unit, plus the specials: a WordPiece model whose entries are
+    single characters, each in the form(s) it occurs in, first in a word (`a`) and inside one (`##a`),
+    so the model sees word boundaries as it does under wordpiece and word. Deterministic (no
+    training): entries by frequency. A vocabulary smaller than that character set is an error; a larger
+    one leaves the rest of the id block unused (set data.vocab_size to `len(vocab)` to save the
+    model's rows). A word with a character outside the set becomes one [UNK], as under wordpiece."""
+    from collections import Counter
+
+    _check_size(size)
+    first, inside = Counter(), Counter()
+    for s in sentences:
+        for w in s:
+            first[w[:1]] += 1
+            inside.update(w[1:])
+    first.pop("", None)
+    entries = list(SPECIALS) + _by_frequency(first) + ["##" + c for c in _by_frequency(inside)]
+    if len(entries) > size:
+        raise MinimultError(f"vocabulary size {size} is smaller than the character set: this corpus's "
+                            f"characters need {len(entries)} entries (first-in-word and ## forms, specials "
+                            f"included); use --set data.vocab_size={len(entries)} or more")
+    return from_pieces(entries, size)
+
+
+def train_word(sentences: list[list[str]], size: int = 2048) -> Vocab:
+    """The `size - 5` most frequent words (ties in string order) plus the specials, [UNK] for the rest:
+    a WordLevel model, one unit per word. Deterministic (no training)."""
+    from collections import Counter
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    _check_size(size)
+    counts = Counter(w for s in sentences for w in s)
+    entries = list(SPECIALS) + [w for w in _by_frequency(counts) if w not in SPECIALS][: size - N_SPECIAL]
+    tokenizer = Tokenizer(models.WordLevel({p: i for i, p in enumerate(entries)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return Vocab(tokenizer, size)
+
+
+# data.tokenizer -> how its vocabulary is made (sentences, size) -> Vocab
+TOKENIZERS = {"wordpiece": train_wordpiece, "char": train_char, "word": train_word}
+
+
+def check_tokenizer(name: str) -> None:
+    if name not in TOKENIZERS:
+        raise MinimultError(f"unknown tokenizer {name!r}: use {', '.join(TOKENIZERS)}")
+
+
+def train_vocab(tokenizer: str, sentences: list[list[str]], size: int) -> Vocab:
+    """A `tokenizer` vocabulary (wordpiece | char | word) of at most `size` entries, specials at ids 0-4."""
+    check_tokenizer(tokenizer)
+    return TOKENIZERS[tokenizer](sentences, size)

@@ -12,7 +12,7 @@ def run(ctx) -> dict:
         with ctx.phase("alignment"):
             prf = metrics.alignment_prf(ven[l], en.offsets, vl1[l], l1.offsets, ctx.links)
         out[str(l)] = {"align_precision": prf["precision"], "align_recall": prf["recall"], "align_f1": prf["f1"]}
-    return {"layers": out, "dev_sentences": en.num_sentences}
+    return {"layers": out, "dev_sentences": en.num_sentences, "dev_sentences_cut": ctx.dev_sentences_cut}
 
 
 register(Evaluator(

@@ -1,5 +1,11 @@
 """MLM perplexity (DESIGN §8): 15% of each sequence's tokens replaced by [MASK] with a fixed seed,
-exp(mean negative log-likelihood) over them, on the training and the dev sequences."""
+exp(mean negative log-likelihood) over them, on the training and the dev sequences.
+
+Perplexity per unit depends on the units (data.tokenizer: a character is easier to guess than a word),
+so each split also gets a perplexity per word, comparable across granularities: the mean NLL per unit
+times the units per word, exp(NLL per unit x units / words) = ppl ** (units / words), with units and
+words counted on the split's English sentences inside the model's window (English keeps its word
+boundaries under every mod). An [UNK] counts as one unit of one word."""
 
 from __future__ import annotations
 
@@ -45,6 +51,16 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     return {"perplexity": metrics.perplexity(nll, count), "masked_tokens": count, "sequences": len(order)}
 
 
+def units_per_word(sides, layouts) -> float:
+    """Units per word of the English side inside the model's window ([CLS] and [SEP] left out)."""
+    from minimult.data.languages import positions_within
+
+    en = sides[0]
+    inside = positions_within(en.offsets) < layouts[en.lang].max_len - 2
+    words = int(en.word_starts[inside].sum())
+    return float(inside.sum()) / words if words else float("nan")
+
+
 def _same(a, b) -> bool:
     return all(len(x.ids) == len(y.ids) and np.array_equal(x.ids, y.ids) and np.array_equal(x.offsets, y.offsets)
                for x, y in zip(a, b)) and len(a) == len(b)
@@ -59,18 +75,25 @@ def run(ctx) -> dict:
         with ctx.phase(f"perplexity_{split}"):
             out[split] = mlm_perplexity(ctx.model, sides, ctx.layouts, ctx.random_ids, ctx.device,
                                         ctx.ppl_sentences)["perplexity"]
+        out[f"{split}_word"] = out[split] ** units_per_word(sides, ctx.layouts)
         if split == "train" and not _same(parallel := ctx.views("train-parallel"), sides):
             with ctx.phase("perplexity_train_parallel"):
                 out["train_parallel"] = mlm_perplexity(ctx.model, parallel, ctx.layouts, ctx.random_ids,
                                                        ctx.device, ctx.ppl_sentences)["perplexity"]
+            out["train_parallel_word"] = out["train_parallel"] ** units_per_word(parallel, ctx.layouts)
     return {"perplexity": out}
 
 
 register(Evaluator(
-    "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data", version=2,
+    "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data, per unit "
+    "and per word", version=3,  # 3: per-word columns (the per-unit numbers are unchanged)
     order=90, run=run,
     columns=(Column("train", "ppl train", group="perplexity", kind="perplexity", higher_is_better=False, table=True),
              Column("train_parallel", "ppl train (whole parallel)", group="perplexity", kind="perplexity",
                     higher_is_better=False),
              Column("dev", "ppl dev", group="perplexity", kind="perplexity", higher_is_better=False, table=True,
-                    curve=True, summary=True, short="ppl dev"))))
+                    curve=True, summary=True, short="ppl dev"),
+             Column("train_word", "ppl/word train", group="perplexity", kind="perplexity", higher_is_better=False),
+             Column("train_parallel_word", "ppl/word train (whole parallel)", group="perplexity",
+                    kind="perplexity", higher_is_better=False),
+             Column("dev_word", "ppl/word dev", group="perplexity", kind="perplexity", higher_is_better=False))))

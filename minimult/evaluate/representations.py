@@ -132,13 +132,15 @@ class Context:
     transfer: object | None = None  # a TransferConfig: run zero-shot transfer with it (None: transfer gives nothing)
     log: Callable[[str], None] | None = None  # progress lines of long evaluators (transfer's fine-tuning)
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
+    dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
 
     def phase(self, name: str):
         return phase(self.timings, name)
 
     @cached_property
     def dev(self) -> list[Side]:
-        """The dev sentences of both languages, cut to the model's window."""
+        """The dev sentences of both languages, cut to the model's window; how many were cut is counted
+        in `dev_sentences_cut` (results.json) and logged, never silent."""
         with self.phase("data"):
             sides = self.views("dev")
             if self.dev_sentences:
@@ -146,6 +148,10 @@ class Context:
                 sides = [s.subset(index) for s in sides]
             if sides[0].num_sentences < 2:
                 raise MinimultError(f"the dev set has {sides[0].num_sentences} sentence(s): retrieval needs at least 2")
+            self.dev_sentences_cut = sum(int((s.lengths > self.max_len - 2).sum()) for s in sides)
+            if self.dev_sentences_cut and self.log is not None:
+                self.log(f"note: {self.dev_sentences_cut:,} of {sum(s.num_sentences for s in sides):,} dev "
+                         f"sentences have more than max_len - 2 = {self.max_len - 2} pieces and are cut to fit")
             return [truncate(s, self.max_len - 2) for s in sides]
 
     @cached_property

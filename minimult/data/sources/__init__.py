@@ -41,9 +41,9 @@ class Source:
     def train_vocab(self, train, data_cfg):
         """A Vocab of `vocab_size(data_cfg)` entries trained on `training_text` (unless a shipped one
         exists for that text: `minimult.data.vocab.shipped_vocab`)."""
-        from minimult.data.vocab import train_wordpiece
+        from minimult.data.vocab import train_vocab
 
-        return train_wordpiece(self.training_text(train, data_cfg), self.vocab_size(data_cfg))
+        return train_vocab(data_cfg.tokenizer, self.training_text(train, data_cfg), self.vocab_size(data_cfg))
 
     def write_extra(self, vocab, train, dev, tmp) -> None:
         """Encoded texts of its own (named in `extra`) written into the cache entry `tmp`."""
@@ -54,7 +54,8 @@ class Source:
 
     def dictionary(self, prepared, data_cfg) -> list:
         """[English, language 1] Sides of one-piece sentences: entry i of each translates entry i of the
-        other (word translation τ)."""
+        other (word translation τ). Its entries are units of the run's own vocabulary (data.tokenizer):
+        pieces, characters or words."""
         raise NotImplementedError
 
     def random_ids(self, prepared, data_cfg):

@@ -35,11 +35,14 @@ class Shift(Source):
         return [english] + [shifted_side(english, k, data_cfg.vocab_size) for k in range(1, data_cfg.n_langs)]
 
     def dictionary(self, prepared, data_cfg):
-        en = np.arange(N_SPECIAL, prepared.vocab.size, dtype=np.int32)
+        """Every non-special entry of the vocabulary and its shifted twin: pieces, characters (each
+        form: `a` and `##a`) or words, as data.tokenizer made them. Ids past the vocabulary's entries
+        (a character set leaves most of its block unused) are never inputs and are left out."""
+        en = np.arange(N_SPECIAL, len(prepared.vocab), dtype=np.int32)
         return one_piece_sides([en + k * prepared.vocab.size for k in range(data_cfg.n_langs)])
 
     def random_ids(self, prepared, data_cfg):
-        return random_replacement_ids(prepared.vocab.size, data_cfg.n_langs)
+        return random_replacement_ids(prepared.vocab.size, data_cfg.n_langs, entries=len(prepared.vocab))
 
 
 register(Shift())
