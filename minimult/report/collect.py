@@ -130,16 +130,23 @@ def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list
     return runs, unevaluated
 
 
-def _fingerprint(config: dict) -> str:
-    """The configuration without seed, device and transfer settings (how a run is evaluated, not trained;
-    runs made before the section existed have none): runs that differ only there are one setting. Keys
-    added since a run was made read as their defaults (a run from before data.tokenizer is wordpiece)."""
-    from minimult.config import EVALUATION_SECTIONS, RunConfig
+def current_config(config: dict) -> dict:
+    """A run's stored configuration as this version reads it: keys added since the run was made take
+    their defaults (a run from before data.tokenizer is wordpiece); one it cannot read, as it is."""
+    from minimult.config import RunConfig
 
     try:
-        c = RunConfig.from_dict(config).to_dict()
-    except (TypeError, ValueError, MinimultError):  # not a configuration this version reads: as it is
-        c = json.loads(json.dumps(config))
+        return RunConfig.from_dict(config).to_dict()
+    except (TypeError, ValueError, MinimultError):
+        return json.loads(json.dumps(config))
+
+
+def _fingerprint(config: dict) -> str:
+    """The configuration without seed, device and transfer settings (how a run is evaluated, not trained;
+    runs made before the section existed have none): runs that differ only there are one setting."""
+    from minimult.config import EVALUATION_SECTIONS
+
+    c = current_config(config)
     c.get("train", {}).pop("seed", None)
     c.get("train", {}).pop("device", None)
     for section in EVALUATION_SECTIONS:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Group, Section
+from minimult.report.collect import Group, Section, current_config
 from minimult.report.tables import aggregate, baseline_for
 
 # Fields that a size solver derives (they follow the series' own field) and sections that do not
@@ -59,8 +59,9 @@ AXES = (
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
+    """{"model.layers": 12, ...} of a run's configuration as this version reads it."""
     out = {}
-    for k, v in config.items():
+    for k, v in (current_config(config) if prefix == "" else config).items():
         if prefix == "" and k in IGNORED_SECTIONS:
             continue
         if isinstance(v, dict):
