@@ -21,8 +21,8 @@ def data_options(f):
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
         click.option("--fake", type=click.Choice(_sources()), default=None,
-                     help="The second language's source: Fake-English by id shift (default) or by unicode "
-                          "code-point shift (K et al.)."),
+                     help="The second language's source: Fake-English by id shift (default), by unicode "
+                          "code-point shift (K et al.), or en-es: Spanish (RV1909) verse-aligned with the KJV."),
         click.option("--preset", default="paper", show_default=True,
                      help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
@@ -65,7 +65,7 @@ def prepare(train, dev, fake, preset, settings, mods, examples):
         click.echo(f"\nexamples ({cfg.mods}):")
         for i in range(min(examples, sides[0].num_sentences)):
             for lang, side in enumerate(sides):
-                click.echo(f"  {'en' if lang == 0 else f'L{lang}'}: " + " ".join(data.prepared.vocab.display(side.sentence(i))))
+                click.echo(f"  {'en' if lang == 0 else f'L{lang}'}: " + " ".join(data.source.display(data.prepared, cfg.data, side.sentence(i))))
 
 
 @main.command()

@@ -38,7 +38,7 @@ class DataConfig:
     def __post_init__(self):
         from minimult.data import sources
 
-        sources.get(self.fake)  # an unknown source is an error naming the valid ones
+        sources.get(self.fake).check(self)  # an unknown source is an error naming the valid ones
         if self.max_len < 3:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
         if self.n_langs != 2:

@@ -43,7 +43,7 @@ class Prepared:
 
 
 def cache_key(cfg) -> dict:
-    return {
+    return sources.get(cfg.fake).cache_key(cfg, {
         "format": FORMAT_VERSION,
         "train": corpus_mod.source_fingerprint(cfg.train),
         "dev": corpus_mod.source_fingerprint(cfg.dev),
@@ -51,7 +51,7 @@ def cache_key(cfg) -> dict:
         "dev_sentences": cfg.dev_sentences,
         "vocab_size": cfg.vocab_size,
         "fake": cfg.fake,
-    }
+    })
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
@@ -70,12 +70,9 @@ def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
 
 def _build(cfg, progress: Callable[[str], None]):
     def build(tmp: Path) -> None:
-        progress(f"reading training corpus {cfg.train} ...")
-        train = corpus_mod.load_corpus(cfg.train, cfg.train_sentences or None)
-        progress(f"reading development corpus {cfg.dev} ...")
-        dev = corpus_mod.load_corpus(cfg.dev, cfg.dev_sentences or None)
-        stats = corpus_stats(train, dev)
         source = sources.get(cfg.fake)
+        train, dev = source.corpora(cfg, progress)
+        stats = corpus_stats(train, dev)
         text, size = source.training_text(train, cfg), source.vocab_size(cfg)
         vocab, where = shipped_vocab(text, size, cfg.fake)
         if vocab is None:
@@ -84,7 +81,7 @@ def _build(cfg, progress: Callable[[str], None]):
             vocab = source.train_vocab(train, cfg)
         else:
             progress(f"using the shipped vocabulary {where}")
-        source.write_extra(vocab, train, dev, tmp)
+        stats.update(source.write_extra(vocab, train, dev, tmp) or {})
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
         enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
@@ -133,5 +130,13 @@ def summary(p: Prepared) -> str:
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.append(f"vocabulary: {s['vocab_entries']} WordPiece entries (sha256 {s['vocab_sha256'][:12]}); "
                  f"dev OOV words {s['dev_oov_rate']:.1%}, dev [UNK] pieces {s['dev']['unk_rate']:.2%}")
+    for split, d in s.get("languages", {}).items():  # a source with a second language of its own text
+        es = d["es"]
+        lines.append(f"{split} second language: {es['sentences']:,} sentences, {es['words']:,} words, "
+                     f"{es['types']:,} types, {es['pieces']:,} pieces; {d['aligned_verses']:,} aligned verses, "
+                     f"{d['silver_links']:,} silver links ({d['silver_sure']:,} sure)")
+    if "dictionary_entries" in s:
+        lines.append(f"second vocabulary: {s['es_vocab_entries']} entries; silver dictionary: "
+                     f"{s['dictionary_entries']} one-piece word pairs")
     lines.append(f"cache: {p.path} ({'reused' if p.reused else 'built'})")
     return "\n".join(lines)
