@@ -235,10 +235,14 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--only", default=None, metavar="NAME,...",
               help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
                    "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
+@click.option("--links", "link_file", default=None, metavar="FILE|silver",
+              help="Word alignment P, R, F1 and AER against a link file (verse_id<TAB>index_in_A<TAB>index_in_B"
+                   "[<TAB>S|P], 0-based words; see README); `silver` = the en-es source's Strong's links. Runs "
+                   "only this evaluator unless --only names others.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
 def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, hf_dir, pair, shift,
-             only, json_path):
+             only, link_file, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
@@ -251,6 +255,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate.segments import parse_segments
     from minimult.runs import Run, latest_run, write_json
 
+    if (hf_dir or pair or shift) and link_file:
+        raise MinimultError("--links evaluates a run's verse-aligned dev sentences; it does not go with --hf")
     if hf_dir or pair or shift:
         return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
                             parse_segments(segments), json_path)
@@ -259,17 +265,23 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
         click.echo(f"evaluating the most recent run: {run}")
     values = parse_segments(segments)
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else None
+    if link_file is not None:
+        names = tuple(dict.fromkeys((names or ()) + ("links",)))
     opened = Run.open(run)
     every = []
     with opened.locked():
         for value in values:
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                                    log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
-                                   only=names)
+                                   only=names, link_file=link_file)
             every.append(results)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
             click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
+            if link_file is not None:
+                from minimult.evaluate.links import table as links_table
+
+                click.echo(links_table(results["links"]))
     if json_path:
         write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
