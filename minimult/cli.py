@@ -403,6 +403,34 @@ def neighbours(train, dev, fake, preset, settings, mods, seed, words):
         click.echo(f"  {w} -> {' '.join(shown)}")
 
 
+@main.command(name="corpus-stats")
+@click.option("--testament", type=click.Choice(["new", "old", "both"]), default="both", show_default=True)
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the rows here.")
+@_fail_cleanly
+def corpus_stats(testament, json_path):
+    """Statistics of the real-language Bibles (SWORD modules KJV and RV1909): verses, sentences, words and
+    types per language, and the verses aligned between them (the en-es source's pairs)."""
+    from pathlib import Path
+
+    from minimult.data.sword import corpus_stats as stats
+    from minimult.runs import write_json
+
+    rows = stats(("new", "old") if testament == "both" else (testament,))
+    click.echo("| testament | language (module) | verses | sentences | words | types |")
+    click.echo("|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        for lang, d in r["languages"].items():
+            click.echo(f"| {r['testament']} | {lang} ({d['module']}) | {d['verses']:,} | {d['sentences']:,} | "
+                       f"{d['words']:,} | {d['types']:,} |")
+    for r in rows:
+        out = r["left_out"]
+        click.echo(f"{r['testament']} testament: {r['aligned']:,} aligned verses ({out['both']:,} with words in both; "
+                   f"left out: {out['near_empty']} next to a verse empty in one language, "
+                   f"{out['in_shifted_chapters']} in renumbered chapters {', '.join(out['shifted_chapters']) or '-'})")
+    if json_path:
+        write_json(Path(json_path), {"rows": rows})
+
+
 @main.command(name="mods")
 def list_mods():
     """List the registered mods with their versions."""

@@ -236,3 +236,29 @@ def aligned_verses(first: dict[int, tuple], second: dict[int, tuple], near_empty
               "shifted_chapters": [f"{c // 1000}:{c % 1000}" for c in shifted],
               "in_shifted_chapters": sum(v // 1000 in shifted for v in both if v not in near)}
     return keep, report
+
+
+def corpus_stats(testaments=("new", "old")) -> list[dict]:
+    """Per testament: each language's verses with words, sentences (Punkt, as `corpus.split_verses`),
+    words and word types, and the verses aligned between them (`aligned_verses`)."""
+    from minimult.data.corpus import train_punkt
+
+    rows = []
+    for testament in testaments:
+        texts = {}
+        row = {"testament": testament, "languages": {}}
+        for lang in MODULES:
+            raw = module_verses(lang, testament)
+            plain = {v: strip_markup(t)[0] for v, t in raw.items()}
+            punkt = train_punkt([t for t in plain.values() if t.strip()])
+            texts[lang] = {v: w for v, w in ((v, verse_words(t, punkt)) for v, t in raw.items()) if w[0]}
+            words = [w for ws, _ in texts[lang].values() for w in ws]
+            row["languages"][lang] = {
+                "module": MODULES[lang], "verses": len(texts[lang]),
+                "sentences": sum(len(punkt.tokenize(plain[v])) for v in texts[lang]),
+                "words": len(words), "types": len(set(words))}
+        keep, report = aligned_verses(texts["en"], texts["es"])
+        row["aligned"] = len(keep)
+        row["left_out"] = report
+        rows.append(row)
+    return rows
