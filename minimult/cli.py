@@ -27,8 +27,8 @@ def data_options(f):
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
         click.option("--fake", type=click.Choice(_sources()), default=None,
-                     help="The second language's source: Fake-English by id shift (default) or by unicode "
-                          "code-point shift (K et al.)."),
+                     help="The second language's source: Fake-English by id shift (default), by unicode "
+                          "code-point shift (K et al.), or en-es: Spanish (RV1909) verse-aligned with the KJV."),
         click.option("--tokenizer", type=click.Choice(_tokenizers()), default=None,
                      help="The units: wordpiece (default), char (every character of the training corpus) or "
                           "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
@@ -75,7 +75,7 @@ def prepare(train, dev, fake, tokenizer, preset, settings, mods, examples):
         click.echo(f"\nexamples ({cfg.mods}):")
         for i in range(min(examples, sides[0].num_sentences)):
             for lang, side in enumerate(sides):
-                click.echo(f"  {'en' if lang == 0 else f'L{lang}'}: " + " ".join(data.prepared.vocab.display(side.sentence(i))))
+                click.echo(f"  {'en' if lang == 0 else f'L{lang}'}: " + " ".join(data.source.display(data.prepared, cfg.data, side.sentence(i))))
 
 
 @main.command()
@@ -246,10 +246,14 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--only", default=None, metavar="NAME,...",
               help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
                    "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
+@click.option("--links", "link_file", default=None, metavar="FILE|silver",
+              help="Word alignment P, R, F1 and AER against a link file (verse_id<TAB>index_in_A<TAB>index_in_B"
+                   "[<TAB>S|P], 0-based words; see README); `silver` = the en-es source's Strong's links. Runs "
+                   "only this evaluator unless --only names others.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
 def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, hf_dir, pair, shift,
-             only, json_path):
+             only, link_file, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
@@ -262,6 +266,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate.segments import parse_segments
     from minimult.runs import Run, latest_run, write_json
 
+    if (hf_dir or pair or shift) and link_file:
+        raise MinimultError("--links evaluates a run's verse-aligned dev sentences; it does not go with --hf")
     if hf_dir or pair or shift:
         return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
                             parse_segments(segments), json_path)
@@ -270,17 +276,23 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
         click.echo(f"evaluating the most recent run: {run}")
     values = parse_segments(segments)
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else None
+    if link_file is not None:
+        names = tuple(dict.fromkeys((names or ()) + ("links",)))
     opened = Run.open(run)
     every = []
     with opened.locked():
         for value in values:
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                                    log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
-                                   only=names)
+                                   only=names, link_file=link_file)
             every.append(results)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
             click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
+            if link_file is not None:
+                from minimult.evaluate.links import table as links_table
+
+                click.echo(links_table(results["links"]))
     if json_path:
         write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
@@ -400,6 +412,34 @@ def neighbours(train, dev, fake, tokenizer, preset, settings, mods, seed, words)
         row = table[vocab.index[w]]
         shown = vocab.display([int(i) for i in row if i >= 0]) or ["(no vector)"]
         click.echo(f"  {w} -> {' '.join(shown)}")
+
+
+@main.command(name="corpus-stats")
+@click.option("--testament", type=click.Choice(["new", "old", "both"]), default="both", show_default=True)
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the rows here.")
+@_fail_cleanly
+def corpus_stats(testament, json_path):
+    """Statistics of the real-language Bibles (SWORD modules KJV and RV1909): verses, sentences, words and
+    types per language, and the verses aligned between them (the en-es source's pairs)."""
+    from pathlib import Path
+
+    from minimult.data.sword import corpus_stats as stats
+    from minimult.runs import write_json
+
+    rows = stats(("new", "old") if testament == "both" else (testament,))
+    click.echo("| testament | language (module) | verses | sentences | words | types |")
+    click.echo("|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        for lang, d in r["languages"].items():
+            click.echo(f"| {r['testament']} | {lang} ({d['module']}) | {d['verses']:,} | {d['sentences']:,} | "
+                       f"{d['words']:,} | {d['types']:,} |")
+    for r in rows:
+        out = r["left_out"]
+        click.echo(f"{r['testament']} testament: {r['aligned']:,} aligned verses ({out['both']:,} with words in both; "
+                   f"left out: {out['near_empty']} next to a verse empty in one language, "
+                   f"{out['in_shifted_chapters']} in renumbered chapters {', '.join(out['shifted_chapters']) or '-'})")
+    if json_path:
+        write_json(Path(json_path), {"rows": rows})
 
 
 @main.command(name="mods")

@@ -43,7 +43,7 @@ class DataConfig:
         from minimult.data import sources
         from minimult.data.vocab import check_tokenizer
 
-        sources.get(self.fake)  # an unknown source is an error naming the valid ones
+        sources.get(self.fake).check(self)  # an unknown source is an error naming the valid ones
         check_tokenizer(self.tokenizer)
         if self.max_len < 3:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")

@@ -54,7 +54,7 @@ def cache_key(cfg) -> dict:
     }
     if cfg.tokenizer != "wordpiece":  # wordpiece entries keep the key (and so the cache) they always had
         key["tokenizer"] = cfg.tokenizer
-    return key
+    return sources.get(cfg.fake).cache_key(cfg, key)
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
@@ -73,12 +73,9 @@ def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
 
 def _build(cfg, progress: Callable[[str], None]):
     def build(tmp: Path) -> None:
-        progress(f"reading training corpus {cfg.train} ...")
-        train = corpus_mod.load_corpus(cfg.train, cfg.train_sentences or None)
-        progress(f"reading development corpus {cfg.dev} ...")
-        dev = corpus_mod.load_corpus(cfg.dev, cfg.dev_sentences or None)
-        stats = corpus_stats(train, dev)
         source = sources.get(cfg.fake)
+        train, dev = source.corpora(cfg, progress)
+        stats = corpus_stats(train, dev)
         text, size = source.training_text(train, cfg), source.vocab_size(cfg)
         # shipped vocabularies are WordPiece lists; char and word vocabularies are built deterministically
         vocab, where = shipped_vocab(text, size, cfg.fake) if cfg.tokenizer == "wordpiece" else (None, None)
@@ -91,7 +88,7 @@ def _build(cfg, progress: Callable[[str], None]):
         else:
             progress(f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
             vocab = source.train_vocab(train, cfg)
-        source.write_extra(vocab, train, dev, tmp)
+        stats.update(source.write_extra(vocab, train, dev, tmp) or {})
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
         enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
@@ -153,5 +150,13 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
         lines.append(f"longest training sentence: {s['train']['max_pieces']} pieces; data.max_len - 2 = "
                      f"{max_len - 2}: {cut['train']:,} training and {cut['dev']:,} dev sentences are cut to fit"
                      + ("" if any(cut.values()) else " (none)"))
+    for split, d in s.get("languages", {}).items():  # a source with a second language of its own text
+        es = d["es"]
+        lines.append(f"{split} second language: {es['sentences']:,} sentences, {es['words']:,} words, "
+                     f"{es['types']:,} types, {es['pieces']:,} pieces; {d['aligned_verses']:,} aligned verses, "
+                     f"{d['silver_links']:,} silver links ({d['silver_sure']:,} sure)")
+    if "dictionary_entries" in s:
+        lines.append(f"second vocabulary: {s['es_vocab_entries']} entries; silver dictionary: "
+                     f"{s['dictionary_entries']} one-piece word pairs")
     lines.append(f"cache: {p.path} ({'reused' if p.reused else 'built'})")
     return "\n".join(lines)

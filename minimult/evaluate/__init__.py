@@ -35,8 +35,10 @@ from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
 def context(run, model, layers, **options) -> Context:
     """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
     d, dc = run.data, run.cfg.data
+    verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, **options)
+                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, verse_ids=verse_ids,
+                   gold=d.source.gold, **options)
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -56,7 +58,7 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
                  timings: dict | None = None, precision: str = "fp32", segment: str = "original",
-                 only=None) -> dict:
+                 only=None, link_file: str | None = None) -> dict:
     """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
     subset per split) is given. An `only` evaluation at the default settings fills its numbers into the
@@ -77,6 +79,8 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
     if dev_sentences is not None and dev_sentences < 2:
         raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
+    if link_file is not None:
+        link_file = _link_file(run, link_file)
     # minutes of fine-tuning: only when the run's config asks, and for the model as trained
     transfer = run.cfg.transfer if run.cfg.transfer.enabled and segment == "original" else None
     if transfer is not None:
@@ -86,7 +90,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         run.data.task()  # a corpus without verse ids fails before any evaluator runs
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
-                  transfer=transfer, log=log)
+                  transfer=transfer, log=log, link_file=link_file)
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log, only=only)
@@ -112,12 +116,29 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     return results
 
 
+def _link_file(run, link_file: str) -> str:
+    """The link file to score against (`silver`: the source's silver development links), refused for runs
+    whose words are not in their original order."""
+    reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None]
+    if reordering:
+        raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
+                            f"{reordering[0]} reorders them")
+    if link_file == "silver":
+        path = run.data.prepared.path / "silver-dev.links"
+        if not path.is_file():
+            raise MinimultError(f"--links silver: the language source {run.cfg.data.fake!r} has no silver links "
+                                f"(--fake en-es does); give a link file")
+        return str(path)
+    return link_file
+
+
 def summary_table(results: dict) -> str:
     rows = [("layer", "align P", "align R", "align F1", "retrieval ρ", "translation τ")]
     for l, r in sorted(results["layers"].items(), key=lambda kv: int(kv[0])):
         tau = "-" if r["translation"] is None else f"{r['translation']:.3f}"
-        rows.append((l, f"{r['align_precision']:.3f}", f"{r['align_recall']:.3f}", f"{r['align_f1']:.3f}",
-                     f"{r['retrieval']:.3f}", tau))
+        num = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731  (None: not measured)
+        rows.append((l, num(r['align_precision']), num(r['align_recall']), num(r['align_f1']),
+                     num(r['retrieval']), tau))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, {results['dev_sentences']:,} dev sentences)"]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
@@ -126,6 +147,13 @@ def summary_table(results: dict) -> str:
     pair = " and ".join(map(str, results.get("mu_layers", (0, 8))))
     lines.append(f"multilinguality µ (layers {pair}) = {f'n/a (needs layers {pair})' if mu is None else f'{mu:.3f}'}   "
                  f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}")
+    if results.get("alignment_gold", "exact") != "exact":
+        lines.append(f"alignment scored against {results['alignment_gold']} links ({results.get('gold_links', 0):,} "
+                     f"sure links in the dev sentences)")
+    if "links" in results:
+        from minimult.evaluate.links import table as links_table
+
+        lines.append(links_table(results["links"]))
     if "transfer" in results:
         from minimult.evaluate.transfer import table
 

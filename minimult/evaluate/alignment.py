@@ -6,13 +6,21 @@ from minimult.evaluate.registry import Column, Evaluator, register
 
 
 def run(ctx) -> dict:
-    (en, l1), (ven, vl1) = ctx.dev, ctx.dev_vectors
+    en, l1 = ctx.dev
+    if len(ctx.links) == 0:  # a source without gold for these sentences: nothing to score
+        if ctx.log is not None:
+            ctx.log("eval: alignment skipped: the language source gives no gold links for the dev sentences")
+        return {"layers": {str(l): {"align_precision": None, "align_recall": None, "align_f1": None}
+                           for l in ctx.layers}, "dev_sentences": en.num_sentences, "alignment_gold": ctx.gold,
+                "gold_links": 0}
+    ven, vl1 = ctx.dev_vectors
     out = {}
     for l in ctx.layers:
         with ctx.phase("alignment"):
             prf = metrics.alignment_prf(ven[l], en.offsets, vl1[l], l1.offsets, ctx.links)
         out[str(l)] = {"align_precision": prf["precision"], "align_recall": prf["recall"], "align_f1": prf["f1"]}
-    return {"layers": out, "dev_sentences": en.num_sentences, "dev_sentences_cut": ctx.dev_sentences_cut}
+    gold = {} if ctx.gold == "exact" else {"alignment_gold": ctx.gold, "gold_links": int(len(ctx.links))}
+    return {"layers": out, "dev_sentences": en.num_sentences, "dev_sentences_cut": ctx.dev_sentences_cut, **gold}
 
 
 register(Evaluator(

@@ -172,3 +172,27 @@ def match_order_distance(src: torch.Tensor, src_offsets, tgt: torch.Tensor, tgt_
         rows, cols = linear_sum_assignment(x @ y.T, maximize=True)  # rows come back sorted
         distances.append(kendall_distance(cols[np.argsort(rows)]))
     return dict(distance=float(np.mean(distances)) if distances else float("nan"), pairs=len(distances))
+
+
+def link_scores(predicted: set, sure: set, possible: set) -> dict:
+    """Alignment quality of `predicted` links against sure and possible ones (Och & Ney's AER setup; S is
+    taken into P): precision |A∩P|/|A|, recall |A∩S|/|S|, their F1, and AER = 1 - (|A∩S| + |A∩P|) /
+    (|A| + |S|). Links are any hashable items ((verse, a, b) triples); ratios are 0 where undefined and
+    AER is 1 then."""
+    possible = possible | sure
+    a_s, a_p = len(predicted & sure), len(predicted & possible)
+    precision = a_p / len(predicted) if predicted else 0.0
+    recall = a_s / len(sure) if sure else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    aer = 1 - (a_s + a_p) / (len(predicted) + len(sure)) if predicted or sure else 1.0
+    return dict(precision=precision, recall=recall, f1=f1, aer=aer, predicted=len(predicted), sure=len(sure),
+                possible=len(possible))
+
+
+def mutual_argmax_links(x: torch.Tensor, y: torch.Tensor) -> list[tuple[int, int]]:
+    """(i, j) where row j of y is x_i's most cosine-similar row and x_i is y_j's (first maximum on ties)."""
+    if x.shape[0] == 0 or y.shape[0] == 0:
+        return []
+    sim = F.normalize(x.float(), dim=-1) @ F.normalize(y.float(), dim=-1).T
+    row, col = sim.argmax(1), sim.argmax(0)
+    return [(i, int(j)) for i, j in enumerate(row.tolist()) if int(col[j]) == i]

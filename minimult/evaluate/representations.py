@@ -131,6 +131,9 @@ class Context:
     task: Callable | None = None  # () -> the training corpus's labelled task (data.tasks), for transfer
     transfer: object | None = None  # a TransferConfig: run zero-shot transfer with it (None: transfer gives nothing)
     log: Callable[[str], None] | None = None  # progress lines of long evaluators (transfer's fine-tuning)
+    gold: str = "exact"  # what the views' gold alignment is (the source's `gold`: exact | silver)
+    link_file: str | None = None  # a word-alignment link file to score against (evaluate/links.py)
+    verse_ids: Callable[[], np.ndarray] | None = None  # the dev sentences' verse ids, where sentences are verses
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
 

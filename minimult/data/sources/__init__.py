@@ -4,7 +4,9 @@ A `Source` owns, for its languages (0 = English, 1.. the others):
 - the vocabulary it trains (`train_vocab`) and any extra encoded text it keeps (`write_extra`, `extra`),
 - each language's id offset (`id_offset`) and whether all languages share one id block,
 - its views of a split with the gold alignment to English (`views`),
-- its translation dictionary (`dictionary`) and the ids a random replacement may draw (`random_ids`).
+- its translation dictionary (`dictionary`) and the ids a random replacement may draw (`random_ids`),
+- optionally its own corpora (`corpora`, with `cache_key` naming what they are read from; `check`
+  refuses settings that do not apply) and how its ids are shown (`display`).
 
 Sources register on import of their module; this package imports every module in it, so adding a
 source is one file (copy `shift.py`) plus its test. `data.fake` in the config names the source.
@@ -26,6 +28,29 @@ class Source:
     version: int = 1
     shared_vocabulary: bool = False  # one id block for every language (shift-special has nothing to shift)
     extra: tuple[str, ...] = ()  # encoded files it keeps beside train/dev (e.g. "train_fake")
+    verse_sentences: bool = False  # every sentence is a whole verse (link files address verses: eval --links)
+    gold: str = "exact"  # what its gold alignment is: "exact" (by construction) | "silver" (derived, noisy)
+
+    def check(self, data_cfg) -> None:
+        """Refuse data settings that do not apply to this source (one MinimultError line)."""
+
+    def cache_key(self, data_cfg, key: dict) -> dict:
+        """The prepared cache key: unchanged for sources that read `data.train` / `data.dev` (a changed key
+        would rebuild every existing entry), extended by sources that read their own texts."""
+        return key
+
+    def corpora(self, data_cfg, progress):
+        """(train, dev) `Corpus`es: English, whose sentences the other languages are views of."""
+        from minimult.data.corpus import load_corpus
+
+        progress(f"reading training corpus {data_cfg.train} ...")
+        train = load_corpus(data_cfg.train, data_cfg.train_sentences or None)
+        progress(f"reading development corpus {data_cfg.dev} ...")
+        return train, load_corpus(data_cfg.dev, data_cfg.dev_sentences or None)
+
+    def display(self, prepared, data_cfg, ids) -> list[str]:
+        """Global ids as pieces (language k's with k `::` prefixes)."""
+        return prepared.vocab.display(ids)
 
     def vocab_size(self, data_cfg) -> int:
         """Entries of the trained vocabulary (and the stride of `Vocab.display`)."""
@@ -45,8 +70,9 @@ class Source:
 
         return train_vocab(data_cfg.tokenizer, self.training_text(train, data_cfg), self.vocab_size(data_cfg))
 
-    def write_extra(self, vocab, train, dev, tmp) -> None:
-        """Encoded texts of its own (named in `extra`) written into the cache entry `tmp`."""
+    def write_extra(self, vocab, train, dev, tmp) -> dict | None:
+        """Encoded texts of its own (named in `extra`) written into the cache entry `tmp`; a dict it returns
+        is added to the entry's statistics."""
 
     def views(self, prepared, split: str, data_cfg) -> list:
         """[English, language 1, ...] Sides of `split` ('train' | 'dev') with gold alignments."""

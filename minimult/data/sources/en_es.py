@@ -1,0 +1,183 @@
+"""A real second language: English (King James Version) and Spanish (Reina-Valera 1909), verse-aligned.
+
+Both Bibles come from SWORD modules (Debian `sword-text-kjv`, `sword-text-sparv`, read with PyPI
+`pysword`; `minimult.data.sword`). A sentence is a whole verse, so verse ids align the two languages:
+only verses with words in both (and not disturbed by a merged verse or a renumbered chapter:
+`sword.aligned_verses`) are kept. Training data is the New Testament, development data the first
+`data.dev_sentences` aligned Old Testament verses, as the built-in corpora split (NT train, OT dev);
+`data.train` and `data.dev` do not apply. Each language has its own WordPiece vocabulary of
+`data.vocab_size` entries at its own id offset (Spanish: + vocab_size).
+
+No gold alignment exists for the text: the Spanish side's gold is the *silver* sure links from shared
+Strong's numbers (`sword.silver_links`; a Spanish word's first piece to its English word's first
+piece), -1 elsewhere; all silver links (S and P) are written as link files (`data.links` format) into
+the cache entry, `silver-train.links` and `silver-dev.links`. The translation dictionary is silver too:
+one-piece word pairs that are each other's most frequent sure link partner in the training verses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minimult.data.corpus import Corpus
+from minimult.data.languages import Side, english_side
+from minimult.data.links import word_first_pieces, write_links
+from minimult.data.sources import Source, register
+from minimult.data.sources.shift import one_piece_sides
+from minimult.data.vocab import N_SPECIAL, Vocab, train_wordpiece
+from minimult.errors import MinimultError
+
+LANGUAGES = ("en", "es")
+MIN_DICTIONARY_COUNT = 3  # sure links a word pair needs to be a dictionary entry
+
+
+@dataclass(frozen=True)
+class AlignedCorpus(Corpus):
+    """English sentences (`sentences`, one per verse) with the Spanish verse of each and their silver links."""
+
+    second: list[list[str]] = field(default_factory=list)
+    links: list[list[tuple[int, int, str]]] = field(default_factory=list)  # per verse: (en word, es word, S|P)
+    stats: dict = field(default_factory=dict)
+
+
+def aligned_corpus(name: str, testament: str, limit: int | None) -> AlignedCorpus:
+    from minimult.data import sword
+
+    texts = {lang: sword.language_verses(lang, testament) for lang in LANGUAGES}
+    keep, report = sword.aligned_verses(texts["en"], texts["es"])
+    keep = keep[:limit] if limit else keep
+    en, es = texts["en"], texts["es"]
+    stats = {"verses_with_words": {lang: len(texts[lang]) for lang in LANGUAGES}, "aligned": len(keep),
+             "left_out": report}
+    return AlignedCorpus(name, [en[v][0] for v in keep], keep, [es[v][0] for v in keep],
+                         [sword.silver_links(en[v][1], es[v][1]) for v in keep], stats)
+
+
+def silver_gold(en_enc, es_enc, links: list[list[tuple[int, int, str]]]) -> np.ndarray:
+    """(P,) gold of the Spanish pieces: a Spanish word's first piece -> the position of the first piece of
+    the English word it has a sure link to (the lowest English index when several), -1 elsewhere."""
+    gold = np.full(len(es_enc.ids), -1, dtype=np.int64)
+    en_first = word_first_pieces(en_enc.word_starts, en_enc.offsets)
+    es_first = word_first_pieces(es_enc.word_starts, es_enc.offsets)
+    for s, verse in enumerate(links):
+        for a, b, kind in verse:
+            where = es_enc.offsets[s] + es_first[s][b]
+            if kind == "S" and gold[where] < 0:
+                gold[where] = en_first[s][a]
+    return gold
+
+
+def silver_dictionary(train: AlignedCorpus, en_vocab: Vocab, es_vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
+    """(English ids, Spanish ids) of word pairs that are one piece each and each other's most frequent
+    sure-link partner, seen at least MIN_DICTIONARY_COUNT times; ids within each language's block."""
+    pairs = Counter((en[a], es[b]) for en, es, verse in zip(train.sentences, train.second, train.links)
+                    for a, b, kind in verse if kind == "S")
+    best_en: dict[str, tuple[int, str]] = {}
+    best_es: dict[str, tuple[int, str]] = {}
+    for (e, s), n in sorted(pairs.items()):
+        if n > best_en.get(e, (0, ""))[0]:
+            best_en[e] = (n, s)
+        if n > best_es.get(s, (0, ""))[0]:
+            best_es[s] = (n, e)
+    entries = sorted((e, s) for e, (n, s) in best_en.items()
+                     if n >= MIN_DICTIONARY_COUNT and best_es[s][1] == e
+                     and e in en_vocab.index and s in es_vocab.index)
+    en_ids = np.array([en_vocab.index[e] for e, _ in entries], dtype=np.int32)
+    es_ids = np.array([es_vocab.index[s] for _, s in entries], dtype=np.int32)
+    return en_ids, es_ids
+
+
+class EnEs(Source):
+    name = "en-es"
+    description = "English (KJV) + Spanish (Reina-Valera 1909), verse-aligned: own vocabularies, silver Strong's links"
+    extra = ("train_es", "dev_es")
+    verse_sentences = True
+    gold = "silver"
+
+    def check(self, data_cfg) -> None:
+        from minimult.config import DataConfig
+
+        default = DataConfig()
+        if (data_cfg.train, data_cfg.dev) != (default.train, default.dev):
+            raise MinimultError("--fake en-es reads its own verse-aligned Bibles (KJV and RV1909 New Testament "
+                                "for training, Old Testament for development); --train-file and --dev-file do "
+                                "not apply (data.train_sentences and data.dev_sentences do)")
+        if data_cfg.tokenizer != "wordpiece":
+            raise MinimultError(f"--fake en-es builds WordPiece vocabularies only so far (got --tokenizer "
+                                f"{data_cfg.tokenizer}): char and word units work with --fake shift or unicode")
+
+    def cache_key(self, data_cfg, key: dict) -> dict:
+        from minimult.data import sword
+
+        return {**key, "train": "sword:new", "dev": "sword:old", "version": self.version,
+                "modules": {lang: sword.module_fingerprint(lang) for lang in LANGUAGES}}
+
+    def corpora(self, data_cfg, progress):
+        progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
+        train = aligned_corpus("kjv+rv1909-nt", "new", data_cfg.train_sentences or None)
+        progress("reading the KJV and RV1909 Old Testaments (SWORD modules) ...")
+        dev = aligned_corpus("kjv+rv1909-ot", "old", data_cfg.dev_sentences or None)
+        for c in (train, dev):
+            if len(c) < 2:
+                raise MinimultError(f"the {c.name} corpus has {len(c)} aligned verse(s): at least 2 are needed")
+        return train, dev
+
+    def write_extra(self, vocab, train, dev, tmp) -> dict:
+        es_vocab = train_wordpiece(train.second, vocab.size)
+        (tmp / "es").mkdir()
+        es_vocab.save(tmp / "es")
+        stats = {"languages": {}}
+        for split, corpus in (("train", train), ("dev", dev)):
+            en_enc = vocab.encode(corpus.sentences, corpus.verse_ids)
+            es_enc = es_vocab.encode(corpus.second, corpus.verse_ids)
+            es_enc.save(tmp / f"{split}_es.npz")
+            np.save(tmp / f"{split}_es_gold.npy", silver_gold(en_enc, es_enc, corpus.links))
+            write_links(tmp / f"silver-{split}.links",
+                        [(v, a, b, k) for v, verse in zip(corpus.verse_ids, corpus.links) for a, b, k in verse],
+                        "silver links: shared Strong's numbers between KJV and RV1909 words (minimult.data.sword)\n"
+                        "verse_id<TAB>index_in_A (English)<TAB>index_in_B (Spanish)<TAB>S|P")
+            (tmp / f"verses-{split}.tsv").write_text(
+                "".join(f"{v}\t{' '.join(e)}\t{' '.join(s)}\n"
+                        for v, e, s in zip(corpus.verse_ids, corpus.sentences, corpus.second)), encoding="utf-8")
+            stats["languages"][split] = {
+                "es": {"sentences": len(corpus.second), "words": sum(map(len, corpus.second)),
+                       "types": len({w for s in corpus.second for w in s}), "pieces": int(len(es_enc.ids))},
+                "aligned_verses": len(corpus), "silver_links": sum(map(len, corpus.links)),
+                "silver_sure": sum(k == "S" for verse in corpus.links for _, _, k in verse),
+                **corpus.stats}
+        en_ids, es_ids = silver_dictionary(train, vocab, es_vocab)
+        np.savez(tmp / "dictionary.npz", en=en_ids, es=es_ids)
+        stats["es_vocab_entries"] = len(es_vocab)
+        stats["dictionary_entries"] = int(len(en_ids))
+        return stats
+
+    def spanish_vocab(self, prepared, data_cfg) -> Vocab:
+        return Vocab.load(prepared.path / "es", data_cfg.vocab_size)
+
+    def views(self, prepared, split, data_cfg):
+        es = prepared.extra[f"{split}_es"]
+        gold = np.load(prepared.path / f"{split}_es_gold.npy")
+        second = Side(1, es.ids.astype(np.int32) + data_cfg.vocab_size, es.offsets, es.word_starts,
+                      np.arange(len(es)), gold)
+        return [english_side(prepared.encoded(split)), second]
+
+    def dictionary(self, prepared, data_cfg):
+        with np.load(prepared.path / "dictionary.npz") as z:
+            return one_piece_sides([z["en"], z["es"] + data_cfg.vocab_size])
+
+    def random_ids(self, prepared, data_cfg):
+        import torch
+
+        sizes = [len(prepared.vocab), len(self.spanish_vocab(prepared, data_cfg))]
+        return torch.cat([torch.arange(N_SPECIAL, n) + k * data_cfg.vocab_size for k, n in enumerate(sizes)])
+
+    def display(self, prepared, data_cfg, ids) -> list[str]:
+        es = self.spanish_vocab(prepared, data_cfg)
+        return [prepared.vocab.display([i])[0] if int(i) < data_cfg.vocab_size else es.display([i])[0] for i in ids]
+
+
+register(EnEs())

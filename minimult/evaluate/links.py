@@ -1,0 +1,96 @@
+"""Word alignment against a link file (`eval --links FILE`): precision, recall, F1 and AER per layer.
+
+The file names verses and word indices (format: `minimult.data.links`). The evaluation is at word
+level: a word's vector is the mean of its pieces' vectors, each verse pair is aligned by mutual argmax
+of cosine similarity between word vectors, and the predicted word links are scored against the
+file's sure and possible links (`metrics.link_scores`). Only the verses the file names are encoded,
+from the whole development split (independent of --dev-sentences); words cut off by the model's
+window are left out, and the links on them are counted as `outside_window` and not scored. A file
+whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled silver in the results.
+
+Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses
+(`Source.verse_sentences`) in their original word order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from minimult.data.links import read_links, word_first_pieces
+from minimult.errors import MinimultError
+from minimult.evaluate import metrics
+from minimult.evaluate.registry import Column, Evaluator, register
+from minimult.evaluate.representations import piece_vectors, truncate
+
+
+def word_vectors(vectors: torch.Tensor, side) -> list[torch.Tensor]:
+    """Per sentence, (W, H) mean of each word's piece vectors (the words inside the window)."""
+    word = torch.as_tensor(np.cumsum(side.word_starts) - 1, device=vectors.device)
+    n_words = int(side.word_starts.sum())
+    sums = torch.zeros(n_words, vectors.shape[1], device=vectors.device).index_add_(0, word, vectors)
+    counts = torch.bincount(word, minlength=n_words).clamp(min=1)[:, None]
+    pooled = sums / counts
+    per_sentence = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1]) \
+        if len(side.ids) else np.zeros(side.num_sentences, np.int64)
+    per_sentence[side.lengths == 0] = 0
+    cuts = np.concatenate([[0], np.cumsum(per_sentence)])
+    return [pooled[cuts[i]:cuts[i + 1]] for i in range(side.num_sentences)]
+
+
+def run(ctx) -> dict:
+    if ctx.link_file is None:
+        return {}
+    if ctx.verse_ids is None:
+        raise MinimultError("--links needs a run whose sentences are whole verses (--fake en-es); this run's "
+                            "language source splits verses into sentences")
+    with ctx.phase("data"):
+        sides, verse_ids = ctx.views("dev"), ctx.verse_ids()
+        firsts = [word_first_pieces(s.word_starts, s.offsets) for s in sides]
+        counts = [{int(v): len(f) for v, f in zip(verse_ids, fs)} for fs in firsts]
+        links = read_links(ctx.link_file, counts[0], counts[1])
+        chosen = np.unique(links.verse_ids)
+        row_of = {int(v): i for i, v in enumerate(verse_ids)}
+        index = np.array([row_of[int(v)] for v in chosen])
+        cut = [truncate(s.subset(index), ctx.max_len - 2) for s in sides]
+        kept = [{int(v): int(n) for v, n in zip(chosen, np.add.reduceat(c.word_starts.astype(np.int64), c.offsets[:-1]))}
+                for c in cut] if len(cut[0].ids) else [{}, {}]
+    inside = np.array([a < kept[0].get(int(v), 0) and b < kept[1].get(int(v), 0)
+                       for v, a, b in zip(links.verse_ids, links.a, links.b)], dtype=bool)
+    sure = {(int(v), int(a), int(b)) for v, a, b, s, i in zip(links.verse_ids, links.a, links.b, links.sure, inside) if s and i}
+    possible = {(int(v), int(a), int(b)) for v, a, b, i in zip(links.verse_ids, links.a, links.b, inside) if i}
+    with ctx.phase("forward_links"):
+        vectors = [piece_vectors(ctx.model, s, ctx.layouts, ctx.layers, ctx.device, precision_=ctx.precision) for s in cut]
+    layers = {}
+    for l in ctx.layers:
+        with ctx.phase("links"):
+            en, other = word_vectors(vectors[0][l], cut[0]), word_vectors(vectors[1][l], cut[1])
+            predicted = {(int(v), a, b) for v, x, y in zip(chosen, en, other) for a, b in metrics.mutual_argmax_links(x, y)}
+            layers[str(l)] = metrics.link_scores(predicted, sure, possible)
+    top = str(max(ctx.layers))
+    return {"links": {"file": str(Path(ctx.link_file)), "sha256": hashlib.sha256(Path(ctx.link_file).read_bytes()).hexdigest(),
+                      "kind": "silver" if links.silver else "gold", "unit": "word (mean of its pieces), mutual argmax",
+                      "verses": int(len(chosen)), "links": int(len(links)), "outside_window": int((~inside).sum()),
+                      "layers": layers, "layer": int(top), "f1": layers[top]["f1"], "aer": layers[top]["aer"]}}
+
+
+def table(results: dict) -> str:
+    r = results
+    rows = [("layer", "precision", "recall", "F1", "AER", "predicted")]
+    for l, s in sorted(r["layers"].items(), key=lambda kv: int(kv[0])):
+        rows.append((l, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}", f"{s['aer']:.3f}",
+                     f"{s['predicted']:,}"))
+    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
+    head = (f"word alignment against {r['kind']} links {r['file']} ({r['verses']:,} verses, {r['links']:,} links, "
+            f"{r['outside_window']:,} outside the model's window; words = mean of their pieces, mutual argmax):")
+    return "\n".join([head] + ["  ".join(c.rjust(w) for c, w in zip(x, widths)) for x in rows])
+
+
+register(Evaluator(
+    "links", "word alignment P, R, F1 and AER against a link file (eval --links), words pooled from pieces",
+    version=1, order=25, run=run, periodic=False, standalone=True,
+    columns=(Column("f1", "links F1", group="links"),
+             Column("aer", "links AER", group="links", higher_is_better=False))))
