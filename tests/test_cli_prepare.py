@@ -24,7 +24,8 @@ def run(*args):
     return CliRunner().invoke(main, ["prepare", *args])
 
 
-def test_prepare_prints_statistics_and_examples():
+def test_prepare_prints_statistics_and_examples(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIMULT_CACHE", str(tmp_path / "cache"))  # built here, whatever ran before
     first = run(*TINY)
     assert first.exit_code == 0, first.output
     out = first.stdout
