@@ -19,8 +19,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   sword_packages="sword-text-kjv sword-text-sparv"
   if [ ! -f /usr/share/sword/mods.d/engKJV2006eb.conf ] || [ ! -f /usr/share/sword/mods.d/spaRV1909eb.conf ]; then
     as_root=""; [ "$(id -u)" = 0 ] || as_root="sudo -n"
-    { command -v apt-get >/dev/null && { $as_root apt-get install -y -q $sword_packages \
-        || { $as_root apt-get update -q && $as_root apt-get install -y -q $sword_packages; }; }; } >/dev/null 2>&1 \
+    { command -v apt-get >/dev/null && { timeout 600 $as_root apt-get install -y -q $sword_packages \
+        || { timeout 300 $as_root apt-get update -q && timeout 600 $as_root apt-get install -y -q $sword_packages; }; }; } >/dev/null 2>&1 \
       || echo "note: could not install the Debian packages $sword_packages (no apt-get, no root or no network):" \
               "the en-es language source is unavailable (its tests skip); everything else works" >&2
   fi
