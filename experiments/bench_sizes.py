@@ -11,8 +11,14 @@ median 27 pieces with [CLS]/[SEP], 15% selected), the order rotating every round
 own AdamW (the run's lr, weight decay, eps) and dropout. A shape's speed is the median over rounds of
 its per-round time relative to the reference's in that round ("x ref": 2.0 = twice as long per token),
 which cancels most of what the rest of the machine does to both. "predicted" is the sweep's cost model
-(`minimult.sweep.progress.run_cost`, per token) relative to the reference's: the sweep's time estimate
+(`minimult.sweep.progress.run_cost`, per epoch) relative to the reference's: the sweep's time estimate
 scales finished runs' lengths by it, so the two columns side by side say how far to trust it.
+
+A setting with other units (`data.tokenizer` char or word, K et al.'s Table 10) is its own shape: it
+trains on the same sentences, each of its lengths (without [CLS]/[SEP]) scaled by the granularity's
+units per word-piece (`progress.units_ratio`: 3.29 for characters on BBE NT) and cut at its
+data.max_len, with ids from its own vocabulary; "x ref" is then the time per step of the same
+sentences, so per run, not per token (tok/s counts its own units).
 
 "run" is the time of one run of the preset at that size: `--reference-seconds` (default: the
 train_seconds of experiments/results/quick/0-original-s0, a BERT-small quick-b256 run on one core
@@ -51,7 +57,7 @@ def reference_seconds(path: Path) -> tuple[float, int, str]:
 
 
 def shapes(grid_path: str, preset: str) -> tuple[dict, dict]:
-    """({shape key: (ModelConfig, lr, epochs, [setting ids])}, the reference's entry)."""
+    """({shape key: (ModelConfig, lr, epochs, [setting ids], data config)}, the reference's entry)."""
     from minimult.config import resolve
     from minimult.sweep.grid import load_grid
 
@@ -62,13 +68,15 @@ def shapes(grid_path: str, preset: str) -> tuple[dict, dict]:
         if cfg.train.epochs == 0:
             continue  # untrained: nothing to time
         m = cfg.model
-        key = (m.layers, m.heads, m.hidden, m.intermediate, m.vocab_size, m.max_positions, m.type_vocab_size, m.nsp)
-        entry = out.setdefault(key, [m, cfg.train.lr, cfg.train.epochs, []])
+        key = (m.layers, m.heads, m.hidden, m.intermediate, m.vocab_size, m.max_positions, m.type_vocab_size, m.nsp,
+               cfg.data.tokenizer, cfg.data.max_len)
+        entry = out.setdefault(key, [m, cfg.train.lr, cfg.train.epochs, [], cfg.data])
         entry[3].append(s.id)
     ref_cfg, _ = resolve(preset)  # BERT-small under the preset
     r = ref_cfg.model
-    ref_key = (r.layers, r.heads, r.hidden, r.intermediate, r.vocab_size, r.max_positions, r.type_vocab_size, r.nsp)
-    out.setdefault(ref_key, [r, ref_cfg.train.lr, ref_cfg.train.epochs, []])
+    ref_key = (r.layers, r.heads, r.hidden, r.intermediate, r.vocab_size, r.max_positions, r.type_vocab_size, r.nsp,
+               ref_cfg.data.tokenizer, ref_cfg.data.max_len)
+    out.setdefault(ref_key, [r, ref_cfg.train.lr, ref_cfg.train.epochs, [], ref_cfg.data])
     return out, ref_key
 
 
@@ -97,7 +105,7 @@ def main():
     args.lengths_from = None
 
     from minimult.sweep.grid import load_grid
-    from minimult.sweep.progress import token_cost
+    from minimult.sweep.progress import run_cost, units_ratio
 
     preset = args.preset or load_grid(args.grid).preset
     if args.threads:
@@ -112,11 +120,20 @@ def main():
     by_len = sorted(buckets, key=lambda b: lengths[b].max())
     pick = [by_len[i] for i in np.round(np.linspace(0, len(by_len) - 1, args.steps)).astype(int)]
     pick = [by_len[len(by_len) // 2]] * args.warmup + [pick[i] for i in rng.permutation(len(pick))]
-    vocab = max(found[k][0].vocab_size for k in keys)
+    wordpiece = [k for k in keys if units_ratio(vars(found[k][4])) == 1.0]
+    vocab = max(found[k][0].vocab_size for k in wordpiece)
     batches = [make_batch(lengths[b], int(lengths[b].max()), vocab, torch.device("cpu"), g) for b in pick]
+    shape_batches = {k: batches for k in wordpiece}
+    for k in keys:  # other units: the same sentences in their own lengths and ids
+        if k not in shape_batches:
+            m, data = found[k][0], found[k][4]
+            units = [np.clip(np.round(2 + (lengths[b] - 2) * units_ratio(vars(data))).astype(np.int64), 4,
+                             data.max_len) for b in pick]
+            shape_batches[k] = [make_batch(u, int(u.max()), m.vocab_size,
+                                           torch.device("cpu"), g) for u in units]
     runners = {}
     for k in keys:
-        cfg, lr, _, _ = found[k]
+        cfg, lr = found[k][0], found[k][1]
         runners[k] = Runner(str(k), Bert(cfg), lr, ours_step, "cpu", "fused", "fp32")
     print(f"# {args.grid} under preset {preset}: {len(keys)} model shapes | batch {args.batch_size} | "
           f"threads {torch.get_num_threads()} | torch {torch.__version__}", flush=True)
@@ -126,29 +143,32 @@ def main():
     for r in range(rounds):
         order = keys[r % len(keys):] + keys[:r % len(keys)]
         for k in order:
-            dt = runners[k].step(batches[r], r >= args.warmup)
+            dt = runners[k].step(shape_batches[k][r], r >= args.warmup)
             if r >= args.warmup:
                 per_round[k].append(dt)
         print(f"#   round {r + 1}/{rounds}{' (warm-up)' if r < args.warmup else ''} done "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
     ref_seconds, ref_epochs, ref_where = reference_seconds(Path(args.reference_run))
-    ref_cost = token_cost(found[ref_key][0])
-    tokens = [b["real_tokens"] for b in batches[args.warmup:]]
+    def epoch_cost(k) -> float:  # the sweep's cost model for one epoch of the shape
+        return run_cost({"train": {"epochs": 1}, "model": vars(found[k][0]), "data": vars(found[k][4])})
+
+    ref_cost = epoch_cost(ref_key)
     rows = []
-    print(f"\n{'settings':<22} {'layers':>6} {'heads':>5} {'hidden':>6} {'parameters':>11} {'tok/s':>7} "
+    print(f"\n{'settings':<22} {'units':>9} {'layers':>6} {'heads':>5} {'hidden':>6} {'parameters':>11} {'tok/s':>7} "
           f"{'x ref':>6} {'predicted':>9} {'run':>8}")
     for k in keys:
-        cfg, _, epochs, ids = found[k]
+        cfg, _, epochs, ids, data = found[k]
+        tokens = [b["real_tokens"] for b in shape_batches[k][args.warmup:]]
         ratio = statistics.median(a / b for a, b in zip(per_round[k], per_round[ref_key]))
-        predicted = token_cost(cfg) / ref_cost
+        predicted = epoch_cost(k) / ref_cost
         run_s = ref_seconds * ratio * epochs / ref_epochs
-        row = {"settings": ids or ["reference"], "layers": cfg.layers, "heads": cfg.heads, "hidden": cfg.hidden,
+        row = {"settings": ids or ["reference"], "tokenizer": data.tokenizer, "layers": cfg.layers, "heads": cfg.heads, "hidden": cfg.hidden,
                "parameters": Bert(cfg).num_parameters(), "tok_s": round(statistics.median(n / t for n, t in zip(tokens, per_round[k]))),
                "x_ref": round(ratio, 3), "predicted": round(predicted, 3), "run_seconds": round(run_s),
                "round_seconds": [round(t, 4) for t in per_round[k]]}
         rows.append(row)
-        print(f"{','.join(row['settings']):<22} {cfg.layers:>6} {cfg.heads:>5} {cfg.hidden:>6} {row['parameters']:>11,} "
+        print(f"{','.join(row['settings']):<22} {data.tokenizer:>9} {cfg.layers:>6} {cfg.heads:>5} {cfg.hidden:>6} {row['parameters']:>11,} "
               f"{row['tok_s']:>7,} {ratio:>6.2f} {predicted:>9.2f} {fmt_seconds(run_s):>8}")
     total = sum(r["run_seconds"] * len(r["settings"]) for r in rows if r["settings"] != ["reference"])
     print(f"one seed of every trained setting: {fmt_seconds(total)} of training on one core ('run' = {ref_where}'s "

@@ -72,8 +72,25 @@ def test_the_grid_holds_the_papers_series():
     assert len({c.model.target_params for i, c in cfgs.items() if i.startswith("p")}) >= 3
     assert [cfgs[i].mods for i in ("w0.25", "w0.5", "w1", "u")] == ["permute=0.25", "permute=0.5", "permute=1.0",
                                                                     "unigram"]
+    # Table 10: the units; only the data's tokenizer and the tables sized from it change (the position table
+    # follows max_len), so the report's series code files them under tokenization
+    tok = {i: cfgs[i] for i in ("t-char", "t-word")}
+    assert {i: (c.data.tokenizer, c.data.vocab_size, c.data.max_len) for i, c in tok.items()} == {
+        "t-char": ("char", 114, 349), "t-word": ("word", 3012, 128)}
+    assert tok["t-char"].model.max_positions == 349 and tok["t-word"].model.max_positions == 128
+    for i, c in tok.items():
+        assert dataclasses.replace(c.model, vocab_size=cfgs["0"].model.vocab_size,
+                                   max_positions=cfgs["0"].model.max_positions) == cfgs["0"].model, i
+    from minimult.report.collect import Group, Run as StoredRun
+    from minimult.report.series import classify
+
+    group = lambda i: Group(i, i, "original", [StoredRun(Path(i), {}, cfgs[i].to_dict())])  # noqa: E731
+    assert {i: classify(group(i), group("0")) for i in tok} == {"t-char": ("tokenization", "char"),
+                                                                 "t-word": ("tokenization", "word")}
+    assert all(classify(group(i), group("0")) is None or classify(group(i), group("0"))[0] != "tokenization"
+               for i in cfgs if i not in tok and i != "0")
     for s in grid.settings:  # each setting names its table in K et al.
-        assert s.id == "0" or s.name.split()[0] in {"T2", "T3", "T4", "T5", "T6"}, s.name
+        assert s.id == "0" or s.name.split()[0] in {"T2", "T3", "T4", "T5", "T6", "T10"}, s.name
     assert all(c.transfer.enabled for c in cfgs.values())  # ∆, K et al.'s measure
 
 
@@ -201,6 +218,28 @@ def test_permute_swaps_exactly_round_p_L_over_2_pairs(p):
 
 # ---------------------------------------------------------------------------------------------
 # Time per run: the cost model behind the sweep's estimate
+
+
+def test_the_cost_model_counts_the_units_of_each_granularity():
+    from minimult.sweep.progress import TYPICAL_LENGTH, run_cost, token_cost
+
+    cfgs = grid_configs()
+    base, char, word = (cfgs[i].to_dict() for i in ("0", "t-char", "t-word"))
+    # wordpiece runs cost what they did before the units counted (epochs x work per token)
+    assert run_cost(base) == base["train"]["epochs"] * token_cost(base["model"]) == \
+        run_cost({**base, "data": {k: v for k, v in base["data"].items() if k != "tokenizer"}})
+    # characters: 786,521 units for 238,980 word-pieces on BBE NT, each in ~3.3x longer sequences, so more
+    # than 3.29x the work with the same transformer (the smaller vocabulary saves only the MLM head's share)
+    same_vocab = {**char, "model": {**char["model"], "vocab_size": base["model"]["vocab_size"]}}
+    assert run_cost(same_vocab) > 786_521 / 238_980 * run_cost(base)
+    assert run_cost(char) > 3 * run_cost(base)
+    assert token_cost(char["model"], 2 + (TYPICAL_LENGTH - 2) * 786_521 / 238_980) * 786_521 / 238_980 * \
+        char["train"]["epochs"] == pytest.approx(run_cost(char))
+    # words: slightly fewer units than word-pieces, a larger vocabulary
+    assert 0.9 < run_cost(word) / run_cost(base) < 1.2
+    # the typical length is at most max_len: a short window bounds a char run's sequences
+    capped = {**char, "data": {**char["data"], "max_len": 40}}
+    assert run_cost(capped) < run_cost(char)
 
 
 def test_cost_grows_with_size_and_weights_the_sweeps_estimate(tmp_path):

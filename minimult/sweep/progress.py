@@ -11,7 +11,9 @@ workers, at least the longest a running run has left. A queued run will take its
 epochs x the work per token of its model's size, `token_cost`) times the median seconds per unit of
 cost of the finished runs, or of the running runs' elapsed + left while none has finished, so a grid
 of different sizes (experiments/k-et-al.toml: 0.46x to 4.1x BERT-small's time per token) is estimated
-run by run. Evaluation after training is not in the runs' own estimates, so the figure is a lower
+run by run. The units matter too (`data.tokenizer`): a run reads the same sentences at every
+granularity, but characters make 3.3x as many units as word-pieces, each in a longer sequence, so
+`run_cost` weighs a run by its units per sentence (`UNITS_PER_WORD`) and its typical length. Evaluation after training is not in the runs' own estimates, so the figure is a lower
 bound until the first run finishes.
 """
 
@@ -34,6 +36,11 @@ EVERY = 300.0  # seconds between status lines
 # predicted time ratios came within 25% of the measured ones, from 0.46x to 4.1x BERT-small's time;
 # matmuls alone missed by up to 49% (small and deep models are slower than their FLOPs say).
 TYPICAL_LENGTH, SELECTED, PER_HEAD_KEY, PER_LAYER = 27, 0.15, 100, 7000
+# Units per word of each granularity (data.tokenizer), measured with `minimult prepare` on the default
+# training corpus (BBE New Testament, 227,972 words): 238,980 word-pieces (2,048 entries), 786,521
+# characters, 227,972 words (every word type kept). Only ratios to wordpiece are used; other English
+# corpora give similar ratios. An unknown granularity counts as wordpiece.
+UNITS_PER_WORD = {"wordpiece": 238_980 / 227_972, "char": 786_521 / 227_972, "word": 1.0}
 _STEP = re.compile(r"step\s+(\d+)/(\d+) \|.*\| loss\s+(\S+) \|.*\|\s*([\d,]+) tok/s \| (\S+) elapsed, (\S+) left")
 _TIME = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -67,21 +74,38 @@ def last_step(log_file: Path, since: float) -> dict | None:
     return None
 
 
-def token_cost(model) -> float:
-    """A training step's work per token of a model (`ModelConfig` or its dict), in multiply-adds: the
-    encoder's linear layers and attention products, the per-head and per-layer costs above, and the
-    MLM head on the selected tokens. Only ratios between models mean anything (experiments/bench_sizes.py compares them
-    with measured times)."""
+def token_cost(model, length: float = TYPICAL_LENGTH) -> float:
+    """A training step's work per token of a model (`ModelConfig` or its dict) in sequences of about
+    `length` tokens, in multiply-adds: the encoder's linear layers and attention products, the per-head
+    and per-layer costs above, and the MLM head on the selected tokens. Only ratios between models mean
+    anything (experiments/bench_sizes.py compares them with measured times)."""
     get = model.get if isinstance(model, dict) else lambda k: getattr(model, k)
     H, I, V, heads, layers = get("hidden"), get("intermediate"), get("vocab_size"), get("heads"), get("layers")
-    T = TYPICAL_LENGTH
+    T = length
     per_layer = 4 * H * H + 2 * H * I + 2 * T * H + PER_HEAD_KEY * heads * T + PER_LAYER
     return layers * per_layer + SELECTED * (H * H + H * V)
 
 
+def units_ratio(data: dict) -> float:
+    """Units per sentence of a run's data config (a dict) relative to wordpiece's: 1 for wordpiece."""
+    tokenizer = data.get("tokenizer", "wordpiece")
+    return UNITS_PER_WORD.get(tokenizer, UNITS_PER_WORD["wordpiece"]) / UNITS_PER_WORD["wordpiece"]
+
+
+def typical_length(data: dict) -> float:
+    """A typical padded sequence length of a run's batches ([CLS]/[SEP] included): TYPICAL_LENGTH for
+    wordpiece, its units scaled by `units_ratio` otherwise, at most data.max_len."""
+    ratio = units_ratio(data)
+    if ratio == 1.0:
+        return TYPICAL_LENGTH
+    return min(2 + (TYPICAL_LENGTH - 2) * ratio, data.get("max_len", float("inf")))
+
+
 def run_cost(config: dict) -> float:
-    """A run's training work relative to others (a resolved config as a dict): epochs x work per token."""
-    return config["train"]["epochs"] * token_cost(config["model"])
+    """A run's training work relative to others (a resolved config as a dict): epochs x units per
+    sentence (relative to wordpiece's) x work per unit at the run's typical sequence length."""
+    data = config.get("data", {})
+    return config["train"]["epochs"] * units_ratio(data) * token_cost(config["model"], typical_length(data))
 
 
 class SweepProgress:
