@@ -179,6 +179,12 @@ def test_tiny_run_at_each_granularity_is_evaluated_by_every_evaluator(tmp_path, 
     else:
         assert ppl["dev_word"] > ppl["dev"]  # several characters per word
     assert results["dev_sentences_cut"] == 0  # max_len 256 holds every tiny sentence's characters
+    # eval's text summary: per unit, then per word (the number that compares across granularities)
+    from minimult.evaluate import summary_table
+
+    line = next(l for l in summary_table(results).splitlines() if "perplexity" in l)
+    assert line.endswith(f"dev {ppl['dev']:.1f} per unit, train {ppl['train_word']:.1f}/word, "
+                         f"dev {ppl['dev_word']:.1f}/word"), line
     # translation τ over the granularity's own vocabulary
     if fake == "shift":
         assert results["dictionary_entries"] == len(vocab) - N_SPECIAL

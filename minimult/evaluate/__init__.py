@@ -145,8 +145,12 @@ def summary_table(results: dict) -> str:
     mu = results.get("mu")
     ppl = results.get("perplexity", {})
     pair = " and ".join(map(str, results.get("mu_layers", (0, 8))))
+    # per unit, then per word (ppl ** (units / word): the one that compares across data.tokenizer's granularities)
+    per_word = "".join(f", {name} {ppl[key]:.1f}/word" for name, key in (("train", "train_word"), ("dev", "dev_word"))
+                       if ppl.get(key) is not None)
     lines.append(f"multilinguality µ (layers {pair}) = {f'n/a (needs layers {pair})' if mu is None else f'{mu:.3f}'}   "
-                 f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}")
+                 f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}"
+                 + (f" per unit{per_word}" if per_word else ""))
     if results.get("alignment_gold", "exact") != "exact":
         lines.append(f"alignment scored against {results['alignment_gold']} links ({results.get('gold_links', 0):,} "
                      f"sure links in the dev sentences)")
