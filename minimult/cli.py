@@ -207,7 +207,11 @@ def export(run, hf_dir, force):
     check_destination(Path(hf_dir), force)  # before loading anything
     model = Bert(opened.cfg.model)
     model.load_state_dict(opened.checkpoint()["model"])
-    out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force)
+    from minimult.data import sources
+
+    block = sources.get(opened.cfg.data.fake).id_offset(1, opened.cfg.data)  # 0: the languages share one block
+    out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force,
+                  id_block=block or None)
     click.echo(f"exported {opened.path} to {out}")
 
 

@@ -1,6 +1,12 @@
 """Export a trained `Bert` to a HuggingFace `BertForMaskedLM` (in memory or as a folder).
 
 transformers is imported inside the functions: it is an export/test dependency, never a training one.
+Every granularity of units exports (data.tokenizer wordpiece, char, word): the run's tokenizer.json is a
+WordPiece model (wordpiece; char, whose entries are single characters in `a` and `##a` forms) or a
+WordLevel model (word), both of which transformers' `PreTrainedTokenizerFast` loads as they are. A
+character set or a small corpus's words can leave part of each language's id block unused, so the HF
+tokenizer's length is not the id shift of the second language: the config records the block
+(`minimult_id_block`), which `eval --hf --shift` reads.
 """
 
 from __future__ import annotations
@@ -57,8 +63,9 @@ def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in out.items()}
 
 
-def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager"):
-    """A `transformers.BertForMaskedLM` (float32, CPU, eval mode) holding a copy of `model`'s weights."""
+def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_block: int | None = None):
+    """A `transformers.BertForMaskedLM` (float32, CPU, eval mode) holding a copy of `model`'s weights;
+    `id_block`: the ids per language (data.vocab_size), kept in its config as `minimult_id_block`."""
     from transformers import BertConfig, BertForMaskedLM
 
     model = getattr(model, "_orig_mod", model)  # accept a torch.compile'd model too
@@ -77,6 +84,7 @@ def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager"):
         layer_norm_eps=cfg.layer_norm_eps,
         tie_word_embeddings=True,
         attn_implementation=attn_implementation,
+        **({"minimult_id_block": id_block} if id_block else {}),
     )
     hf = BertForMaskedLM(hf_cfg)
     hf.load_state_dict(_hf_state_dict(model, cfg), strict=True)
@@ -99,8 +107,9 @@ def check_destination(out_dir: Path, force: bool = False) -> None:
                             f"model's files beside the ones there, which are kept)")
 
 
-def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | None = None, force: bool = False) -> Path:
-    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads. A new folder appears whole
+def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | None = None, force: bool = False,
+            id_block: int | None = None) -> Path:
+    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads (`id_block` as `to_hf`'s). A new folder appears whole
     (built aside, then renamed); into an existing one (empty, or any with `force`) each file is
     renamed into place, and nothing else in it is touched. Files 0644, folders 0755."""
     out_dir = Path(out_dir)
@@ -108,7 +117,7 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
     try:
-        to_hf(model, cfg).save_pretrained(tmp)
+        to_hf(model, cfg, id_block=id_block).save_pretrained(tmp)
         if vocab_file is not None:
             shutil.copyfile(vocab_file, tmp / "vocab.txt")
             tokenizer = Path(vocab_file).with_name("tokenizer.json")

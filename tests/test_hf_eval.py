@@ -80,3 +80,48 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
     assert "has no tokenizer" in proc.stderr and "Traceback" not in proc.stderr
     with pytest.raises(MinimultError, match="must hold"):
         evaluate_hf(hf_dir, text, other, shift=True, log=lambda s: None)
+
+
+@pytest.fixture(scope="module", params=["char", "word"])
+def exported_units(request, tmp_path_factory):
+    """A trained tiny char or word run, exported with `minimult export`, and its dev sentences as text. The
+    tiny corpus's characters fill 81 of the 256 ids per language (the export records the block); its words
+    overflow them ([UNK])."""
+    from click.testing import CliRunner
+
+    from minimult.cli import main
+
+    tmp = tmp_path_factory.mktemp(f"hf-{request.param}")
+    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "data.tokenizer": request.param, "data.max_len": 256})
+    run = Run.create_at(tmp / "run", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    result = CliRunner().invoke(main, ["export", str(run.path), "--hf", str(tmp / "hf")])
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(words) for words in load_corpus(cfg.data.dev).sentences[: cfg.data.dev_sentences]]
+    text = tmp / "dev.en.txt"
+    text.write_text("\n".join(lines) + "\n")
+    return run, tmp / "hf", text
+
+
+def test_char_and_word_exports_load_in_transformers_and_give_the_native_numbers(exported_units):
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    run, hf_dir, text = exported_units
+    vocab = run.data.prepared.vocab
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
+    assert BertForMaskedLM.from_pretrained(str(hf_dir)).config.minimult_id_block == run.cfg.data.vocab_size == 256
+    assert len(tokenizer) == len(vocab) and (len(vocab) < 256) == (run.cfg.data.tokenizer == "char")
+    sentences = load_corpus(run.cfg.data.dev).sentences[:20]  # HF's tokenizer gives the run's own units
+    assert [tokenizer(" ".join(s), add_special_tokens=False)["input_ids"] for s in sentences] == \
+        [list(vocab.encode([s], [0]).ids) for s in sentences]
+    native = evaluate_run(run, (0, 1), log=lambda s: None, write=False)  # µ's layers at the tiny depth 2
+    theirs = evaluate_hf(hf_dir, text, text, shift=True, layers=(0, 1), device="cpu", log=lambda s: None)
+    assert theirs["dev_sentences"] == native["evaluation"]["dev_sentences"]
+    for layer in ("0", "1"):
+        for key in ("align_f1", "retrieval", "translation", "order_distance"):
+            assert theirs["layers"][layer][key] == pytest.approx(native["layers"][layer][key], abs=1e-4), key
+    assert native["mu"] is not None and theirs["mu"] == pytest.approx(native["mu"], abs=1e-4)
+    for key in ("dev", "dev_word"):
+        assert theirs["perplexity"][key] == pytest.approx(native["perplexity"][key], rel=1e-4), key
+    if run.cfg.data.tokenizer == "char":
+        assert theirs["perplexity"]["dev_word"] > theirs["perplexity"]["dev"]

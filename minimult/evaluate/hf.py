@@ -5,8 +5,9 @@ or vocab.txt). A and B are line-aligned parallel text; each line is tokenized wi
 the sequences are written `[CLS] s [SEP]` with the tokenizer's special ids, positions from 0 and
 segment 0, as minimult writes its own runs.
 
-- `shift=True`: B is A's shifted copy (Fake-English): B's ids are A's plus the tokenizer's size, which
-  the model's vocabulary must have room for (a minimult export has). The gold alignment is then the
+- `shift=True`: B is A's shifted copy (Fake-English): B's ids are A's plus the tokenizer's size (a
+  minimult export's id block, `minimult_id_block` in its config, when it records one: a character set
+  leaves most of its block unused), which the model's vocabulary must have room for (a minimult export has). The gold alignment is then the
   identity and the dictionary every non-special id against its shifted copy, so every evaluator runs.
 - otherwise B is tokenized as text: no gold alignment and no dictionary exist yet (link files come with
   real languages), so retrieval, word-order distance and perplexity run (they need no gold).
@@ -105,10 +106,14 @@ def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool) -> Si
 def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool):
     """(sides, layouts, dictionary sides or None) for the pair."""
     V = len(tokenizer)
-    if shift and model.hf.config.vocab_size < 2 * V:
+    block = getattr(model.hf.config, "minimult_id_block", None) or V  # ids per language
+    if shift and block < V:
+        raise MinimultError(f"--shift: the model's id block per language ({block:,}, minimult_id_block in its "
+                            f"config) is smaller than its tokenizer ({V:,} ids)")
+    if shift and model.hf.config.vocab_size < block + V:
         raise MinimultError(f"--shift: the model's vocabulary ({model.hf.config.vocab_size:,}) has no room for a "
                             f"shifted copy of the tokenizer's ({V:,} ids)")
-    offset = V if shift else 0
+    offset = block if shift else 0
     sides = [_side(tokenizer, a_lines, 0, 0, shift), _side(tokenizer, a_lines if shift else b_lines, 1, offset, shift)]
     max_len = model.hf.config.max_position_embeddings
     layouts = [Layout(k, k * offset, pad=tokenizer.pad_token_id, cls=tokenizer.cls_token_id,
@@ -119,7 +124,7 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool):
 
         special = set(tokenizer.all_special_ids)
         en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
-        dictionary = one_piece_sides([en, en + V])
+        dictionary = one_piece_sides([en, en + offset])
     return sides, layouts, dictionary
 
 
