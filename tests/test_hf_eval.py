@@ -125,3 +125,17 @@ def test_char_and_word_exports_load_in_transformers_and_give_the_native_numbers(
         assert theirs["perplexity"][key] == pytest.approx(native["perplexity"][key], rel=1e-4), key
     if run.cfg.data.tokenizer == "char":
         assert theirs["perplexity"]["dev_word"] > theirs["perplexity"]["dev"]
+
+
+def test_an_id_block_smaller_than_the_tokenizer_is_one_clear_error(exported_units, tmp_path):
+    import json
+    import shutil
+
+    run, hf_dir, text = exported_units
+    bad = tmp_path / "bad"
+    shutil.copytree(hf_dir, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**cfg, "minimult_id_block": 10}))
+    with pytest.raises(MinimultError, match=r"id block per language \(10, minimult_id_block") as e:
+        evaluate_hf(bad, text, text, shift=True, log=lambda s: None)
+    assert "\n" not in str(e.value)
