@@ -88,7 +88,7 @@ def _build(cfg, progress: Callable[[str], None]):
         else:
             progress(f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
             vocab = source.train_vocab(train, cfg)
-        stats.update(source.write_extra(vocab, train, dev, tmp) or {})
+        stats.update(source.write_extra(vocab, train, dev, tmp, cfg) or {})
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
         enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
@@ -123,7 +123,7 @@ def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
         source = sources.get(cfg.fake)
         vocab = Vocab.load(path, source.vocab_size(cfg))
         return Prepared(path, vocab, Encoded.load(path / "train.npz"), Encoded.load(path / "dev.npz"),
-                        {name: Encoded.load(path / f"{name}.npz") for name in source.extra}, stats, reused)
+                        {name: Encoded.load(path / f"{name}.npz") for name in source.extra_names(cfg)}, stats, reused)
     except (OSError, ValueError, KeyError) as e:
         raise MinimultError(f"prepared data at {path} is unreadable ({e}); delete it to rebuild") from None
 
