@@ -155,7 +155,12 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
         lines.append(f"{split} second language: {es['sentences']:,} sentences, {es['words']:,} words, "
                      f"{es['types']:,} types, {es['pieces']:,} pieces; {d['aligned_verses']:,} aligned verses, "
                      f"{d['silver_links']:,} silver links ({d['silver_sure']:,} sure)")
-    if "dictionary_entries" in s:
+    if "shared_vocab" in s:  # one vocabulary for every language (data.shared_vocab)
+        o = s["shared_vocab"]
+        lines.append(f"one shared vocabulary: the English training text uses {o['entries_used_by_en']:,} of its entries, "
+                     f"the Spanish {o['entries_used_by_es']:,}, both {o['entries_used_by_both']:,}; silver dictionary: "
+                     f"{s['dictionary_entries']} one-piece word pairs ({o['dictionary_same_id']} spelled alike: one id)")
+    elif "dictionary_entries" in s:
         lines.append(f"second vocabulary: {s['es_vocab_entries']} entries; silver dictionary: "
                      f"{s['dictionary_entries']} one-piece word pairs")
     lines.append(f"cache: {p.path} ({'reused' if p.reused else 'built'})")
