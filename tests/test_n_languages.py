@@ -47,7 +47,8 @@ def test_three_languages_under_lang_pos_get_their_offsets_positions_and_segments
         real = b.maskable[row]
         ids = b.input_ids[row][real]
         assert ((ids >= lang * V) & (ids < (lang + 1) * V)).all()
-        assert b.position_ids[row, 0] == lang * 128 and (b.position_ids[row, 1:3] == lang * 128 + torch.arange(1, 3)).all()
+        assert b.position_ids[row, 0] == lang * 128
+        assert (b.position_ids[row, 1:3] == lang * 128 + torch.arange(1, 3)).all()
         assert (b.token_type_ids[row] == lang).all()
         assert b.input_ids[row, 0] == 2  # [CLS] stays shared without shift-special
     # shift-special moves each language's specials into its own block

@@ -38,8 +38,10 @@ def _named_language(cfg, name) -> None:
 
     names = sources.get(cfg.data.fake).languages(cfg.data.n_langs)
     if name not in names[1:]:
-        raise MinimultError(f"inv-order={name}: {'English keeps its order (it is what the others align to)' if name == names[0] else 'no such language in this run'}; "
-                            f"name one of {', '.join(names[1:])} (--fake {cfg.data.fake}, data.n_langs={cfg.data.n_langs})")
+        why = "English keeps its order (it is what the others align to)" if name == names[0] else \
+            "no such language in this run"
+        raise MinimultError(f"inv-order={name}: {why}; name one of {', '.join(names[1:])} "
+                            f"(--fake {cfg.data.fake}, data.n_langs={cfg.data.n_langs})")
 
 
 # inv-order alone reverses every language but English; inv-order=NAME only that one (002 reversed German
