@@ -29,6 +29,12 @@ def data_options(f):
         click.option("--fake", type=click.Choice(_sources()), default=None,
                      help="The second language's source: Fake-English by id shift (default), by unicode "
                           "code-point shift (K et al.), or en-es: Spanish (RV1909) verse-aligned with the KJV."),
+        click.option("--langs", "n_langs", type=int, default=None, metavar="N",
+                     help="Languages in the run, English included (data.n_langs, default 2): shift gives N-1 "
+                          "Fake-Englishes, en-es with 3 adds Fake-English to English and Spanish."),
+        click.option("--shared-vocab", "shared_vocab", is_flag=True, default=None,
+                     help="One vocabulary learned over every language's text, one id block (data.shared_vocab; "
+                          "en-es), instead of each language's own at its own id offset."),
         click.option("--tokenizer", type=click.Choice(_tokenizers()), default=None,
                      help="The units: wordpiece (default), char (every character of the training corpus) or "
                           "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
@@ -41,11 +47,12 @@ def data_options(f):
     return f
 
 
-def _overrides(train, dev, fake, tokenizer, settings) -> dict:
+def _overrides(train, dev, fake, tokenizer, settings, n_langs=None, shared_vocab=None) -> dict:
     from minimult.config import parse_overrides
 
     out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.fake", fake),
-                             ("data.tokenizer", tokenizer)) if v is not None}
+                             ("data.tokenizer", tokenizer), ("data.n_langs", n_langs),
+                             ("data.shared_vocab", shared_vocab or None)) if v is not None}
     out.update(parse_overrides(settings))
     return out
 
@@ -61,13 +68,13 @@ def main():
 @click.option("--mods", default=None, help="Mods whose data effects to preview (comma-separated).")
 @click.option("--examples", default=3, show_default=True, help="Example sentences to show.")
 @_fail_cleanly
-def prepare(train, dev, fake, tokenizer, preset, settings, mods, examples):
+def prepare(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, settings, mods, examples):
     """Build corpora, vocabulary and language views (cached) and print corpus statistics."""
     from minimult.config import resolve
     from minimult.data.prepare import summary
     from minimult.data.run_data import RunData
 
-    cfg, active = resolve(preset, _overrides(train, dev, fake, tokenizer, settings), mods)
+    cfg, active = resolve(preset, _overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab), mods)
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     click.echo(summary(data.prepared, cfg.data.max_len))
     if examples:
@@ -126,7 +133,7 @@ def budget(presets, mods, settings, json_path, readme):
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
-def pretrain(train, dev, fake, tokenizer, preset, settings, mods, seed, epochs, mask_probs, device, precision,
+def pretrain(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs, device, precision,
              eval_every, out, resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
 
@@ -139,7 +146,8 @@ def pretrain(train, dev, fake, tokenizer, preset, settings, mods, seed, epochs, 
         given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
                                       ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
                                       ("--eval-every", eval_every), ("--train-file", train), ("--dev-file", dev),
-                                      ("--fake", fake), ("--tokenizer", tokenizer), ("--set", settings))
+                                      ("--fake", fake), ("--langs", n_langs), ("--shared-vocab", shared_vocab or None),
+                                      ("--tokenizer", tokenizer), ("--set", settings))
                  if v not in (None, ())]
         if given or preset != "paper":
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
@@ -149,7 +157,7 @@ def pretrain(train, dev, fake, tokenizer, preset, settings, mods, seed, epochs, 
             run_train([run], resume=True, log=click.echo)
         click.echo(f"run folder: {run.path}")
         return
-    overrides = _overrides(train, dev, fake, tokenizer, settings)
+    overrides = _overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab)
     for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
                        ("train.precision", precision), ("train.eval_every", eval_every)):
         if value is not None:
@@ -386,14 +394,14 @@ def transfer(run, modes, layer, settings, device, threads, json_path):
 @click.option("--words", default="God,Jesus,love,said,house,water,the,##s", show_default=True,
               help="Comma-separated English pieces whose neighbours to show.")
 @_fail_cleanly
-def neighbours(train, dev, fake, tokenizer, preset, settings, mods, seed, words):
+def neighbours(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, words):
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
     from minimult.config import resolve
     from minimult.data.run_data import RunData
     from minimult.knn.neighbours import table_info
     from minimult.mods.masking import with_knn_replace
 
-    overrides = {**_overrides(train, dev, fake, tokenizer, settings), "train.seed": seed}
+    overrides = {**_overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab), "train.seed": seed}
     cfg, active = resolve(preset, overrides, with_knn_replace(mods))
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     prepared, sides = data.prepared, data.train_views

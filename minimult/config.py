@@ -31,24 +31,29 @@ class DataConfig:
     train_sentences: int = 0  # 0 = all
     dev_sentences: int = 10_000
     vocab_size: int = 2048  # per language, specials included
-    fake: str = "shift"  # the language source (minimult.data.sources): shift | unicode
-    n_langs: int = 2
+    fake: str = "shift"  # the language source (minimult.data.sources): shift | unicode | en-es
+    n_langs: int = 2  # languages in the run, English first; the source names them (Source.languages)
     # pieces per sequence incl. [CLS]/[SEP]; positions per language. Longer sentences are cut to fit and
     # the cut is reported, never silent: `prepare`'s summary and the training log count the sentences cut,
     # results.json's `dev_sentences_cut` those of the evaluation (characters need a larger max_len)
     max_len: int = 128
     tokenizer: str = "wordpiece"  # the units: wordpiece | char | word (minimult.data.vocab.TOKENIZERS)
+    # one vocabulary trained over every language's text, one id block for all (K et al.'s word-piece
+    # overlap); false: each language its own vocabulary at its own id offset (what the source supports)
+    shared_vocab: bool = False
 
     def __post_init__(self):
         from minimult.data import sources
         from minimult.data.vocab import check_tokenizer
 
-        sources.get(self.fake).check(self)  # an unknown source is an error naming the valid ones
+        if self.n_langs < 2:
+            raise MinimultError(f"data.n_langs {self.n_langs}: a run needs English and at least one more language")
+        source = sources.get(self.fake)  # an unknown source is an error naming the valid ones
+        source.check_languages(self)
+        source.check(self)
         check_tokenizer(self.tokenizer)
         if self.max_len < 3:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
-        if self.n_langs != 2:
-            raise MinimultError("only two languages (English + one more) are supported so far")
         if self.vocab_size <= 5:  # the five special tokens [PAD] [UNK] [CLS] [SEP] [MASK]
             raise MinimultError(f"vocab_size {self.vocab_size} leaves no room: it must exceed the 5 special tokens")
         if self.train_sentences < 0 or self.dev_sentences < 0:

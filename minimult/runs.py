@@ -34,7 +34,8 @@ CHECKPOINT = "checkpoint.pt"
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
 # what one evaluation's block in results.json keeps, besides every evaluator column's key (`block_keys`)
 BLOCK_KEYS = ("evaluation", "steps", "evaluator_versions", "layers", "mu", "mu_layers", "perplexity",
-              "dev_sentences", "dev_sentences_cut", "dictionary_entries", "eval_seconds")
+              "dev_sentences", "dev_sentences_cut", "dictionary_entries", "eval_seconds",
+              "pairs")  # more than two languages: English with each other language (evaluate_model)
 
 
 def merge(into: dict, part: dict) -> None:

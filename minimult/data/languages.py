@@ -103,11 +103,12 @@ SPLITS = ("train", "dev", "train-parallel")
 def build_sides(prepared, source, data_cfg, mods, split: str, seed: int) -> list[Side]:
     """[English, language 1, ...] for `split` from the source, with the mods' hooks applied: `resample`
     (training data only, before reordering: it needs the word boundaries that reordering drops), then
-    `reorder` on every language but English. 'train-parallel' is the training corpus without `resample`
+    `reorder` on every language but English (or those the mod's `reorders` names). 'train-parallel' is the training corpus without `resample`
     (every language's whole parallel text: what no-parallel's training perplexity is scored on in the paper)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
     sides = source.views(prepared, "dev" if split == "dev" else "train", data_cfg)
+    names = source.languages(data_cfg.n_langs)
     rng = np.random.default_rng([seed, 1 if split == "dev" else 0])
     if split == "train":
         for a in mods:
@@ -116,5 +117,6 @@ def build_sides(prepared, source, data_cfg, mods, split: str, seed: int) -> list
     for a in mods:
         if a.mod.reorder is not None:
             sides = [sides[0]] + [s.reordered([a.mod.reorder(int(n), rng, a.value) for n in s.lengths])
+                                  if a.mod.reorders is None or a.mod.reorders(names[s.lang], a.value) else s
                                   for s in sides[1:]]
     return sides

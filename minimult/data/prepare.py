@@ -88,7 +88,7 @@ def _build(cfg, progress: Callable[[str], None]):
         else:
             progress(f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
             vocab = source.train_vocab(train, cfg)
-        stats.update(source.write_extra(vocab, train, dev, tmp) or {})
+        stats.update(source.write_extra(vocab, train, dev, tmp, cfg) or {})
         vocab.save(tmp)
         enc_train = vocab.encode(train.sentences, train.verse_ids)
         enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
@@ -123,7 +123,7 @@ def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
         source = sources.get(cfg.fake)
         vocab = Vocab.load(path, source.vocab_size(cfg))
         return Prepared(path, vocab, Encoded.load(path / "train.npz"), Encoded.load(path / "dev.npz"),
-                        {name: Encoded.load(path / f"{name}.npz") for name in source.extra}, stats, reused)
+                        {name: Encoded.load(path / f"{name}.npz") for name in source.extra_names(cfg)}, stats, reused)
     except (OSError, ValueError, KeyError) as e:
         raise MinimultError(f"prepared data at {path} is unreadable ({e}); delete it to rebuild") from None
 
@@ -155,7 +155,12 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
         lines.append(f"{split} second language: {es['sentences']:,} sentences, {es['words']:,} words, "
                      f"{es['types']:,} types, {es['pieces']:,} pieces; {d['aligned_verses']:,} aligned verses, "
                      f"{d['silver_links']:,} silver links ({d['silver_sure']:,} sure)")
-    if "dictionary_entries" in s:
+    if "shared_vocab" in s:  # one vocabulary for every language (data.shared_vocab)
+        o = s["shared_vocab"]
+        lines.append(f"one shared vocabulary: the English training text uses {o['entries_used_by_en']:,} of its entries, "
+                     f"the Spanish {o['entries_used_by_es']:,}, both {o['entries_used_by_both']:,}; silver dictionary: "
+                     f"{s['dictionary_entries']} one-piece word pairs ({o['dictionary_same_id']} spelled alike: one id)")
+    elif "dictionary_entries" in s:
         lines.append(f"second vocabulary: {s['es_vocab_entries']} entries; silver dictionary: "
                      f"{s['dictionary_entries']} one-piece word pairs")
     lines.append(f"cache: {p.path} ({'reused' if p.reused else 'built'})")

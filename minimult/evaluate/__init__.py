@@ -10,6 +10,7 @@ representations exclude [CLS], [SEP] and [PAD].
 
 from __future__ import annotations
 
+import copy
 import importlib
 import pkgutil
 import time
@@ -38,20 +39,41 @@ def context(run, model, layers, **options) -> Context:
     verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
                    random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, verse_ids=verse_ids,
-                   gold=d.source.gold, **options)
+                   gold=d.source.gold, languages=d.source.languages(dc.n_langs),
+                   golds=tuple(d.source.gold_of(k) for k in range(dc.n_langs)), **options)
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
     """Every registered evaluator (or those named in `only`) on `ctx` (derived ones, such as µ, after the
     rest): the scores dict. With `log`, one line per evaluator as it finishes (a quick-sized model takes
-    ~40 s in all)."""
+    ~40 s in all).
+
+    With more than two languages the pairwise evaluators (alignment, retrieval, translation, word order,
+    µ) run once per pair of English and another language, into results["pairs"]["en-<name>"]; the top
+    level holds English and language 1's numbers (the layout of a two-language run, so tables and
+    sweeps compare them with two-language runs) and the evaluators of all languages at once
+    (perplexity, the language-ID probe)."""
     ctx.results = {"layers": {}}
     t0 = time.time()
     chosen = [ev for ev in evaluators() if only is None or ev.name in only]
-    for ev in sorted(chosen, key=lambda e: e.derived):  # stable: registry order within each kind
-        merge(ctx.results, ev.run(ctx))
-        if log is not None and not ev.derived:
-            log(f"eval: {ev.name} done ({time.time() - t0:.1f} s)")
+
+    def run(c, evs, label: str = "") -> None:
+        for ev in sorted(evs, key=lambda e: e.derived):  # stable: registry order within each kind
+            merge(c.results, ev.run(c))
+            if log is not None and not ev.derived:
+                log(f"eval: {ev.name}{label} done ({time.time() - t0:.1f} s)")
+
+    if len(ctx.layouts) <= 2:
+        run(ctx, chosen)
+        return ctx.results
+    pairs = {}
+    for k in range(1, len(ctx.layouts)):
+        p = ctx.pair(k)
+        run(p, [ev for ev in chosen if ev.pairwise], f" ({p.name})")
+        pairs[p.name] = p.results
+    merge(ctx.results, copy.deepcopy(next(iter(pairs.values()))))
+    run(ctx, [ev for ev in chosen if not ev.pairwise])
+    ctx.results["pairs"] = pairs
     return ctx.results
 
 

@@ -26,4 +26,5 @@ def run(ctx) -> dict:
 
 register(Evaluator(
     "multilinguality", "µ = mean of translation and retrieval at layer 0 and layer round(2/3 x depth) (8 of 12)",
-    version=2, order=10, run=run, derived=True, columns=(Column("mu", "µ", table=True, curve=True, summary=True),)))
+    version=2, order=10, run=run, pairwise=True, derived=True,
+    columns=(Column("mu", "µ", table=True, curve=True, summary=True),)))

@@ -78,6 +78,9 @@ class Evaluator:
     # run on request only (its own command, or its config switch); its key at the top of results.json
     # stays there through evaluations that did not compute it (transfer's minutes of fine-tuning)
     standalone: bool = False
+    # compares English with one other language (`ctx.dev` is [English, other]): with more than two
+    # languages it runs once per pair (results["pairs"]["en-es"]), the top level holding English and language 1
+    pairwise: bool = False
 
 
 def register(evaluator: Evaluator) -> Evaluator:

@@ -112,8 +112,9 @@ def phase(timings: dict | None, name: str):
 
 @dataclass
 class Context:
-    """One evaluation: a model, the run's data (`views(split) -> [English, second]`, `dictionary() ->
-    [English, second]`, `layouts`), the layers to measure and the evaluation's options."""
+    """One evaluation: a model, the run's data (`views(split) -> [English, language 1, ...]`,
+    `dictionary() -> [English, language 1, ...]`, `layouts`), the layers to measure and the evaluation's
+    options. With more than two languages, pairwise evaluators see `pair(k)`: English and language k."""
 
     model: Bert
     views: Callable[[str], list[Side]]
@@ -136,6 +137,8 @@ class Context:
     verse_ids: Callable[[], np.ndarray] | None = None  # the dev sentences' verse ids, where sentences are verses
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
+    languages: tuple[str, ...] = ("en", "fake")  # the languages' names (the source's), for per-pair results
+    golds: tuple[str, ...] = ()  # each language's `gold` where they differ (en-es + Fake-English); () = `gold`
 
     def phase(self, name: str):
         return phase(self.timings, name)
@@ -175,9 +178,52 @@ class Context:
             return [piece_vectors(self.model, s, self.layouts, self.layers, self.device,
                                   precision_=self.precision) for s in sides]
 
+    def pair(self, k: int) -> "PairContext":
+        """English and language k: what a pairwise evaluator sees when the run has more than two languages."""
+        return PairContext(self, k)
+
     @cached_property
     def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
         sides = self.dictionary_sides
         with self.phase("forward_dictionary"):
             return [piece_vectors(self.model, s, self.layouts, self.layers, self.device,
                                   precision_=self.precision) for s in sides]
+
+
+class PairContext:
+    """English and language k of a Context with more languages: its dev sides, their vectors, gold links and
+    dictionary are the parent's (computed once for all languages) restricted to [English, k]; `results`
+    are the pair's own (µ reads them); everything else is the parent's."""
+
+    def __init__(self, parent: Context, k: int):
+        self.parent, self.k = parent, k
+        self.name = f"{parent.languages[0]}-{parent.languages[k]}"
+        self.results: dict = {"layers": {}}
+        self.gold = parent.golds[k] if parent.golds else parent.gold
+
+    def __getattr__(self, name):  # only for what is not defined here: the model, layers, options, phase
+        return getattr(self.parent, name)
+
+    def _pick(self, both: list):
+        return [both[0], both[self.k]]
+
+    @property
+    def dev(self) -> list[Side]:
+        return self._pick(self.parent.dev)
+
+    @property
+    def dev_vectors(self):
+        return self._pick(self.parent.dev_vectors)
+
+    @cached_property
+    def links(self) -> np.ndarray:
+        with self.phase("data"):
+            return gold_links(self.dev[1])
+
+    @property
+    def dictionary_sides(self) -> list[Side]:
+        return self._pick(self.parent.dictionary_sides)
+
+    @property
+    def dictionary_vectors(self):
+        return self._pick(self.parent.dictionary_vectors)

@@ -19,6 +19,7 @@ def run(ctx) -> dict:
 
 register(Evaluator(
     "retrieval", "sentence retrieval P@1 of mean-pooled vectors, both directions", version=1, order=30, run=run,
+    pairwise=True,
     columns=(Column("retrieval", "ρ", per_layer=True, table=True, curve=True, summary=True),
              Column("retrieval_forward", "ρ en→L1", per_layer=True),
              Column("retrieval_backward", "ρ L1→en", per_layer=True))))

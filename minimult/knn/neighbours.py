@@ -33,7 +33,7 @@ def side_text(side: Side, vocab) -> list[list[str]]:
     return [pieces[a:b] for a, b in zip(side.offsets[:-1], side.offsets[1:])]
 
 
-def _fingerprint(sides: tuple[Side, Side]) -> str:
+def _fingerprint(sides) -> str:
     h = hashlib.sha256()
     for s in sides:
         h.update(s.ids.astype(np.int32).tobytes())
@@ -85,15 +85,36 @@ def table_info(prepared, cfg, k, sides) -> dict:
     return json.loads((path / "info.json").read_text()) if (path / "info.json").is_file() else {}
 
 
+def _fill_columns(table: torch.Tensor) -> torch.Tensor:
+    """Each row's missing entries (-1) replaced by its present ones in turn, so a uniformly drawn column
+    is a uniformly drawn neighbour among those the row has (rows with none stay -1)."""
+    valid = table >= 0
+    order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)  # present columns first
+    count = valid.sum(1, keepdim=True).clamp(min=1)
+    col = torch.arange(table.shape[1]).expand_as(table) % count
+    return torch.gather(table, 1, torch.gather(order, 1, col))
+
+
 def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Callable[[str], None] = print) -> torch.Tensor:
+    """With more than two languages, English is mapped to each of the others: an English id's row holds
+    k neighbours in every other language (a drawn column picks the language at random, DESIGN §6), the
+    row of another language's id its k English neighbours."""
     total = cfg.model.vocab_size
     key = _key(prepared, cfg, k, sides)
 
     def build(tmp: Path) -> None:
-        en, l1, info = build_mapping(prepared, sides, cfg.train.seed, cfg.knn.dim, log)
-        table = torch.maximum(nearest_table(en[0], en[1], l1[0], l1[1], total, k),
-                              nearest_table(l1[0], l1[1], en[0], en[1], total, k))
-        info["identity_p1"] = dictionary_p1(en, l1, source.dictionary(prepared, cfg.data))
+        tables, infos = [], []
+        dictionary = source.dictionary(prepared, cfg.data)
+        for j in range(1, len(sides)):
+            en, l1, info = build_mapping(prepared, (sides[0], sides[j]), cfg.train.seed, cfg.knn.dim, log)
+            tables.append(torch.maximum(nearest_table(en[0], en[1], l1[0], l1[1], total, k),
+                                        nearest_table(l1[0], l1[1], en[0], en[1], total, k)))
+            info["identity_p1"] = dictionary_p1(en, l1, [dictionary[0], dictionary[j]])
+            infos.append(info)
+        table = tables[0] if len(tables) == 1 else _fill_columns(torch.cat(tables, dim=1))
+        info = infos[0] if len(infos) == 1 else {
+            "identity_p1": infos[0]["identity_p1"],
+            "pairs": {f"0-{j}": i for j, i in enumerate(infos, 1)}}
         torch.save(table, tmp / "neighbours.pt")
         (tmp / "info.json").write_text(json.dumps(info, indent=1, default=str))
 

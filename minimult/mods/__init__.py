@@ -4,9 +4,10 @@ A mod acts only through hooks that the stages call (all optional):
 - `configure(cfg, value) -> cfg`: the run configuration (model sizes, masking mix, schedule).
 - `layout(layout, cfg, value) -> layout`: how a language's sequences are written (its special ids,
   position offset, segment id; `minimult.data.layout`). The model's tables are sized from layouts.
-- `reorder(length, rng, value) -> perm`: the order of a sentence of every language but English, as
-  source positions (piece j of the new sentence is piece perm[j] of the original). Applies to
-  training and evaluation data alike; the gold alignment follows it.
+- `reorder(length, rng, value) -> perm`: the order of a sentence of every language but English (or of
+  those `reorders(name, value)` picks by name), as source positions (piece j of the new sentence is
+  piece perm[j] of the original). Applies to training and evaluation data alike; the gold alignment
+  follows it.
 - `resample(sides, rng, value) -> sides`: replaces the training data of the languages ([English,
   language 1, ...]; non-parallel parts, unigram sampling); evaluation data stay parallel.
 - `build(data, sides, cfg, value, log) -> dict`: what training needs built for it, passed to the
@@ -42,6 +43,8 @@ class Mod:
     configure: Callable[[Any, Any], Any] | None = None
     layout: Callable | None = None
     reorder: Callable[[int, np.random.Generator, Any], np.ndarray] | None = None
+    # (language name, value) -> whether `reorder` acts on that language; None: every language but English
+    reorders: Callable[[str, Any], bool] | None = None
     resample: Callable | None = None
     build: Callable | None = None
     provides: tuple[str, ...] = ()  # the names `build` returns (checked against what masking needs)
@@ -53,7 +56,7 @@ class Mod:
     check: Callable[[Any, Any], None] | None = None  # (final config, value): refuse a config that contradicts the mod
 
     def spec(self, value) -> str:
-        return self.name if self.parse is None else f"{self.name}={value}"
+        return self.name if self.parse is None or value is None else f"{self.name}={value}"
 
 
 @dataclass(frozen=True)

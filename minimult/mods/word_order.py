@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from minimult.errors import MinimultError
 from minimult.mods import Mod, probability, register
 
 
@@ -23,8 +24,32 @@ def _swap_pairs(length: int, rng: np.random.Generator, p: float) -> np.ndarray:
     return perm
 
 
-register(Mod("inv-order", "second-language sentences reversed (specials stay in place)", 1, order=60,
-             group="word order", reorder=_reverse))
+def _language_name(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("name a language, e.g. inv-order=es")
+    return raw.strip()
+
+
+def _named_language(cfg, name) -> None:
+    """inv-order=NAME: NAME is one of the run's languages, and not English (the reference order)."""
+    if name is None:
+        return
+    from minimult.data import sources
+
+    names = sources.get(cfg.data.fake).languages(cfg.data.n_langs)
+    if name not in names[1:]:
+        why = "English keeps its order (it is what the others align to)" if name == names[0] else \
+            "no such language in this run"
+        raise MinimultError(f"inv-order={name}: {why}; name one of {', '.join(names[1:])} "
+                            f"(--fake {cfg.data.fake}, data.n_langs={cfg.data.n_langs})")
+
+
+# inv-order alone reverses every language but English; inv-order=NAME only that one (002 reversed German
+# alone in its English-German-Hindi model)
+register(Mod("inv-order", "sentences of every language but English reversed (specials stay in place); "
+             "inv-order=NAME: only that language's (e.g. inv-order=es)", 1, order=60,
+             group="word order", reorder=_reverse, parse=_language_name, default=None,
+             reorders=lambda name, value: value is None or name == value, check=_named_language))
 register(Mod("permute", "swap round(p*L/2) random position pairs of each second-language sentence "
              "(K et al.); p in (0, 1]", 2, order=70, group="word order", parse=probability, default=0.5,
              reorder=_swap_pairs))

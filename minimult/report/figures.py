@@ -89,7 +89,7 @@ def shares_vocabulary(data_cfg: dict) -> bool:
     from minimult.data import sources
 
     try:
-        return bool(sources.get(name).shared_vocabulary)
+        return bool(sources.get(name).shared_vocabulary or data_cfg.get("shared_vocab"))
     except MinimultError:
         return True
 

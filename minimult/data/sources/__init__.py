@@ -2,7 +2,9 @@
 
 A `Source` owns, for its languages (0 = English, 1.. the others):
 - the vocabulary it trains (`train_vocab`) and any extra encoded text it keeps (`write_extra`, `extra`),
-- each language's id offset (`id_offset`) and whether all languages share one id block,
+- its languages' names (`languages`: how many it can give, which ones, what they are called) and
+  whether all of them share one vocabulary and id block (`shares_vocabulary`),
+- each language's id offset (`id_offset`),
 - its views of a split with the gold alignment to English (`views`),
 - its translation dictionary (`dictionary`) and the ids a random replacement may draw (`random_ids`),
 - optionally its own corpora (`corpora`, with `cache_key` naming what they are read from; `check`
@@ -31,6 +33,33 @@ class Source:
     verse_sentences: bool = False  # every sentence is a whole verse (link files address verses: eval --links)
     gold: str = "exact"  # what its gold alignment is: "exact" (by construction) | "silver" (derived, noisy)
 
+    max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
+    shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
+
+    def languages(self, n_langs: int) -> tuple[str, ...]:
+        """The names of a run's `n_langs` languages (data.n_langs), English ("en") first: what
+        `inv-order=NAME` and the per-pair results (`en-es`) call them."""
+        return ("en", "fake") + tuple(f"fake{k}" for k in range(2, n_langs))
+
+    def shares_vocabulary(self, data_cfg) -> bool:
+        """One vocabulary and id block for every language (shift-special has nothing to shift)."""
+        return self.shared_vocabulary or (self.shared_option and data_cfg.shared_vocab)
+
+    def check_languages(self, data_cfg) -> None:
+        """Refuse a number of languages or a vocabulary choice the source cannot give (one line)."""
+        if self.max_langs is not None and data_cfg.n_langs > self.max_langs:
+            raise MinimultError(f"--fake {self.name} gives at most {self.max_langs} languages "
+                                f"({', '.join(self.languages(self.max_langs))}); "
+                                f"got data.n_langs={data_cfg.n_langs}")
+        if data_cfg.shared_vocab and not (self.shared_vocabulary or self.shared_option):
+            raise MinimultError(f"--shared-vocab does not apply to --fake {self.name}: its languages are one "
+                                f"vocabulary's ids moved into blocks of their own (--fake unicode learns one "
+                                f"vocabulary over English and a shifted script; --fake en-es can share one)")
+
+    def gold_of(self, lang: int) -> str:
+        """What language `lang`'s gold alignment to English is (`gold` unless a language differs)."""
+        return self.gold
+
     def check(self, data_cfg) -> None:
         """Refuse data settings that do not apply to this source (one MinimultError line)."""
 
@@ -57,7 +86,11 @@ class Source:
         return data_cfg.vocab_size
 
     def id_offset(self, lang: int, data_cfg) -> int:
-        return lang * data_cfg.vocab_size
+        return 0 if self.shares_vocabulary(data_cfg) else lang * data_cfg.vocab_size
+
+    def extra_names(self, data_cfg) -> tuple[str, ...]:
+        """The encoded files of its own in a cache entry built for `data_cfg` (default: `extra`)."""
+        return self.extra
 
     def training_text(self, train, data_cfg) -> list[list[str]]:
         """The word-tokenized sentences its vocabulary is trained on."""
@@ -70,7 +103,7 @@ class Source:
 
         return train_vocab(data_cfg.tokenizer, self.training_text(train, data_cfg), self.vocab_size(data_cfg))
 
-    def write_extra(self, vocab, train, dev, tmp) -> dict | None:
+    def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict | None:
         """Encoded texts of its own (named in `extra`) written into the cache entry `tmp`; a dict it returns
         is added to the entry's statistics."""
 
@@ -79,8 +112,8 @@ class Source:
         raise NotImplementedError
 
     def dictionary(self, prepared, data_cfg) -> list:
-        """[English, language 1] Sides of one-piece sentences: entry i of each translates entry i of the
-        other (word translation τ). Its entries are units of the run's own vocabulary (data.tokenizer):
+        """[English, language 1, ...] Sides of one-piece sentences: entry i of each translates entry i of
+        every other (word translation τ, which compares English with each language). Its entries are units of the run's own vocabulary (data.tokenizer):
         pieces, characters or words."""
         raise NotImplementedError
 

@@ -6,7 +6,11 @@ only verses with words in both (and not disturbed by a merged verse or a renumbe
 `sword.aligned_verses`) are kept. Training data is the New Testament, development data the first
 `data.dev_sentences` aligned Old Testament verses, as the built-in corpora split (NT train, OT dev);
 `data.train` and `data.dev` do not apply. Each language has its own WordPiece vocabulary of
-`data.vocab_size` entries at its own id offset (Spanish: + vocab_size).
+`data.vocab_size` entries at its own id offset (Spanish: + vocab_size), or, with `data.shared_vocab`,
+one vocabulary of n_langs x vocab_size entries trained over every language's text (one id block: a
+piece spelled alike in both languages is one id, K et al.'s word-piece overlap). With data.n_langs=3
+the third language is Fake-English: English's ids in block 2 (own vocabularies), or, sharing one
+vocabulary, English text shifted to another script (`unicode`'s construction), learned into it.
 
 No gold alignment exists for the text: the Spanish side's gold is the *silver* sure links from shared
 Strong's numbers (`sword.silver_links`; a Spanish word's first piece to its English word's first
@@ -27,7 +31,8 @@ from minimult.data.corpus import Corpus
 from minimult.data.languages import Side, english_side
 from minimult.data.links import word_first_pieces, write_links
 from minimult.data.sources import Source, register
-from minimult.data.sources.shift import one_piece_sides
+from minimult.data.sources.shift import one_piece_sides, shifted_side
+from minimult.data.sources.unicode import shift_piece, shift_text, unicode_side
 from minimult.data.vocab import N_SPECIAL, Vocab, train_wordpiece
 from minimult.errors import MinimultError
 
@@ -93,10 +98,26 @@ def silver_dictionary(train: AlignedCorpus, en_vocab: Vocab, es_vocab: Vocab) ->
 
 class EnEs(Source):
     name = "en-es"
-    description = "English (KJV) + Spanish (Reina-Valera 1909), verse-aligned: own vocabularies, silver Strong's links"
+    description = ("English (KJV) + Spanish (Reina-Valera 1909), verse-aligned, + Fake-English with data.n_langs=3: "
+                   "own vocabularies or one shared (data.shared_vocab), silver Strong's links")
     extra = ("train_es", "dev_es")
     verse_sentences = True
     gold = "silver"
+    max_langs = 3  # en, es and Fake-English (English in a block of its own, or by code-point shift when shared)
+    shared_option = True
+
+    def languages(self, n_langs: int) -> tuple[str, ...]:
+        return ("en", "es", "fake")[:n_langs]
+
+    def gold_of(self, lang: int) -> str:
+        return "silver" if lang == 1 else "exact"  # Fake-English's gold holds by construction
+
+    def with_fake_text(self, data_cfg) -> bool:
+        """Fake-English is text of its own (code-point-shifted English, in the shared vocabulary), not ids."""
+        return data_cfg.n_langs > 2 and self.shares_vocabulary(data_cfg)
+
+    def extra_names(self, data_cfg) -> tuple[str, ...]:
+        return self.extra + (("train_fake", "dev_fake") if self.with_fake_text(data_cfg) else ())
 
     def check(self, data_cfg) -> None:
         from minimult.config import DataConfig
@@ -113,8 +134,10 @@ class EnEs(Source):
     def cache_key(self, data_cfg, key: dict) -> dict:
         from minimult.data import sword
 
-        return {**key, "train": "sword:new", "dev": "sword:old", "version": self.version,
-                "modules": {lang: sword.module_fingerprint(lang) for lang in LANGUAGES}}
+        key = {**key, "train": "sword:new", "dev": "sword:old", "version": self.version,
+               "modules": {lang: sword.module_fingerprint(lang) for lang in LANGUAGES}}
+        # own vocabularies: Fake-English is ids (nothing cached), so the entry is the two-language one
+        return {**key, "shared_vocab": True, "n_langs": data_cfg.n_langs} if self.shares_vocabulary(data_cfg) else key
 
     def corpora(self, data_cfg, progress):
         progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
@@ -126,15 +149,35 @@ class EnEs(Source):
                 raise MinimultError(f"the {c.name} corpus has {len(c)} aligned verse(s): at least 2 are needed")
         return train, dev
 
-    def write_extra(self, vocab, train, dev, tmp) -> dict:
-        es_vocab = train_wordpiece(train.second, vocab.size)
-        (tmp / "es").mkdir()
-        es_vocab.save(tmp / "es")
+    def vocab_size(self, data_cfg) -> int:
+        """Shared: one vocabulary of n_langs x vocab_size entries (the ids the own vocabularies have together)."""
+        return data_cfg.vocab_size * (data_cfg.n_langs if self.shares_vocabulary(data_cfg) else 1)
+
+    def training_text(self, train, data_cfg):
+        if not self.shares_vocabulary(data_cfg):
+            return train.sentences
+        fake = [[shift_text(w) for w in s] for s in train.sentences] if self.with_fake_text(data_cfg) else []
+        return train.sentences + train.second + fake
+
+    def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict:
+        shared = data_cfg is not None and self.shares_vocabulary(data_cfg)
+        if shared:
+            es_vocab = vocab
+        else:
+            es_vocab = train_wordpiece(train.second, vocab.size)
+            (tmp / "es").mkdir()
+            es_vocab.save(tmp / "es")
         stats = {"languages": {}}
+        used = {}
         for split, corpus in (("train", train), ("dev", dev)):
             en_enc = vocab.encode(corpus.sentences, corpus.verse_ids)
             es_enc = es_vocab.encode(corpus.second, corpus.verse_ids)
             es_enc.save(tmp / f"{split}_es.npz")
+            if shared and self.with_fake_text(data_cfg):
+                vocab.encode([[shift_text(w) for w in s] for s in corpus.sentences],
+                             corpus.verse_ids).save(tmp / f"{split}_fake.npz")
+            if split == "train":
+                used = {"en": set(np.unique(en_enc.ids).tolist()), "es": set(np.unique(es_enc.ids).tolist())}
             np.save(tmp / f"{split}_es_gold.npy", silver_gold(en_enc, es_enc, corpus.links))
             write_links(tmp / f"silver-{split}.links",
                         [(v, a, b, k) for v, verse in zip(corpus.verse_ids, corpus.links) for a, b, k in verse],
@@ -150,34 +193,63 @@ class EnEs(Source):
                 "silver_sure": sum(k == "S" for verse in corpus.links for _, _, k in verse),
                 **corpus.stats}
         en_ids, es_ids = silver_dictionary(train, vocab, es_vocab)
-        np.savez(tmp / "dictionary.npz", en=en_ids, es=es_ids)
+        arrays = {"en": en_ids, "es": es_ids}
+        if shared and self.with_fake_text(data_cfg):  # entries whose shifted spelling is one piece too
+            fake = np.array([vocab.index.get(shift_piece(vocab.pieces[i]), -1) for i in en_ids], dtype=np.int64)
+            keep = fake >= 0
+            arrays = {"en": en_ids[keep], "es": es_ids[keep], "fake": fake[keep].astype(np.int32)}
+        np.savez(tmp / "dictionary.npz", **arrays)
         stats["es_vocab_entries"] = len(es_vocab)
-        stats["dictionary_entries"] = int(len(en_ids))
+        stats["dictionary_entries"] = int(len(arrays["en"]))
+        if shared:
+            # K et al.'s word-piece overlap: vocabulary entries both languages' training text uses
+            stats["shared_vocab"] = {"entries_used_by_en": len(used["en"]), "entries_used_by_es": len(used["es"]),
+                                     "entries_used_by_both": len(used["en"] & used["es"]),
+                                     "dictionary_same_id": int((arrays["en"] == arrays["es"]).sum())}
         return stats
 
     def spanish_vocab(self, prepared, data_cfg) -> Vocab:
+        if self.shares_vocabulary(data_cfg):
+            return prepared.vocab
         return Vocab.load(prepared.path / "es", data_cfg.vocab_size)
 
     def views(self, prepared, split, data_cfg):
         es = prepared.extra[f"{split}_es"]
         gold = np.load(prepared.path / f"{split}_es_gold.npy")
-        second = Side(1, es.ids.astype(np.int32) + data_cfg.vocab_size, es.offsets, es.word_starts,
-                      np.arange(len(es)), gold)
-        return [english_side(prepared.encoded(split)), second]
+        english = english_side(prepared.encoded(split))
+        sides = [english, Side(1, es.ids.astype(np.int32) + self.id_offset(1, data_cfg), es.offsets, es.word_starts,
+                               np.arange(len(es)), gold)]
+        if data_cfg.n_langs > 2:
+            sides.append(unicode_side(prepared.encoded(split), prepared.extra[f"{split}_fake"], 2)
+                         if self.with_fake_text(data_cfg) else shifted_side(english, 2, data_cfg.vocab_size))
+        return sides
 
     def dictionary(self, prepared, data_cfg):
+        """Entry i of every language translates entry i of the others: the silver English-Spanish pairs,
+        and Fake-English's twin of the English entry."""
         with np.load(prepared.path / "dictionary.npz") as z:
-            return one_piece_sides([z["en"], z["es"] + data_cfg.vocab_size])
+            en, es, fake = z["en"], z["es"], (z["fake"] if "fake" in z else None)
+        V = data_cfg.vocab_size
+        if not self.shares_vocabulary(data_cfg):
+            es, fake = es + V, en + 2 * V
+        return one_piece_sides([en, es, fake][:data_cfg.n_langs])
 
     def random_ids(self, prepared, data_cfg):
         import torch
 
-        sizes = [len(prepared.vocab), len(self.spanish_vocab(prepared, data_cfg))]
-        return torch.cat([torch.arange(N_SPECIAL, n) + k * data_cfg.vocab_size for k, n in enumerate(sizes)])
+        if self.shares_vocabulary(data_cfg):
+            return torch.arange(N_SPECIAL, len(prepared.vocab))
+        sizes = [len(prepared.vocab), len(self.spanish_vocab(prepared, data_cfg)), len(prepared.vocab)]
+        return torch.cat([torch.arange(N_SPECIAL, n) + k * data_cfg.vocab_size
+                          for k, n in enumerate(sizes[:data_cfg.n_langs])])
 
     def display(self, prepared, data_cfg, ids) -> list[str]:
+        """Spanish ids as Spanish pieces; English and Fake-English (`::::` pieces) by the English vocabulary."""
+        if self.shares_vocabulary(data_cfg):
+            return prepared.vocab.display(ids)
         es = self.spanish_vocab(prepared, data_cfg)
-        return [prepared.vocab.display([i])[0] if int(i) < data_cfg.vocab_size else es.display([i])[0] for i in ids]
+        V = data_cfg.vocab_size
+        return [es.display([i])[0] if int(i) // V == 1 else prepared.vocab.display([i])[0] for i in ids]
 
 
 register(EnEs())

@@ -29,6 +29,7 @@ def one_piece_sides(ids_per_lang: list[np.ndarray]) -> list[Side]:
 class Shift(Source):
     name = "shift"
     description = "Fake-English: English ids shifted by k * vocab_size (identical tokenization)"
+    max_langs = None  # language k is English in id block k: any number of languages (data.n_langs)
 
     def views(self, prepared, split, data_cfg):
         english = english_side(prepared.encoded(split))

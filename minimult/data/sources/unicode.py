@@ -63,7 +63,7 @@ class Unicode(Source):
     def training_text(self, train, data_cfg):
         return train.sentences + [[shift_text(w) for w in s] for s in train.sentences]
 
-    def write_extra(self, vocab, train, dev, tmp) -> None:
+    def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> None:
         for name, corpus in (("train_fake", train), ("dev_fake", dev)):
             vocab.encode([[shift_text(w) for w in s] for s in corpus.sentences], corpus.verse_ids).save(tmp / f"{name}.npz")
 
