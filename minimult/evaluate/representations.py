@@ -190,6 +190,11 @@ class Context:
                                   precision_=self.precision) for s in sides]
 
 
+def _english_and_k(name: str) -> property:
+    """A PairContext property: the parent's list `name` (one entry per language) as [English, language k]."""
+    return property(lambda self: [getattr(self.parent, name)[0], getattr(self.parent, name)[self.k]])
+
+
 class PairContext:
     """English and language k of a Context with more languages: its dev sides, their vectors, gold links and
     dictionary are the parent's (computed once for all languages) restricted to [English, k]; `results`
@@ -204,26 +209,13 @@ class PairContext:
     def __getattr__(self, name):  # only for what is not defined here: the model, layers, options, phase
         return getattr(self.parent, name)
 
-    def _pick(self, both: list):
-        return [both[0], both[self.k]]
-
-    @property
-    def dev(self) -> list[Side]:
-        return self._pick(self.parent.dev)
-
-    @property
-    def dev_vectors(self):
-        return self._pick(self.parent.dev_vectors)
+    # the parent's per-language lists restricted to [English, language k]
+    dev = _english_and_k("dev")
+    dev_vectors = _english_and_k("dev_vectors")
+    dictionary_sides = _english_and_k("dictionary_sides")
+    dictionary_vectors = _english_and_k("dictionary_vectors")
 
     @cached_property
     def links(self) -> np.ndarray:
         with self.phase("data"):
             return gold_links(self.dev[1])
-
-    @property
-    def dictionary_sides(self) -> list[Side]:
-        return self._pick(self.parent.dictionary_sides)
-
-    @property
-    def dictionary_vectors(self):
-        return self._pick(self.parent.dictionary_vectors)
