@@ -378,13 +378,16 @@ class Run:
             merge(top, fill)
             top["evaluator_versions"] = {**top.get("evaluator_versions", {}),
                                          **{k: v for k, v in versions().items() if k in results["evaluation"]["only"]}}
-        for k in standalone_keys():  # a standalone evaluator's latest result, whichever evaluation gave it;
-            if k in results or k in old:  # one of the same steps adds to it (transfer's other modes)
+        for k, combine in standalone_keys().items():  # a standalone evaluator's latest result, whichever
+            if k in results or k in old:  # evaluation gave it; one of the same steps adds to it (transfer's modes)
                 latest, before = results.get(k), old.get(k)
                 if isinstance(latest, dict) and isinstance(before, dict) and latest.get("steps") == before.get("steps"):
-                    both = json.loads(json.dumps(before))
-                    merge(both, latest)
-                    latest = both
+                    if combine is not None:
+                        latest = combine(before, latest)
+                    else:
+                        both = json.loads(json.dumps(before))
+                        merge(both, latest)
+                        latest = both
                 top[k] = latest if latest is not None else before
         write_json(path, {**top, "evaluations": blocks})
         return results

@@ -22,7 +22,7 @@ from minimult.data.run_data import RunData
 from minimult.data.tasks import CLASSES, SPLITS, nt_part, nt_parts, verse_split
 from minimult.errors import MinimultError
 from minimult.evaluate import evaluate_run, summary_parts
-from minimult.evaluate.transfer import fine_tune, frozen_names, task_data, transfer, transfer_run
+from minimult.evaluate.transfer import combine, fine_tune, frozen_names, task_data, transfer, transfer_run, with_headline
 from minimult.model import Bert
 from minimult.runs import Run, copy_vocab, write_json
 from minimult.train import pretrain
@@ -192,7 +192,10 @@ def test_results_keep_transfer_at_the_top_through_later_evaluations(runs, tmp_pa
     transfer_run(run, dataclasses.replace(QUICK, modes="freeze:0", seeds=1), "cpu", log=quiet)  # another mode
     saved = json.loads((run.path / "results.json").read_text())
     assert list(saved["transfer"]["modes"]) == ["frozen", "freeze:0"]  # the same steps: modes add up
-    assert saved["transfer"]["headline"] == "freeze:0" and saved["evaluation"]["complete"]
+    # the headline does not follow the latest call: full where it ran, else the first mode held
+    assert saved["transfer"]["headline"] == "frozen" and saved["evaluation"]["complete"]
+    assert saved["transfer"]["zero_shot_acc"] == saved["transfer"]["modes"]["frozen"]["zero_shot"]
+    assert saved["transfer"]["settings"]["modes"] == "frozen,freeze:0"
     # a run whose config enables transfer gets it from `eval` (and so from a sweep), in the summary line too
     enabled = make_run(tmp_path, "enabled", **{"transfer.enabled": True, "transfer.modes": "frozen"})
     results = evaluate_run(enabled, (0, 1), log=quiet)
@@ -200,6 +203,21 @@ def test_results_keep_transfer_at_the_top_through_later_evaluations(runs, tmp_pa
     assert results["transfer"]["steps"] == results["steps"]
     assert any(p.startswith("∆ ") for p in summary_parts(results))
     assert not any(p.startswith("∆ ") for p in summary_parts({k: v for k, v in results.items() if k != "transfer"}))
+
+
+def test_headline_is_full_fine_tuning_whichever_call_added_it():
+    def block(**modes):
+        return with_headline({"modes": {m: {"en": e, "zero_shot": z, "delta": e - z} for m, (e, z) in modes.items()},
+                              "settings": {"modes": ",".join(modes)}, "steps": 10})
+
+    full_first = combine(block(full=(.7, .4), frozen=(.6, .5)), block(**{"freeze:9": (.65, .6)}))
+    full_later = combine(block(**{"freeze:9": (.65, .6)}), block(full=(.7, .4)))
+    for t in (full_first, full_later):
+        assert (t["headline"], t["en_acc"], t["zero_shot_acc"]) == ("full", .7, .4)
+        assert t["delta"] == pytest.approx(.3)
+    assert full_later["settings"]["modes"] == "freeze:9,full"
+    again = combine(full_first, block(full=(.8, .6)))  # a mode run again replaces its numbers
+    assert (again["zero_shot_acc"], list(again["modes"])) == (.6, ["full", "frozen", "freeze:9"])
 
 
 def cli(*args):

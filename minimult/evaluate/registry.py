@@ -78,6 +78,9 @@ class Evaluator:
     # run on request only (its own command, or its config switch); its key at the top of results.json
     # stays there through evaluations that did not compute it (transfer's minutes of fine-tuning)
     standalone: bool = False
+    # how a standalone result adds to the one before it for the same steps (before, latest) -> combined;
+    # None: a recursive merge, the latest winning (`runs.merge`)
+    combine: Callable[[dict, dict], dict] | None = None
     # compares English with one other language (`ctx.dev` is [English, other]): with more than two
     # languages it runs once per pair (results["pairs"]["en-es"]), the top level holding English and language 1
     pairwise: bool = False
@@ -98,9 +101,10 @@ def versions() -> dict[str, int]:
     return {e.name: e.version for e in evaluators()}
 
 
-def standalone_keys() -> tuple[str, ...]:
-    """Top-level results keys of the standalone evaluators (see `Evaluator.standalone`)."""
-    return tuple(dict.fromkeys(c.group or c.name for e in evaluators() if e.standalone for c in e.columns))
+def standalone_keys() -> dict[str, Callable[[dict, dict], dict] | None]:
+    """Top-level results keys of the standalone evaluators (see `Evaluator.standalone`), each with its
+    evaluator's `combine`."""
+    return {c.group or c.name: e.combine for e in evaluators() if e.standalone for c in e.columns}
 
 
 def columns() -> list[Column]:

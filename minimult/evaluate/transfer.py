@@ -235,12 +235,28 @@ def transfer(model, task, sides: list[Side], layouts, max_len: int, cfg,
                            "seconds": time.time() - t0}
         log(f"transfer {mode}: EN {m['en']:.3f}, zero-shot {m['zero_shot']:.3f}, ∆ {m['delta']:.3f} "
             f"({m['seconds']:.1f} s)")
-    headline = cfg.mode_list()[0][0]
-    return {"task": task.describe(),
-            "settings": {k: getattr(cfg, k) for k in ("modes", "seeds", "epochs", "batch_size", "lr", "weight_decay",
-                                                     "warmup")},
-            "baselines": baselines, "modes": modes, "headline": headline, "en_acc": modes[headline]["en"],
-            "zero_shot_acc": modes[headline]["zero_shot"], "delta": modes[headline]["delta"]}
+    return with_headline({"task": task.describe(),
+                          "settings": {k: getattr(cfg, k) for k in ("modes", "seeds", "epochs", "batch_size", "lr",
+                                                                   "weight_decay", "warmup")},
+                          "baselines": baselines, "modes": modes})
+
+
+def with_headline(t: dict) -> dict:
+    """`t` with its headline numbers (the columns `en_acc`, `zero_shot_acc`, `delta`) taken from full
+    fine-tuning where it ran, else from its first mode: one rule for every run, however its modes came
+    together."""
+    head = "full" if "full" in t["modes"] else next(iter(t["modes"]))
+    m = t["modes"][head]
+    return {**t, "headline": head, "en_acc": m["en"], "zero_shot_acc": m["zero_shot"], "delta": m["delta"]}
+
+
+def combine(before: dict, latest: dict) -> dict:
+    """A later transfer of the same steps adds its modes to the earlier ones (a mode run again is
+    replaced); the headline follows `with_headline`, settings.modes lists every mode held."""
+    modes = {**before.get("modes", {}), **latest.get("modes", {})}
+    both = {**before, **latest, "modes": modes}
+    both["settings"] = {**latest.get("settings", {}), "modes": ",".join(modes)}
+    return with_headline(both)
 
 
 def evaluate(ctx) -> dict:
@@ -294,7 +310,7 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
 
 register(Evaluator(
     "transfer", "zero-shot transfer on the New Testament part task: EN accuracy, zero-shot accuracy and ∆",
-    version=1, order=97, run=evaluate, standalone=True,
+    version=1, order=97, run=evaluate, standalone=True, combine=combine,
     columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
              Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
              Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆"))))

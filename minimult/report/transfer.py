@@ -1,8 +1,9 @@
 """The report's transfer section (seeds 003, 004, 002 App. B.2): for every setting whose runs carry a
 `transfer` result, one row per mode with English and zero-shot accuracy and ∆ (mean ± std over the
 setting's runs, each run already a mean over fine-tuning seeds) beside the task's baselines; and a
-scatter of each run's word-order distance (layer `top`) against its zero-shot accuracy (first mode),
-with Pearson's r and the number of runs it rests on."""
+scatter of each run's word-order distance (layer `top`) against its headline zero-shot accuracy (full
+fine-tuning where it ran: `evaluate.transfer.with_headline`), with Pearson's r and the number of runs it
+rests on."""
 
 from __future__ import annotations
 
