@@ -104,7 +104,9 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
               "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md, "printed": printed,
               "segment_alternations": alternations, "probe": probes,
-              "transfer": transfers, "transfer_word_order": {"points": points, "pearson": transfer.pearson(points)},
+              "transfer": transfers, "transfer_word_order": {"points": points,
+                                                         **dict(zip(("pearson", "p"), transfer.pearson_test(points)
+                                                                    or (None, None)))},
               "k_et_al": axes}
     write_json(out / "report.json", report)
     if readme is not None:

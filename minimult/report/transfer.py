@@ -64,21 +64,34 @@ def order_points(sections: list[Section], top: str) -> list[dict]:
 
 def pearson(points: list[dict]) -> float | None:
     """Pearson's r of word-order distance and zero-shot accuracy (None below 3 points or without spread)."""
+    got = pearson_test(points)
+    return None if got is None else got[0]
+
+
+def pearson_test(points: list[dict]) -> tuple[float, float] | None:
+    """(r, two-sided p) of word-order distance against zero-shot accuracy, as `pearson`."""
+    from scipy.stats import pearsonr
+
     if len(points) < 3:
         return None
     x = np.array([p["order_distance"] for p in points])
     y = np.array([p["zero_shot"] for p in points])
     if x.std() == 0 or y.std() == 0:
         return None
-    return float(np.corrcoef(x, y)[0, 1])
+    r, p = pearsonr(x, y)
+    return float(r), float(p)
+
+
+def _r_text(points: list[dict]) -> str:
+    got = pearson_test(points)
+    return "Pearson r = n/a" if got is None else f"Pearson r = {got[0]:.2f} (p = {got[1]:.2f})"
 
 
 def order_markdown(points: list[dict], top: str) -> str:
     if not points:
         return ""
-    r = pearson(points)
-    return (f"Word-order distance at layer {top} against zero-shot accuracy: Pearson r = "
-            f"{'n/a' if r is None else f'{r:.2f}'} over n = {len(points)} runs (`transfer_word_order.png`).\n")
+    return (f"Word-order distance at layer {top} against zero-shot accuracy: {_r_text(points)} over n = "
+            f"{len(points)} runs (`transfer_word_order.png`).\n")
 
 
 def order_figure(points: list[dict], top: str, out: Path) -> Path | None:
@@ -92,8 +105,7 @@ def order_figure(points: list[dict], top: str, out: Path) -> Path | None:
         mine = [p for p in points if p["setting"] == setting]
         ax.scatter([p["order_distance"] for p in mine], [p["zero_shot"] for p in mine], color=f"C{k % 10}",
                    label=setting, s=25)
-    r = pearson(points)
-    ax.set_title(f"Pearson r = {'n/a' if r is None else f'{r:.2f}'} (n = {len(points)})", fontsize=9)
+    ax.set_title(f"{_r_text(points)}, n = {len(points)} runs", fontsize=9)
     ax.set_xlabel(f"word-order distance, layer {top}")
     ax.set_ylabel("zero-shot accuracy")
     ax.legend(fontsize=7)
