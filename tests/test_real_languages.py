@@ -178,6 +178,37 @@ def test_link_scores_on_a_known_case():
     assert r["aer"] == pytest.approx(1 - (1 + 2) / (3 + 2))
 
 
+def test_spanish_vocabulary_comes_shipped_and_the_hash_covers_both_languages(enes, tmp_path, monkeypatch):
+    """HF's trainer numbers `##` pieces in hash order: a shipped Spanish list (here a reordered one) must
+    be used as it is, and the recorded vocabulary hash must change when only Spanish's ids do."""
+    import hashlib
+    import shutil
+
+    from minimult.data import vocab as vocab_mod
+    from minimult.data.prepare import prepare
+    from minimult.data.vocab import N_SPECIAL
+
+    cfg, data = enes
+    monkeypatch.setenv("MINIMULT_CACHE", str(tmp_path / "a"))
+    built = prepare(cfg.data)
+    es_file = built.path / "es" / "vocab.txt"
+    both = hashlib.sha256((built.path / "vocab.txt").read_bytes() + es_file.read_bytes()).hexdigest()
+    assert built.vocab_hash == both
+    pieces = es_file.read_text(encoding="utf-8").splitlines()
+    reordered = vocab_mod.from_pieces(pieces[:N_SPECIAL] + pieces[N_SPECIAL:][::-1], built.vocab.size)
+    shipped = tmp_path / "vocabularies"
+    shutil.copytree(vocab_mod.SHIPPED, shipped)
+    monkeypatch.setattr(vocab_mod, "SHIPPED", shipped)
+    train, _ = data.source.corpora(cfg.data, lambda s: None)
+    vocab_mod.ship_vocab(built.vocab, data.source.training_text(train, cfg.data), "en-es", "test: English as built")
+    vocab_mod.ship_vocab(reordered, train.second, "en-es", "test: Spanish, reversed")
+    monkeypatch.setenv("MINIMULT_CACHE", str(tmp_path / "b"))
+    again = prepare(cfg.data)
+    assert (again.path / "es" / "vocab.txt").read_text(encoding="utf-8").splitlines() == reordered.pieces
+    assert (again.path / "vocab.txt").read_bytes() == (built.path / "vocab.txt").read_bytes()  # English as before
+    assert again.vocab_hash != built.vocab_hash
+
+
 def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     from minimult.evaluate import evaluate_run
     from minimult.runs import Run, write_json

@@ -97,7 +97,12 @@ def _build(cfg, progress: Callable[[str], None]):
         stats["vocab_entries"] = len(vocab)
         if cfg.tokenizer != "wordpiece":  # older entries have no key: they are all wordpiece
             stats["tokenizer"] = cfg.tokenizer
-        stats["vocab_sha256"] = hashlib.sha256((tmp / "vocab.txt").read_bytes()).hexdigest()
+        # every vocabulary the data uses (en-es: Spanish's own under es/), so a rebuilt cache whose ids differ
+        # anywhere is refused, not read; a single vocabulary's hash is its file's, as it always was
+        digest = hashlib.sha256((tmp / "vocab.txt").read_bytes())
+        for extra in sorted(tmp.glob("*/vocab.txt")):
+            digest.update(extra.read_bytes())
+        stats["vocab_sha256"] = digest.hexdigest()
         stats["train"]["pieces"] = int(len(enc_train.ids))
         stats["train"]["median_pieces"] = float(np.median(enc_train.lengths))
         stats["train"]["max_pieces"] = int(enc_train.lengths.max())

@@ -51,7 +51,7 @@ class RunData:
         a corpus without verse ids is a clear error (`minimult.data.tasks`)."""
         from minimult.data.tasks import nt_parts
 
-        return nt_parts(self.prepare().train.verse_ids, self.cfg.data.train)
+        return nt_parts(self.prepare().train.verse_ids, self.source.corpus or self.cfg.data.train)
 
     def random_ids(self):
         return self.source.random_ids(self.prepare(), self.cfg.data)

@@ -35,6 +35,7 @@ class Source:
 
     max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
     shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
+    corpus: str | None = None  # how messages name the training corpus when it is not data.train's (en-es)
 
     def languages(self, n_langs: int) -> tuple[str, ...]:
         """The names of a run's `n_langs` languages (data.n_langs), English ("en") first: what

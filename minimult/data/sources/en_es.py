@@ -33,7 +33,7 @@ from minimult.data.links import word_first_pieces, write_links
 from minimult.data.sources import Source, register
 from minimult.data.sources.shift import one_piece_sides, shifted_side
 from minimult.data.sources.unicode import shift_piece, shift_text, unicode_side
-from minimult.data.vocab import N_SPECIAL, Vocab, train_wordpiece
+from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_wordpiece
 from minimult.errors import MinimultError
 
 LANGUAGES = ("en", "es")
@@ -105,6 +105,7 @@ class EnEs(Source):
     gold = "silver"
     max_langs = 3  # en, es and Fake-English (English in a block of its own, or by code-point shift when shared)
     shared_option = True
+    corpus = "the KJV New Testament (en-es)"
 
     def languages(self, n_langs: int) -> tuple[str, ...]:
         return ("en", "es", "fake")[:n_langs]
@@ -164,7 +165,8 @@ class EnEs(Source):
         if shared:
             es_vocab = vocab
         else:
-            es_vocab = train_wordpiece(train.second, vocab.size)
+            es_vocab, _ = shipped_vocab(train.second, vocab.size, self.name)  # ids the same on every machine
+            es_vocab = es_vocab or train_wordpiece(train.second, vocab.size)
             (tmp / "es").mkdir()
             es_vocab.save(tmp / "es")
         stats = {"languages": {}}
