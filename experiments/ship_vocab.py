@@ -16,7 +16,7 @@ import argparse
 from minimult.config import parse_overrides, resolve
 from minimult.data import sources
 from minimult.data.prepare import prepare
-from minimult.data.vocab import SHIPPED, Vocab, ship_vocab, shipped_vocab
+from minimult.data.vocab import SHIPPED, ship_vocab, shipped_vocab
 
 
 def main() -> None:
@@ -30,8 +30,8 @@ def main() -> None:
     prepared = prepare(data, progress=print)
     train, _ = source.corpora(data, print)
     texts = [("", prepared.vocab, source.training_text(train, data))]
-    if (prepared.path / "es" / "vocab.txt").is_file():  # en-es with its own vocabulary per language
-        texts.append(("es", Vocab.load(prepared.path / "es", prepared.vocab.size), train.second))
+    if hasattr(source, "spanish_vocab") and not source.shares_vocabulary(data):  # en-es, a vocabulary per language
+        texts.append(("es", source.spanish_vocab(prepared, data), train.second))
     n = data.train_sentences or "all"
     for lang, vocab, text in texts:
         if shipped_vocab(text, vocab.size, source.name)[1] is not None:

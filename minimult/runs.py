@@ -47,6 +47,13 @@ def merge(into: dict, part: dict) -> None:
             into[k] = v
 
 
+def merged(before: dict, latest: dict) -> dict:
+    """A copy of `before` with `latest` merged in (`merge`): a standalone result's default `combine`."""
+    both = json.loads(json.dumps(before))
+    merge(both, latest)
+    return both
+
+
 def block_keys() -> tuple[str, ...]:
     from minimult.evaluate.registry import columns
 
@@ -382,12 +389,7 @@ class Run:
             if k in results or k in old:  # evaluation gave it; one of the same steps adds to it (transfer's modes)
                 latest, before = results.get(k), old.get(k)
                 if isinstance(latest, dict) and isinstance(before, dict) and latest.get("steps") == before.get("steps"):
-                    if combine is not None:
-                        latest = combine(before, latest)
-                    else:
-                        both = json.loads(json.dumps(before))
-                        merge(both, latest)
-                        latest = both
+                    latest = (combine or merged)(before, latest)
                 top[k] = latest if latest is not None else before
         write_json(path, {**top, "evaluations": blocks})
         return results

@@ -79,7 +79,7 @@ class Evaluator:
     # stays there through evaluations that did not compute it (transfer's minutes of fine-tuning)
     standalone: bool = False
     # how a standalone result adds to the one before it for the same steps (before, latest) -> combined;
-    # None: a recursive merge, the latest winning (`runs.merge`)
+    # None: a recursive merge, the latest winning (`runs.merged`)
     combine: Callable[[dict, dict], dict] | None = None
     # compares English with one other language (`ctx.dev` is [English, other]): with more than two
     # languages it runs once per pair (results["pairs"]["en-es"]), the top level holding English and language 1
