@@ -37,7 +37,8 @@ def main() -> None:
         if shipped_vocab(text, vocab.size, source.name)[1] is not None:
             print(f"already shipped: {lang or 'first'} vocabulary of {data.fake}, {n} sentences")
             continue
-        what = f"{data.fake}{' ' + lang if lang else ''}, {n} training sentences, {vocab.size}"
+        shared = " shared" if source.shared_option and data.shared_vocab else ""  # --shared-vocab
+        what = f"{data.fake}{' ' + lang if lang else ''}{shared}, {n} training sentences, {vocab.size}"
         print(f"shipped {ship_vocab(vocab, text, source.name, what)}")
     print(f"index: {SHIPPED / 'index.json'}")
 
