@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import platform
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from minimult.data.cache import atomic_write_text
+from minimult.data.vocab import vocab_digest, vocab_files
 from minimult.errors import MinimultError
 
 RUNS_DIR = Path("runs")
@@ -139,8 +139,13 @@ def read_json(path: Path) -> dict:
 
 
 def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
-    for name in ("tokenizer.json", "vocab.txt"):
-        shutil.copyfile(Path(prepared_path) / name, run_dir / name)
+    """The run's tokenizer and every vocabulary list it uses (en-es: Spanish's under es/), so that the run
+    folder alone says which ids it trained with (`Run.check_vocabulary`)."""
+    shutil.copyfile(Path(prepared_path) / "tokenizer.json", run_dir / "tokenizer.json")
+    for f in vocab_files(prepared_path):
+        target = run_dir / f.relative_to(prepared_path)
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(f, target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +322,7 @@ class Run:
         run.json recorded): a rebuilt cache would silently give every piece another id."""
         own = self.path / "vocab.txt"
         for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
-                          (f"{own} has", hashlib.sha256(own.read_bytes()).hexdigest() if own.is_file() else None)):
+                          (f"{own} has", vocab_digest(self.path) if own.is_file() else None)):
             if sha and sha != prepared.vocab_hash:
                 raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not the "
                                     f"one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "

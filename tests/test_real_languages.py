@@ -211,13 +211,12 @@ def test_spanish_vocabulary_comes_shipped_and_the_hash_covers_both_languages(ene
 
 def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     from minimult.evaluate import evaluate_run
-    from minimult.runs import Run, write_json
+    from minimult.runs import Run
     from minimult.train import pretrain
 
     cfg, data = enes
-    run = tmp_path / "enes"
-    run.mkdir()
-    write_json(run / "config.json", cfg.to_dict())
+    run = Run.create_at(tmp_path / "enes", cfg, log=lambda s: None).path  # as a sweep makes it
+    assert (run / "es" / "vocab.txt").is_file()  # both languages' ids travel with the run
     pretrain(cfg, data.mods, run, log=lambda s: None)
     results = evaluate_run(Run.open(run), log=lambda s: None, link_file="silver")
     assert results["alignment_gold"] == "silver" and results["dictionary_entries"] >= 0

@@ -6,7 +6,6 @@ cache entry (named by a hash of everything that determines it) and says so.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from minimult.data import corpus as corpus_mod
 from minimult.data.cache import cached
 from minimult.errors import MinimultError
 from minimult.data import sources
-from minimult.data.vocab import Encoded, Vocab, shipped_vocab
+from minimult.data.vocab import Encoded, Vocab, shipped_vocab, vocab_digest
 
 FORMAT_VERSION = 2  # 2: shipped vocabularies (corpora/vocabularies) replace a fresh, nondeterministic build
 
@@ -99,10 +98,7 @@ def _build(cfg, progress: Callable[[str], None]):
             stats["tokenizer"] = cfg.tokenizer
         # every vocabulary the data uses (en-es: Spanish's own under es/), so a rebuilt cache whose ids differ
         # anywhere is refused, not read; a single vocabulary's hash is its file's, as it always was
-        digest = hashlib.sha256((tmp / "vocab.txt").read_bytes())
-        for extra in sorted(tmp.glob("*/vocab.txt")):
-            digest.update(extra.read_bytes())
-        stats["vocab_sha256"] = digest.hexdigest()
+        stats["vocab_sha256"] = vocab_digest(tmp)
         stats["train"]["pieces"] = int(len(enc_train.ids))
         stats["train"]["median_pieces"] = float(np.median(enc_train.lengths))
         stats["train"]["max_pieces"] = int(enc_train.lengths.max())

@@ -279,3 +279,17 @@ def train_vocab(tokenizer: str, sentences: list[list[str]], size: int) -> Vocab:
     """A `tokenizer` vocabulary (wordpiece | char | word) of at most `size` entries, specials at ids 0-4."""
     check_tokenizer(tokenizer)
     return TOKENIZERS[tokenizer](sentences, size)
+
+
+def vocab_files(directory: Path) -> list[Path]:
+    """Every vocabulary list a prepared cache entry (or a run folder, which copies them) holds: vocab.txt,
+    then a language's own under LANG/vocab.txt (en-es: es/), in name order."""
+    return [Path(directory) / "vocab.txt", *sorted(Path(directory).glob("*/vocab.txt"))]
+
+
+def vocab_digest(directory: Path) -> str:
+    """sha256 over `vocab_files` in order: a single vocabulary's is its file's own hash."""
+    digest = hashlib.sha256()
+    for f in vocab_files(directory):
+        digest.update(f.read_bytes())
+    return digest.hexdigest()
