@@ -178,6 +178,15 @@ def test_link_scores_on_a_known_case():
     assert r["aer"] == pytest.approx(1 - (1 + 2) / (3 + 2))
 
 
+def test_the_diagonal_reference_links_word_i_to_its_place_in_the_other_verse():
+    from minimult.evaluate.links import diagonal_links
+
+    assert diagonal_links([7], {7: 3}, {7: 3}) == {(7, 0, 0), (7, 1, 1), (7, 2, 2)}
+    assert diagonal_links([7, 8], {7: 2, 8: 4}, {7: 4, 8: 2}) == {(7, 0, 1), (7, 1, 3), (8, 0, 0), (8, 1, 0),
+                                                                  (8, 2, 1), (8, 3, 1)}
+    assert diagonal_links([9], {9: 3}, {}) == set()  # a verse with no words left on one side: no links
+
+
 def test_spanish_vocabulary_comes_shipped_and_the_hash_covers_both_languages(enes, tmp_path, monkeypatch):
     """HF's trainer numbers `##` pieces in hash order: a shipped Spanish list (here a reordered one) must
     be used as it is, and the recorded vocabulary hash must change when only Spanish's ids do."""
@@ -224,7 +233,7 @@ def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
         assert layer["retrieval"] is not None
     links = results["links"]
     assert links["kind"] == "silver" and links["verses"] > 0
-    assert all(0 <= s["f1"] <= 1 and 0 <= s["aer"] <= 1 for s in links["layers"].values())
+    assert all(0 <= s["f1"] <= 1 and 0 <= s["aer"] <= 1 for s in [*links["layers"].values(), links["diagonal"]])
     bad = tmp_path / "bad.links"
     bad.write_text("1001001\t0\t0\n1001001\t999\t0\n")
     with pytest.raises(MinimultError, match=f"{bad}:2:.*out of range"):

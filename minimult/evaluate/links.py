@@ -3,7 +3,8 @@
 The file names verses and word indices (format: `minimult.data.links`). The evaluation is at word
 level: a word's vector is the mean of its pieces' vectors, each verse pair is aligned by mutual argmax
 of cosine similarity between word vectors, and the predicted word links are scored against the
-file's sure and possible links (`metrics.link_scores`). Only the verses the file names are encoded,
+file's sure and possible links (`metrics.link_scores`); a model-free diagonal aligner is scored
+beside the layers (`diagonal`) as the level word order alone reaches. Only the verses the file names are encoded,
 from the whole development split (independent of --dev-sentences); words cut off by the model's
 window are left out, and the links on them are counted as `outside_window` and not scored. A file
 whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled silver in the results.
@@ -41,6 +42,16 @@ def word_vectors(vectors: torch.Tensor, side) -> list[torch.Tensor]:
     return [pooled[cuts[i]:cuts[i + 1]] for i in range(side.num_sentences)]
 
 
+def diagonal_links(chosen, words_a: dict[int, int], words_b: dict[int, int]) -> set[tuple[int, int, int]]:
+    """A model-free reference: word i of a verse's n_A words linked to word floor((i + 1/2) n_B / n_A) of
+    its n_B (the diagonal of the verse pair), so a layer's F1 can be read against word order alone."""
+    out = set()
+    for v in chosen:
+        n_a, n_b = words_a.get(int(v), 0), words_b.get(int(v), 0)
+        out.update((int(v), i, int((i + 0.5) * n_b / n_a)) for i in range(n_a) if n_b)
+    return out
+
+
 def run(ctx) -> dict:
     if ctx.link_file is None:
         return {}
@@ -70,19 +81,25 @@ def run(ctx) -> dict:
             en, other = word_vectors(vectors[0][l], cut[0]), word_vectors(vectors[1][l], cut[1])
             predicted = {(int(v), a, b) for v, x, y in zip(chosen, en, other) for a, b in metrics.mutual_argmax_links(x, y)}
             layers[str(l)] = metrics.link_scores(predicted, sure, possible)
+    diagonal = metrics.link_scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
     return {"links": {"file": str(Path(ctx.link_file)), "sha256": hashlib.sha256(Path(ctx.link_file).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "unit": "word (mean of its pieces), mutual argmax",
                       "verses": int(len(chosen)), "links": int(len(links)), "outside_window": int((~inside).sum()),
-                      "layers": layers, "layer": int(top), "f1": layers[top]["f1"], "aer": layers[top]["aer"]}}
+                      "layers": layers, "diagonal": diagonal, "layer": int(top), "f1": layers[top]["f1"],
+                      "aer": layers[top]["aer"]}}
 
 
 def table(results: dict) -> str:
     r = results
+
+    def row(name, s):
+        return (name, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}", f"{s['aer']:.3f}",
+                f"{s['predicted']:,}")
+
     rows = [("layer", "precision", "recall", "F1", "AER", "predicted")]
-    for l, s in sorted(r["layers"].items(), key=lambda kv: int(kv[0])):
-        rows.append((l, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}", f"{s['aer']:.3f}",
-                     f"{s['predicted']:,}"))
+    rows += [row(l, s) for l, s in sorted(r["layers"].items(), key=lambda kv: int(kv[0]))]
+    rows += [row("diagonal", r["diagonal"])] if "diagonal" in r else []
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
     head = (f"word alignment against {r['kind']} links {r['file']} ({r['verses']:,} verses, {r['links']:,} links, "
             f"{r['outside_window']:,} outside the model's window; words = mean of their pieces, mutual argmax):")
@@ -91,6 +108,6 @@ def table(results: dict) -> str:
 
 register(Evaluator(
     "links", "word alignment P, R, F1 and AER against a link file (eval --links), words pooled from pieces",
-    version=1, order=25, run=run, periodic=False, standalone=True,
+    version=2, order=25, run=run, periodic=False, standalone=True,
     columns=(Column("f1", "links F1", group="links"),
              Column("aer", "links AER", group="links", higher_is_better=False))))
