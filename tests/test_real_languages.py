@@ -220,6 +220,7 @@ def test_spanish_vocabulary_comes_shipped_and_the_hash_covers_both_languages(ene
 
 def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     from minimult.evaluate import evaluate_run
+    from minimult.report import build_report
     from minimult.runs import Run
     from minimult.train import pretrain
 
@@ -234,6 +235,13 @@ def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     links = results["links"]
     assert links["kind"] == "silver" and links["verses"] > 0
     assert all(0 <= s["f1"] <= 1 and 0 <= s["aer"] <= 1 for s in [*links["layers"].values(), links["diagonal"]])
+    report = build_report([run], tmp_path / "report", log=lambda s: None)  # the report's link-file section
+    (row,) = report["links"]
+    top = str(report["top_layer"])
+    assert row["n"] == 1 and row["kinds"] == ["silver"]
+    assert row["f1"][top]["mean"] == links["layers"][top]["f1"] and row["diagonal_f1"]["mean"] == links["diagonal"]["f1"]
+    assert row["retrieval_backward"]["mean"] == results["layers"][top]["retrieval_backward"]
+    assert "## Word alignment against link files (silver)" in (tmp_path / "report" / "table1.md").read_text()
     bad = tmp_path / "bad.links"
     bad.write_text("1001001\t0\t0\n1001001\t999\t0\n")
     with pytest.raises(MinimultError, match=f"{bad}:2:.*out of range"):

@@ -14,7 +14,8 @@ table also goes between that file's `<preset>-table1` markers (see `readme.py`).
 The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
 (position similarity, PCA, training curves), `segments` (the segment-alternation table and figure of
-runs evaluated with `eval --segment`), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
+runs evaluated with `eval --segment`), `links` (word alignment against link files and retrieval both ways,
+for real languages), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
 transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s
 depth, heads, parameter, permutation and tokenization series) and `readme` (generated tables inside README.md).
 """
@@ -28,7 +29,7 @@ from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
-from minimult.report import probe, segments, series, transfer
+from minimult.report import links, probe, segments, series, transfer
 from minimult.report.readme import table_marker, update_readme
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
                                     markdown, run_values, section_table, top_layer, welch_p)
@@ -79,6 +80,9 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     transfers, points = transfer.rows(sections), transfer.order_points(sections, top)
     if transfers:
         md = md.rstrip("\n") + "\n\n" + transfer.markdown(transfers) + "\n" + transfer.order_markdown(points, top)
+    link_rows = links.rows(sections, top)
+    if link_rows:
+        md = md.rstrip("\n") + "\n\n" + links.markdown(link_rows, top)
     axes = series.series(sections)
     if axes:
         md = md.rstrip("\n") + "\n\n" + series.markdown(axes)
@@ -104,7 +108,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
               "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md, "printed": printed,
               "segment_alternations": alternations, "probe": probes,
-              "transfer": transfers, "transfer_word_order": {"points": points,
+              "transfer": transfers, "links": link_rows, "transfer_word_order": {"points": points,
                                                          **dict(zip(("pearson", "p"), transfer.pearson_test(points)
                                                                     or (None, None)))},
               "k_et_al": axes}

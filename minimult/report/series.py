@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Group, Section, current_config
-from minimult.report.tables import aggregate, baseline_for
+from minimult.report.tables import aggregate, baseline_for, mean_std
 
 # Fields that a size solver derives (they follow the series' own field) and sections that do not
 # change what is trained.
@@ -177,12 +177,6 @@ def series(sections: list[Section]) -> list[dict]:
     return out
 
 
-def _pm(a: dict, digits: int = 3) -> str:
-    if a["mean"] is None:
-        return "–"
-    return f"{a['mean']:.{digits}f}" + (f" ± {a['std']:.{digits}f}" if a["std"] is not None else "")
-
-
 def _rho(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.2f}"
 
@@ -202,7 +196,8 @@ def markdown(found: list[dict]) -> str:
         for p in s["points"]:
             x = p["x"] if isinstance(p["x"], str) else (f"{p['x']:,}" if isinstance(p["x"], int) else f"{p['x']:g}")
             params = f"{p['parameters']:,}" if p["parameters"] else "–"
-            lines.append(f"| {x} | {p['setting']} | {p['n']} | {params} | {_pm(p['mu'])} | {_pm(p['delta'])} |")
+            mu, delta = (mean_std(p[k], missing="–") for k in ("mu", "delta"))
+            lines.append(f"| {x} | {p['setting']} | {p['n']} | {params} | {mu} | {delta} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -126,6 +126,13 @@ def _cell(agg: dict, column) -> str:
     return column.table_text(agg["mean"]) + std
 
 
+def mean_std(a: dict, digits: int = 3, missing: str = "") -> str:
+    """An aggregate as "0.123 ± 0.045" (the mean alone for one value, `missing` for none)."""
+    if a["mean"] is None:
+        return missing
+    return f"{a['mean']:.{digits}f}" + (f" ± {a['std']:.{digits}f}" if a.get("std") is not None else "")
+
+
 def _p(p: float | None) -> str:
     return "" if p is None else f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Section
-from minimult.report.tables import aggregate
+from minimult.report.tables import aggregate, mean_std
 
 
 def rows(sections: list[Section]) -> list[dict]:
@@ -30,12 +30,6 @@ def rows(sections: list[Section]) -> list[dict]:
     return out
 
 
-def _pm(a: dict) -> str:
-    if a["mean"] is None:
-        return ""
-    return f"{a['mean']:.3f}" + (f" ± {a['std']:.3f}" if a.get("std") is not None else "")
-
-
 def markdown(transfer_rows: list[dict]) -> str:
     if not transfer_rows:
         return ""
@@ -44,8 +38,8 @@ def markdown(transfer_rows: list[dict]) -> str:
              "| setting | mode | n | EN acc | zero-shot acc | ∆ | majority | bag of words (EN) |",
              "|---|---|--:|--:|--:|--:|--:|--:|"]
     for r in transfer_rows:
-        lines.append(f"| {r['setting']} | {r['mode']} | {r['n']} | {_pm(r['en'])} | {_pm(r['zero_shot'])} | "
-                     f"{_pm(r['delta'])} | {r['majority']:.3f} | {r['bag_of_words']:.3f} |")
+        lines.append(f"| {r['setting']} | {r['mode']} | {r['n']} | {mean_std(r['en'])} | {mean_std(r['zero_shot'])} | "
+                     f"{mean_std(r['delta'])} | {r['majority']:.3f} | {r['bag_of_words']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
