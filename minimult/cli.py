@@ -398,7 +398,7 @@ def neighbours(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setti
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
     from minimult.config import resolve
     from minimult.data.run_data import RunData
-    from minimult.knn.neighbours import table_info
+    from minimult.knn.neighbours import p1_text, table_info
     from minimult.mods.masking import with_knn_replace
 
     overrides = {**_overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab), "train.seed": seed}
@@ -408,10 +408,8 @@ def neighbours(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setti
     knn = next(a for a in active if a.mod.build is not None)
     table = knn.mod.build(data, sides, cfg, knn.value, click.echo)["neighbours"]
     info = table_info(prepared, cfg, knn.value, sides)
-    p1 = info.get("identity_p1", {})
-    if "nn" in p1:
-        click.echo(f"translation P@1 against the identity dictionary ({p1['pairs']:,} pairs): "
-                   f"nearest neighbour {p1['nn']:.3f}, CSLS {p1['csls']:.3f}")
+    if p1_text(info):
+        click.echo(p1_text(info))
     click.echo(f"mapping: {info.get('iterations')} iterations, dictionary {info.get('dict_size')}, "
                f"{info.get('seconds_total', 0):.0f} s to build")
     covered = int((table[:, 0] >= 0).sum())

@@ -12,7 +12,7 @@ import torch
 from conftest import TINY_SETTINGS
 from minimult.data.batching import SequenceSet, plan_epoch
 from minimult.config import resolve
-from minimult.knn.neighbours import neighbour_table, table_info
+from minimult.knn.neighbours import neighbour_table, p1_text, table_info
 from minimult.data.run_data import RunData
 from minimult.data.masking import mask_batch, random_replacement_ids
 from minimult.data.prepare import prepare
@@ -39,8 +39,10 @@ def test_table_links_each_language_to_the_other(knn_setup):
     assert (table[en & have, 0] >= V).all() and (table[l1 & have, 0] < V).all()  # always the other language
     assert not have[:5].any() and not have[V:V + 5].any()  # specials have no vector
     # Fake-English is an exact copy: the mapping must find the identity for nearly every word
-    p1 = table_info(prepared, cfg, 1, knn_setup[3])["identity_p1"]
+    info = table_info(prepared, cfg, 1, knn_setup[3])
+    p1 = info["identity_p1"]
     assert p1["nn"] > 0.9 and p1["pairs"] > 100
+    assert p1_text(info).startswith("translation P@1 against the identity dictionary")  # en-es: the silver one
     assert (table[en & have, 0] == torch.arange(2 * V)[en & have] + V).float().mean() > 0.9
 
 
