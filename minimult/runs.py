@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from minimult.data.cache import atomic_write_text
-from minimult.data.vocab import vocab_digest, vocab_files
+from minimult.data.vocab import files_digest, vocab_files
 from minimult.errors import MinimultError
 
 RUNS_DIR = Path("runs")
@@ -320,9 +320,10 @@ class Run:
     def check_vocabulary(self, prepared) -> None:
         """The prepared vocabulary must be the one this run trained with (its own vocab.txt and the hash
         run.json recorded): a rebuilt cache would silently give every piece another id."""
-        own = self.path / "vocab.txt"
+        # the run folder's copies of the lists the cache holds (not whatever else lies in it, e.g. an export)
+        own = [self.path / f.relative_to(prepared.path) for f in vocab_files(prepared.path)]
         for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
-                          (f"{own} has", vocab_digest(self.path) if own.is_file() else None)):
+                          (f"{own[0]} has", files_digest(own) if all(f.is_file() for f in own) else None)):
             if sha and sha != prepared.vocab_hash:
                 raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not the "
                                     f"one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "

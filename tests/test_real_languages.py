@@ -228,6 +228,8 @@ def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     run = Run.create_at(tmp_path / "enes", cfg, log=lambda s: None).path  # as a sweep makes it
     assert (run / "es" / "vocab.txt").is_file()  # both languages' ids travel with the run
     pretrain(cfg, data.mods, run, log=lambda s: None)
+    (run / "hf").mkdir()  # another vocab.txt in the folder (an export there) is not the run's
+    (run / "hf" / "vocab.txt").write_text("[PAD]\n")
     results = evaluate_run(Run.open(run), log=lambda s: None, link_file="silver")
     assert results["alignment_gold"] == "silver" and results["dictionary_entries"] >= 0
     for layer in results["layers"].values():

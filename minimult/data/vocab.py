@@ -289,7 +289,11 @@ def vocab_files(directory: Path) -> list[Path]:
 
 def vocab_digest(directory: Path) -> str:
     """sha256 over `vocab_files` in order: a single vocabulary's is its file's own hash."""
+    return files_digest(vocab_files(directory))
+
+
+def files_digest(files) -> str:
     digest = hashlib.sha256()
-    for f in vocab_files(directory):
-        digest.update(f.read_bytes())
+    for f in files:
+        digest.update(Path(f).read_bytes())
     return digest.hexdigest()
