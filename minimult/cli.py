@@ -175,7 +175,7 @@ def pretrain(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setting
 
 
 def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,
-                 json_path):
+                 json_path, langs=None, link_file=None, only=None):
     from pathlib import Path
 
     from minimult.evaluate.hf import evaluate_hf
@@ -183,16 +183,30 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
     from minimult.runs import write_json
 
     if run or not hf_dir or not pair:
-        raise MinimultError("--hf DIR --pair A B evaluates a HuggingFace checkpoint (no RUN); --pair and --shift "
+        raise MinimultError("--hf DIR --pair A B evaluates a HuggingFace checkpoint (no RUN); --pair, --shift and --langs "
                             "go with --hf")
     if dev_sentences or ppl_sentences:
         raise MinimultError("--dev-sentences and --ppl-sentences apply to runs; with --hf the pair's lines are used")
+    if link_file == "silver":
+        raise MinimultError("--links silver names a run's own silver links; with --hf give a link file whose verse "
+                            "id is the pair's line number (1-based)")
+    names = None
+    if langs is not None:
+        names = [l.strip() for l in langs.split(",") if l.strip()]
+        if len(names) != 2:
+            raise MinimultError(f"--langs {langs!r}: name the pair's two languages, e.g. --langs en,es")
     every = []
     for value in values:
         results = evaluate_hf(hf_dir, *pair, shift=shift, layers=_layers(layers) if layers else None, segment=value,
-                              precision=precision, device=device, log=lambda s: click.echo(s, err=True))
+                              precision=precision, device=device, log=lambda s: click.echo(s, err=True),
+                              langs=names, link_file=link_file, only=only)
         every.append(results)
-        click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs): " + ", ".join(summary_parts(results)))
+        parts = summary_parts(results)
+        click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs)" + (": " + ", ".join(parts) if parts else ""))
+        if link_file is not None:
+            from minimult.evaluate.links import table as links_table
+
+            click.echo(links_table(results["links"]))
     if json_path:
         write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
 
@@ -207,7 +221,7 @@ def export(run, hf_dir, force):
     """Export a run's model as a HuggingFace BertForMaskedLM folder."""
     from pathlib import Path
 
-    from minimult.export import check_destination, save_hf
+    from minimult.export import check_destination, language_record, save_hf
     from minimult.model import Bert
     from minimult.runs import Run
 
@@ -217,9 +231,11 @@ def export(run, hf_dir, force):
     model.load_state_dict(opened.checkpoint()["model"])
     from minimult.data import sources
 
-    block = sources.get(opened.cfg.data.fake).id_offset(1, opened.cfg.data)  # 0: the languages share one block
+    source = sources.get(opened.cfg.data.fake)
+    block = source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
+    languages = language_record(source, opened.cfg.data, opened.data.layouts)
     out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force,
-                  id_block=block or None)
+                  id_block=block or None, languages=languages)
     click.echo(f"exported {opened.path} to {out}")
 
 
@@ -255,17 +271,20 @@ def _layers(text: str) -> tuple[int, ...]:
               help="With --hf: line-aligned parallel text files (retrieval, word order, perplexity; every evaluator with --shift).")
 @click.option("--shift", is_flag=True,
               help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
+@click.option("--langs", default=None, metavar="A,B",
+              help="With --hf on a minimult export: the languages A and B are written in (e.g. en,es), each read "
+                   "with its own tokenizer, ids and layout as in training; needed when they have tokenizers of their own.")
 @click.option("--only", default=None, metavar="NAME,...",
               help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
                    "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
 @click.option("--links", "link_file", default=None, metavar="FILE|silver",
               help="Word alignment P, R, F1 and AER against a link file (verse_id<TAB>index_in_A<TAB>index_in_B"
-                   "[<TAB>S|P], 0-based words; see README); `silver` = the en-es source's Strong's links. Runs "
-                   "only this evaluator unless --only names others.")
+                   "[<TAB>S|P], 0-based words; see README); `silver` = the en-es source's Strong's links; with --hf "
+                   "the verse id is the pair's line number (1-based). Runs only this evaluator unless --only names others.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
 def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, hf_dir, pair, shift,
-             only, link_file, json_path):
+             langs, only, link_file, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
@@ -278,18 +297,18 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate.segments import parse_segments
     from minimult.runs import Run, latest_run, write_json
 
-    if (hf_dir or pair or shift) and link_file:
-        raise MinimultError("--links evaluates a run's verse-aligned dev sentences; it does not go with --hf")
-    if hf_dir or pair or shift:
+    names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else None
+    if link_file is not None and names is not None:
+        names = tuple(dict.fromkeys(names + ("links",)))
+    if hf_dir or pair or shift or langs:
         return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
-                            parse_segments(segments), json_path)
+                            parse_segments(segments), json_path, langs, link_file, names)
     if run is None:
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")
     values = parse_segments(segments)
-    names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else None
     if link_file is not None:
-        names = tuple(dict.fromkeys((names or ()) + ("links",)))
+        names = names or ("links",)
     opened = Run.open(run)
     every = []
     with opened.locked():

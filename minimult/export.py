@@ -7,6 +7,12 @@ WordLevel model (word), both of which transformers' `PreTrainedTokenizerFast` lo
 character set or a small corpus's words can leave part of each language's id block unused, so the HF
 tokenizer's length is not the id shift of the second language: the config records the block
 (`minimult_id_block`), which `eval --hf --shift` reads.
+
+A run's languages travel too (`minimult_languages` in the config, `eval --hf --langs` reads it): per
+language name, the sub-folder whose tokenizer.json writes it ("" = the export's own; en-es's Spanish:
+`es/`, copied from the run), whether it is English in the code-point-shifted script (`unicode_shift`),
+and its layout as the run wrote it (id offset, special ids, first position, segment), so an exported
+lang-pos or shift-special run reads its second language as it trained.
 """
 
 from __future__ import annotations
@@ -63,9 +69,11 @@ def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in out.items()}
 
 
-def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_block: int | None = None):
+def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_block: int | None = None,
+          languages: dict | None = None):
     """A `transformers.BertForMaskedLM` (float32, CPU, eval mode) holding a copy of `model`'s weights;
-    `id_block`: the ids per language (data.vocab_size), kept in its config as `minimult_id_block`."""
+    `id_block`: the ids per language (data.vocab_size), kept in its config as `minimult_id_block`;
+    `languages`: {name: {tokenizer, unicode_shift, layout}}, kept as `minimult_languages`."""
     from transformers import BertConfig, BertForMaskedLM
 
     model = getattr(model, "_orig_mod", model)  # accept a torch.compile'd model too
@@ -85,6 +93,7 @@ def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_
         tie_word_embeddings=True,
         attn_implementation=attn_implementation,
         **({"minimult_id_block": id_block} if id_block else {}),
+        **({"minimult_languages": languages} if languages else {}),
     )
     hf = BertForMaskedLM(hf_cfg)
     hf.load_state_dict(_hf_state_dict(model, cfg), strict=True)
@@ -107,9 +116,18 @@ def check_destination(out_dir: Path, force: bool = False) -> None:
                             f"model's files beside the ones there, which are kept)")
 
 
+def language_record(source, data_cfg, layouts) -> dict:
+    """`minimult_languages` of a run: its source's `text_inputs` with each language's layout."""
+    from dataclasses import asdict
+
+    inputs = source.text_inputs(data_cfg)
+    return {lang: {**inputs[lang], "layout": asdict(layout)} for lang, layout in zip(inputs, layouts)}
+
+
 def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | None = None, force: bool = False,
-            id_block: int | None = None) -> Path:
-    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads (`id_block` as `to_hf`'s). A new folder appears whole
+            id_block: int | None = None, languages: dict | None = None) -> Path:
+    """Write a folder that `BertForMaskedLM.from_pretrained(out_dir)` loads (`id_block`, `languages` as
+    `to_hf`'s; a language's tokenizer sub-folder is copied from beside `vocab_file`). A new folder appears whole
     (built aside, then renamed); into an existing one (empty, or any with `force`) each file is
     renamed into place, and nothing else in it is touched. Files 0644, folders 0755."""
     out_dir = Path(out_dir)
@@ -117,20 +135,28 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
     try:
-        to_hf(model, cfg, id_block=id_block).save_pretrained(tmp)
+        to_hf(model, cfg, id_block=id_block, languages=languages).save_pretrained(tmp)
         if vocab_file is not None:
-            shutil.copyfile(vocab_file, tmp / "vocab.txt")
-            tokenizer = Path(vocab_file).with_name("tokenizer.json")
-            if tokenizer.is_file():  # the run's own tokenizer, so AutoTokenizer gives the run's ids
-                shutil.copyfile(tokenizer, tmp / "tokenizer.json")
-                (tmp / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
-        for f in tmp.iterdir():
-            f.chmod(0o644)
+            subs = sorted({spec["tokenizer"] for spec in (languages or {}).values()} - {""})
+            for sub in ["", *subs]:  # the run's own tokenizer (so AutoTokenizer gives the run's ids), then each language's
+                source, target = Path(vocab_file).parent / sub, tmp / sub
+                vocab = source / "vocab.txt" if sub else Path(vocab_file)
+                if not vocab.is_file():
+                    raise MinimultError(f"{vocab} is missing: the export needs the {sub!r} language's vocabulary")
+                target.mkdir(exist_ok=True)
+                shutil.copyfile(vocab, target / "vocab.txt")
+                if (source / "tokenizer.json").is_file():
+                    shutil.copyfile(source / "tokenizer.json", target / "tokenizer.json")
+                    (target / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
+        for f in tmp.rglob("*"):
+            f.chmod(0o755 if f.is_dir() else 0o644)
         tmp.chmod(0o755)
         if not out_dir.exists():
             os.replace(tmp, out_dir)
         else:
             for f in sorted(tmp.iterdir()):
+                if f.is_dir() and (out_dir / f.name).is_dir():  # a language's tokenizer folder of an earlier export
+                    shutil.rmtree(out_dir / f.name)
                 os.replace(f, out_dir / f.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

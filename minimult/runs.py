@@ -139,13 +139,15 @@ def read_json(path: Path) -> dict:
 
 
 def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
-    """The run's tokenizer and every vocabulary list it uses (en-es: Spanish's under es/), so that the run
-    folder alone says which ids it trained with (`Run.check_vocabulary`)."""
+    """Every vocabulary list the run uses (en-es: Spanish's under es/) with its tokenizer, so that the run
+    folder alone says which ids it trained with (`Run.check_vocabulary`) and exports them (`export --hf`)."""
     shutil.copyfile(Path(prepared_path) / "tokenizer.json", run_dir / "tokenizer.json")
     for f in vocab_files(prepared_path):
         target = run_dir / f.relative_to(prepared_path)
         target.parent.mkdir(exist_ok=True)
         shutil.copyfile(f, target)
+        if f.with_name("tokenizer.json").is_file():
+            shutil.copyfile(f.with_name("tokenizer.json"), target.with_name("tokenizer.json"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -139,3 +139,35 @@ def test_an_id_block_smaller_than_the_tokenizer_is_one_clear_error(exported_unit
     with pytest.raises(MinimultError, match=r"id block per language \(10, minimult_id_block") as e:
         evaluate_hf(bad, text, text, shift=True, log=lambda s: None)
     assert "\n" not in str(e.value)
+
+
+def test_an_export_records_its_languages_and_reads_each_as_it_trained(tmp_path):
+    """lang-pos and shift-special write the second language with positions, segment and specials of its
+    own: an exported run evaluated with --langs en,fake gives the run's own numbers."""
+    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 2}, "lang-pos,shift-special")
+    run = Run.create_at(tmp_path / "run", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "export", str(run.path), "--hf", str(tmp_path / "hf")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    from transformers import AutoConfig
+
+    record = AutoConfig.from_pretrained(str(tmp_path / "hf")).minimult_languages
+    assert list(record) == ["en", "fake"]
+    fake = record["fake"]["layout"]
+    assert fake["position_offset"] == cfg.data.max_len and fake["segment"] == 1
+    assert fake["cls"] == record["en"]["layout"]["cls"] + cfg.data.vocab_size  # shifted specials
+    lines = [" ".join(words) for words in load_corpus(cfg.data.dev).sentences[: cfg.data.dev_sentences]]
+    text = tmp_path / "dev.txt"
+    text.write_text("\n".join(lines) + "\n")
+    native = evaluate_run(run, (0, 2), log=lambda s: None, write=False)
+    theirs = evaluate_hf(tmp_path / "hf", text, text, langs=("en", "fake"), layers=(0, 2), device="cpu",
+                         log=lambda s: None)
+    for layer in ("0", "2"):
+        for key in ("retrieval", "retrieval_backward", "order_distance"):
+            assert theirs["layers"][layer][key] == pytest.approx(native["layers"][layer][key], abs=1e-6), key
+    assert theirs["perplexity"]["dev"] == pytest.approx(native["perplexity"]["dev"], rel=1e-4)
+    plain = evaluate_hf(tmp_path / "hf", text, text, layers=(0, 2), device="cpu", log=lambda s: None)
+    assert plain["layers"]["2"]["retrieval"] != theirs["layers"]["2"]["retrieval"]  # both sides read as English
+    with pytest.raises(MinimultError, match="no language 'es'"):
+        evaluate_hf(tmp_path / "hf", text, text, langs=("en", "es"), device="cpu", log=lambda s: None)

@@ -244,6 +244,31 @@ def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     assert row["f1"][top]["mean"] == links["layers"][top]["f1"] and row["diagonal_f1"]["mean"] == links["diagonal"]["f1"]
     assert row["retrieval_backward"]["mean"] == results["layers"][top]["retrieval_backward"]
     assert "## Word alignment against link files (silver)" in (tmp_path / "report" / "table1.md").read_text()
+    # exported, the run reads Spanish with its own tokenizer at its own ids: eval --hf gives the run's numbers
+    from minimult.evaluate.hf import evaluate_hf
+    from minimult.export import language_record, save_hf
+
+    opened = Run.open(run)
+    hf = save_hf(opened.load_model("cpu", log=lambda s: None), cfg.model, tmp_path / "hf-export",
+                 vocab_file=run / "vocab.txt", languages=language_record(data.source, cfg.data, opened.data.layouts))
+    assert (hf / "es" / "tokenizer.json").read_bytes() == (run / "es" / "tokenizer.json").read_bytes()
+    verses = [l.split("\t") for l in (data.prepared.path / "verses-dev.tsv").read_text(encoding="utf-8").splitlines()]
+    line_of = {v: str(i + 1) for i, (v, _, _) in enumerate(verses)}
+    pair = [tmp_path / "dev.en", tmp_path / "dev.es"]
+    for k, path in enumerate(pair):
+        path.write_text("\n".join(v[k + 1] for v in verses) + "\n", encoding="utf-8")
+    numbered = tmp_path / "numbered.links"
+    numbered.write_text("".join("\t".join([line_of[l.split("\t")[0]], *l.split("\t")[1:]]) + "\n"
+                                for l in (data.prepared.path / "silver-dev.links").read_text().splitlines()
+                                if not l.startswith("#")))
+    theirs = evaluate_hf(hf, *pair, langs=("en", "es"), link_file=numbered, only=("retrieval", "links"),
+                         device="cpu", log=lambda s: None)
+    for layer, scores in links["layers"].items():
+        assert theirs["links"]["layers"][layer]["f1"] == pytest.approx(scores["f1"], abs=1e-6)
+        assert theirs["layers"][layer]["retrieval"] == pytest.approx(results["layers"][layer]["retrieval"], abs=1e-6)
+    assert theirs["links"]["diagonal"] == links["diagonal"] and theirs["links"]["kind"] == "gold"  # no `# silver` line
+    with pytest.raises(MinimultError, match="tokenizers of their own.*--langs en,es"):
+        evaluate_hf(hf, *pair, device="cpu", log=lambda s: None)
     bad = tmp_path / "bad.links"
     bad.write_text("1001001\t0\t0\n1001001\t999\t0\n")
     with pytest.raises(MinimultError, match=f"{bad}:2:.*out of range"):

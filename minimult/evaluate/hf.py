@@ -9,12 +9,23 @@ segment 0, as minimult writes its own runs.
   minimult export's id block, `minimult_id_block` in its config, when it records one: a character set
   leaves most of its block unused), which the model's vocabulary must have room for (a minimult export has). The gold alignment is then the
   identity and the dictionary every non-special id against its shifted copy, so every evaluator runs.
-- otherwise B is tokenized as text: no gold alignment and no dictionary exist yet (link files come with
-  real languages), so retrieval, word-order distance and perplexity run (they need no gold).
+- `langs=(A_NAME, B_NAME)`: a minimult export that records its languages (`minimult_languages`: en-es's
+  Spanish has a tokenizer of its own in `es/` and ids at its own offset; a lang-pos run's second language
+  has positions of its own): each side is written as that language was in training, so an exported run
+  reads Spanish text as it trained on it. An export whose languages have tokenizers of their own needs it.
+- otherwise B is tokenized as text with the folder's tokenizer, at the same ids as A.
+
+Without `shift` there is no gold alignment and no dictionary, so retrieval, word-order distance and
+perplexity run (they need no gold); `link_file` adds word alignment against a link file (the
+`minimult.data.links` format) whose verse id is the pair's 1-based line number. A word is a
+whitespace-separated word of a line (as link files count them; per-word perplexity counts them too),
+whatever the tokenizer's pre-tokenizer splits further.
 """
 
 from __future__ import annotations
 
+import bisect
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -91,11 +102,21 @@ def read_pair(a, b) -> tuple[list[str], list[str]]:
     return lines[0], lines[1]
 
 
-def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool) -> Side:
-    enc = tokenizer(lines, add_special_tokens=False)
+def whitespace_word_starts(line: str, spans) -> list[bool]:
+    """Whether each piece (character `spans` from the tokenizer) begins a whitespace-separated word."""
+    starts = [m.start() for m in re.finditer(r"\S+", line)]
+    words = [bisect.bisect_right(starts, a) - 1 for a, _ in spans]
+    return [j == 0 or w != words[j - 1] for j, w in enumerate(words)]
+
+
+def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool, unicode_shift: bool = False) -> Side:
+    if unicode_shift:  # English written in the shifted script (K et al.'s Fake-English)
+        from minimult.data.sources.unicode import shift_text
+
+        lines = [" ".join(shift_text(w) for w in line.split()) for line in lines]
+    enc = tokenizer(lines, add_special_tokens=False, return_offsets_mapping=True)
     pieces = [np.asarray(ids, dtype=np.int64) + offset for ids in enc["input_ids"]]
-    starts = [[w is not None and (j == 0 or w != words[j - 1]) for j, w in enumerate(words)]
-              for words in (enc.word_ids(i) for i in range(len(lines)))]
+    starts = [whitespace_word_starts(line, spans) for line, spans in zip(lines, enc["offset_mapping"])]
     lengths = np.array([len(p) for p in pieces])
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
@@ -103,8 +124,60 @@ def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool) -> Si
                 np.arange(len(lines)), within if gold else np.full(offsets[-1], -1))
 
 
-def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool):
+def check_words(side: Side, lines: list[str], path) -> None:
+    """Link files count whitespace words: refuse a line where the tokenizer leaves a word without pieces."""
+    have = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1]) if len(side.ids) else []
+    for i, line in enumerate(lines):
+        words = len(line.split())
+        if (have[i] if side.lengths[i] else 0) != words:
+            raise MinimultError(f"{path}:{i + 1}: the tokenizer gives pieces to {have[i] if side.lengths[i] else 0} of "
+                                f"the line's {words} words, so link indices cannot address them")
+
+
+def recorded_languages(model: HFBert) -> dict:
+    """`minimult_languages` of a minimult export ({} for any other checkpoint)."""
+    return getattr(model.hf.config, "minimult_languages", None) or {}
+
+
+def language_tokenizers(directory, record: dict, langs) -> list:
+    """The tokenizers of the named languages (an export keeps a language's own in its sub-folder)."""
+    from transformers import AutoTokenizer
+
+    unknown = [l for l in langs if l not in record]
+    if unknown:
+        known = ", ".join(record) or "none (not a minimult export that records them)"
+        raise MinimultError(f"--langs {','.join(langs)}: {directory} has no language {unknown[0]!r}; its languages: {known}")
+    out = []
+    for lang in langs:
+        sub = Path(directory) / record[lang]["tokenizer"]
+        try:
+            out.append(AutoTokenizer.from_pretrained(str(sub)))
+        except (OSError, ValueError) as e:
+            raise MinimultError(f"cannot load language {lang!r}'s tokenizer from {sub}: {str(e).splitlines()[0]}") from None
+    return out
+
+
+def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=None, directory=None):
     """(sides, layouts, dictionary sides or None) for the pair."""
+    record = recorded_languages(model)
+    if langs:
+        if shift:
+            raise MinimultError("--shift and --langs: --shift makes B the id-shifted copy of A; --langs names the "
+                                "languages the two files are written in (en,fake reads B as Fake-English too)")
+        tokenizers = language_tokenizers(directory, record, langs)
+        specs = [record[l] for l in langs]
+        layouts = [Layout(**{**spec["layout"], "lang": k}) for k, spec in enumerate(specs)]
+        sides = [_side(t, lines, k, layout.id_offset, False, spec.get("unicode_shift", False))
+                 for k, (t, lines, layout, spec) in enumerate(zip(tokenizers, (a_lines, b_lines), layouts, specs))]
+        return sides, layouts, None
+    own = [l for l, spec in record.items() if spec["tokenizer"]]
+    if own and shift:
+        raise MinimultError(f"--shift: {directory}'s second language is {own[0]!r} with a tokenizer of its own, not "
+                            f"an id-shifted copy of English; use --langs")
+    if own:
+        raise MinimultError(f"{directory} holds languages {', '.join(record)} with tokenizers of their own "
+                            f"({', '.join(own)}): say which two the pair is written in, e.g. --langs "
+                            f"{next(iter(record))},{own[0]}")
     V = len(tokenizer)
     block = getattr(model.hf.config, "minimult_id_block", None) or V  # ids per language
     if shift and block < V:
@@ -129,8 +202,10 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool):
 
 
 def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
-                precision: str = "fp32", device: str = "auto", log=print) -> dict:
-    """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring)."""
+                precision: str = "fp32", device: str = "auto", log=print, langs=None, link_file=None,
+                only=None) -> dict:
+    """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring); `only`
+    names evaluators (default: every one the pair can give; with `link_file`, word alignment alone)."""
     from minimult.evaluate import evaluate_model, mu_layers
     from minimult.evaluate.representations import Context
     from minimult.evaluate.segments import with_segment
@@ -140,7 +215,10 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     a_lines, b_lines = read_pair(a, b)
     if shift and a_lines != b_lines:
         raise MinimultError(f"--shift: {b} must hold {a}'s lines (its shifted copy is made from the same text)")
-    sides, layouts, dictionary = pair_data(tokenizer, model, a_lines, b_lines, shift)
+    sides, layouts, dictionary = pair_data(tokenizer, model, a_lines, b_lines, shift, langs, directory)
+    if link_file is not None:
+        for side, lines, path in zip(sides, (a_lines, b_lines), (a, b)):
+            check_words(side, lines, path)
     depth = model.cfg.layers
     layers = tuple(sorted(set(layers or mu_layers(depth))))
     if not all(0 <= l <= depth for l in layers):
@@ -148,7 +226,16 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     dev = pick_device(device)
     model = with_segment(model, segment).to(dev)
     ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, layouts[0].max_len, layers, dev,
-                  ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision)
-    scores = evaluate_model(ctx, log, only=None if shift else TEXT_EVALUATORS)
-    return {"hf": str(directory), "pair": [str(a), str(b)], "shift": shift, "dev_sentences": len(a_lines),
+                  ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision,
+                  link_file=None if link_file is None else str(link_file),
+                  verse_ids=lambda: np.arange(1, len(a_lines) + 1))  # a link file's verse id: the line number
+    possible = None if shift else TEXT_EVALUATORS + ("links",)
+    if only is None:
+        only = ("links",) if link_file is not None else possible
+    elif possible is not None and set(only) - set(possible):
+        raise MinimultError(f"--only {','.join(only)}: without --shift a pair has no gold alignment or dictionary; "
+                            f"it gives {', '.join(possible)}")
+    scores = evaluate_model(ctx, log, only=only)
+    return {"hf": str(directory), "pair": [str(a), str(b)], "shift": shift, "langs": list(langs or ()) or None,
+            "dev_sentences": len(a_lines),
             "evaluation": {"layers": list(layers), "precision": precision, "segment": segment}, **scores}

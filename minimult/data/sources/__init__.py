@@ -7,6 +7,8 @@ A `Source` owns, for its languages (0 = English, 1.. the others):
 - each language's id offset (`id_offset`),
 - its views of a split with the gold alignment to English (`views`),
 - its translation dictionary (`dictionary`) and the ids a random replacement may draw (`random_ids`),
+- how text in each language becomes its ids outside the lab (`text_inputs`: which tokenizer, whether
+  the text is written in a shifted script), which an HF export records for `eval --hf --langs`,
 - optionally its own corpora (`corpora`, with `cache_key` naming what they are read from; `check`
   refuses settings that do not apply) and how its ids are shown (`display`).
 
@@ -56,6 +58,13 @@ class Source:
             raise MinimultError(f"--shared-vocab does not apply to --fake {self.name}: its languages are one "
                                 f"vocabulary's ids moved into blocks of their own (--fake unicode learns one "
                                 f"vocabulary over English and a shifted script; --fake en-es can share one)")
+
+    def text_inputs(self, data_cfg) -> dict[str, dict]:
+        """Per language name: `tokenizer`, the run folder's sub-folder holding that language's tokenizer.json
+        ("" = the run's own), and `unicode_shift`, whether the language is English text written in the
+        code-point-shifted script before tokenizing. Default: every language is text for the run's
+        tokenizer as it is (Fake-English by id shift reads English text; its offset is the layout's)."""
+        return {lang: {"tokenizer": "", "unicode_shift": False} for lang in self.languages(data_cfg.n_langs)}
 
     def gold_of(self, lang: int) -> str:
         """What language `lang`'s gold alignment to English is (`gold` unless a language differs)."""

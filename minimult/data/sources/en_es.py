@@ -117,6 +117,13 @@ class EnEs(Source):
         """Fake-English is text of its own (code-point-shifted English, in the shared vocabulary), not ids."""
         return data_cfg.n_langs > 2 and self.shares_vocabulary(data_cfg)
 
+    def text_inputs(self, data_cfg) -> dict[str, dict]:
+        own = not self.shares_vocabulary(data_cfg)
+        inputs = {"en": {"tokenizer": "", "unicode_shift": False},
+                  "es": {"tokenizer": "es" if own else "", "unicode_shift": False},
+                  "fake": {"tokenizer": "", "unicode_shift": self.with_fake_text(data_cfg)}}
+        return {lang: inputs[lang] for lang in self.languages(data_cfg.n_langs)}
+
     def extra_names(self, data_cfg) -> tuple[str, ...]:
         return self.extra + (("train_fake", "dev_fake") if self.with_fake_text(data_cfg) else ())
 

@@ -60,6 +60,9 @@ class Unicode(Source):
     def id_offset(self, lang, data_cfg) -> int:
         return 0
 
+    def text_inputs(self, data_cfg) -> dict[str, dict]:
+        return {lang: {"tokenizer": "", "unicode_shift": k > 0} for k, lang in enumerate(self.languages(data_cfg.n_langs))}
+
     def training_text(self, train, data_cfg):
         return train.sentences + [[shift_text(w) for w in s] for s in train.sentences]
 
