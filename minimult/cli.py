@@ -439,7 +439,7 @@ def neighbours(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setti
             click.echo(f"  {w}: not in the vocabulary")
             continue
         row = table[vocab.index[w]]
-        shown = vocab.display([int(i) for i in row if i >= 0]) or ["(no vector)"]
+        shown = data.source.display(prepared, cfg.data, [int(i) for i in row if i >= 0]) or ["(no vector)"]
         click.echo(f"  {w} -> {' '.join(shown)}")
 
 

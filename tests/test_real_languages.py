@@ -218,6 +218,26 @@ def test_spanish_vocabulary_comes_shipped_and_the_hash_covers_both_languages(ene
     assert again.vocab_hash != built.vocab_hash
 
 
+def test_knn_seeds_from_identical_pieces_or_the_silver_dictionary(enes):
+    from minimult.knn.neighbours import seed_pairs, seed_translations
+
+    cfg, data = enes
+    prepared, V = data.prepared, cfg.data.vocab_size
+    en_ids = np.arange(5, len(prepared.vocab))
+    es_ids = np.arange(5, len(data.source.spanish_vocab(prepared, cfg.data))) + V
+    dictionary = data.source.dictionary(prepared, cfg.data)
+    identical = seed_translations("identical", prepared, data.source, cfg.data, (en_ids, es_ids), dictionary)
+    es_vocab = data.source.spanish_vocab(prepared, cfg.data)
+    assert identical and all(prepared.vocab.pieces[a] == es_vocab.pieces[b - V] for a, bs in identical.items() for b in bs)
+    assert prepared.vocab.index["."] in identical  # punctuation is spelled alike
+    silver = seed_translations("dictionary", prepared, data.source, cfg.data, (en_ids, es_ids), dictionary)
+    assert sum(map(len, silver.values())) == len(dictionary[0].ids)
+    rows = seed_pairs(en_ids[::-1], es_ids, identical)  # rows of the two spaces, whatever their order
+    assert all(en_ids[::-1][r] in identical and es_ids[c] in identical[en_ids[::-1][r]] for r, c in rows)
+    with pytest.raises(MinimultError, match="seed_dictionary must be one of"):
+        resolve("tiny", {"knn.seed_dictionary": "silver"})
+
+
 def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
     from minimult.evaluate import evaluate_run
     from minimult.report import build_report

@@ -146,3 +146,21 @@ def test_train_fasttext_rejects_bad_input():
         train_fasttext([[], []])
     with pytest.raises(MinimultError):
         train_fasttext([["a b", "c"]])
+
+
+def test_a_seed_dictionary_maps_what_the_unsupervised_seed_cannot():
+    """Noisy enough that the similarity-distribution seed finds nothing; 60 known pairs recover the
+    planted rotation for the other 340 words."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 40))  # a flat spectrum: nothing for the similarity distributions to match
+    Q, _ = np.linalg.qr(rng.standard_normal((40, 40)))
+    perm = rng.permutation(400)
+    Z = (X @ Q + 0.5 * rng.standard_normal((400, 40)))[perm]
+    gold = np.stack([perm, np.arange(400)], 1)
+    Xm, Zm, _ = unsupervised_map(X, Z, FAST)
+    assert translation_p1(Xm, Zm, gold[60:]) < 0.1
+    Xm, Zm, info = unsupervised_map(X, Z, FAST, seed_pairs=gold[:60])
+    assert translation_p1(Xm, Zm, gold[60:]) >= 0.95
+    for bad in (np.zeros((0, 2)), np.array([[0, 400]])):
+        with pytest.raises(MinimultError, match="seed dictionary"):
+            unsupervised_map(X, Z, FAST, seed_pairs=bad)

@@ -1,4 +1,5 @@
-"""knn-replace's neighbour table: fastText per language -> unsupervised VecMap -> k nearest ids.
+"""knn-replace's neighbour table: fastText per language -> VecMap (unsupervised, or from a seed
+dictionary: `knn.seed_dictionary`) -> k nearest ids.
 
 Public entry: `neighbour_table(prepared, source, cfg, k, sides, log) -> LongTensor (V_total, k)`, cached
 by content (the training text of both languages, fastText and mapping settings, k). Row i holds the k
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +22,8 @@ import torch
 from minimult.data.cache import cache_root, cached, key_hash
 from minimult.knn.fasttext import neighbour_table as nearest_table, train_fasttext
 from minimult.data.languages import Side
+from minimult.data.vocab import LANG_PREFIX
+from minimult.errors import MinimultError
 from minimult.knn.vecmap import VecMapConfig, translation_p1, unsupervised_map
 
 FASTTEXT = {"dim": 300, "epoch": 10, "thread": 1, "minn": 0, "maxn": 0, "min_count": 1}  # no subwords:
@@ -41,20 +45,53 @@ def _fingerprint(sides) -> str:
     return h.hexdigest()[:16]
 
 
+def seed_pairs(en_ids, l1_ids, translations: dict[int, set[int]]) -> np.ndarray:
+    """(m, 2) rows of the two spaces whose ids translate each other by `translations` (en id -> l1 ids)."""
+    where = {int(i): r for r, i in enumerate(l1_ids)}
+    return np.array([(r, where[t]) for r, i in enumerate(en_ids) for t in sorted(translations.get(int(i), ()))
+                     if t in where], dtype=np.int64).reshape(-1, 2)
+
+
+def seed_translations(kind: str, prepared, source, data_cfg, ids: tuple, dictionary) -> dict[int, set[int]]:
+    """VecMap's starting dictionary as id pairs: "identical" pieces (spelled alike once the display's
+    language prefixes are dropped; en-es: shared punctuation, numerals, names, pieces like ##s) or the
+    source's translation `dictionary` sides (English and the other language)."""
+    out: dict[int, set[int]] = {}
+    if kind == "dictionary":
+        for a, b in zip(dictionary[0].ids, dictionary[1].ids):
+            out.setdefault(int(a), set()).add(int(b))
+        return out
+    strip = lambda p: re.sub(rf"^(?:{re.escape(LANG_PREFIX)})+", "", p)  # noqa: E731
+    spelled = {}
+    for i, p in zip(ids[1], source.display(prepared, data_cfg, ids[1])):
+        spelled.setdefault(strip(p), set()).add(int(i))
+    for i, p in zip(ids[0], source.display(prepared, data_cfg, ids[0])):
+        if strip(p) in spelled:
+            out[int(i)] = spelled[strip(p)]
+    return out
+
+
 def build_mapping(prepared, sides: tuple[Side, Side], seed: int, dim: int = 300,
-                  log: Callable[[str], None] = print):
-    """Mapped static embeddings of both languages: ((ids, vectors) English, (ids, vectors) second, info)."""
+                  log: Callable[[str], None] = print, seed_dictionary: Callable | None = None):
+    """Mapped static embeddings of both languages: ((ids, vectors) English, (ids, vectors) second, info).
+    `seed_dictionary((en ids, l1 ids)) -> {en id: l1 ids}` starts VecMap from those pairs (default: unsupervised)."""
     vocab = prepared.vocab
     spaces, t0 = [], time.time()
     for side in sides:
         log(f"knn-replace: fastText skipgram on language {side.lang} ({side.num_sentences:,} sentences) ...")
         emb = train_fasttext(side_text(side, vocab), seed=seed, **{**FASTTEXT, "dim": dim})
         spaces.append((np.array(vocab.parse(emb.words), dtype=np.int64), emb.vectors, emb.params))
-    log("knn-replace: unsupervised VecMap mapping ...")
+    pairs = None
+    if seed_dictionary is not None:
+        pairs = seed_pairs(spaces[0][0], spaces[1][0], seed_dictionary((spaces[0][0], spaces[1][0])))
+        if len(pairs) == 0:
+            raise MinimultError("knn.seed_dictionary: no pair of the seed dictionary has vectors in both languages")
+    log("knn-replace: " + ("unsupervised VecMap mapping ..." if pairs is None else
+                           f"VecMap mapping from a seed dictionary of {len(pairs):,} pairs ..."))
     cfg = VecMapConfig(**{**asdict(VECMAP), "seed": seed})
-    Xm, Zm, info = unsupervised_map(spaces[0][1], spaces[1][1], cfg,
-                                    progress=lambda s: None)
-    info = {**info, "fasttext": spaces[0][2], "vecmap": asdict(cfg), "seconds_total": time.time() - t0}
+    Xm, Zm, info = unsupervised_map(spaces[0][1], spaces[1][1], cfg, progress=lambda s: None, seed_pairs=pairs)
+    info = {**info, "fasttext": spaces[0][2], "vecmap": asdict(cfg), "seconds_total": time.time() - t0,
+            **({"seed_pairs": int(len(pairs))} if pairs is not None else {})}
     return (spaces[0][0], Xm), (spaces[1][0], Zm), info
 
 
@@ -79,14 +116,20 @@ def p1_text(info: dict) -> str:
     p1 = info.get("identity_p1", {})
     if "nn" not in p1:
         return ""
+    seeded = {"identical": "; mapped from identically spelled pieces",
+              "dictionary": "; mapped from this dictionary itself, so not a held-out score"}
     return (f"translation P@1 against the {info.get('dictionary', 'source')} dictionary ({p1['pairs']:,} pairs): "
-            f"nearest neighbour {p1['nn']:.3f}, CSLS {p1['csls']:.3f}")
+            f"nearest neighbour {p1['nn']:.3f}, CSLS {p1['csls']:.3f}"
+            + seeded.get(info.get("seed_dictionary", "unsupervised"), ""))
 
 
 def _key(prepared, cfg, k, sides) -> dict:
-    return {"prepared": prepared.path.name, "text": _fingerprint(sides), "k": k,
-            "seed": cfg.train.seed, "fasttext": {**FASTTEXT, "dim": cfg.knn.dim}, "vecmap": asdict(VECMAP),
-            "version": 2}  # 2: fastText rows all initialised from the seed
+    key = {"prepared": prepared.path.name, "text": _fingerprint(sides), "k": k,
+           "seed": cfg.train.seed, "fasttext": {**FASTTEXT, "dim": cfg.knn.dim}, "vecmap": asdict(VECMAP),
+           "version": 2}  # 2: fastText rows all initialised from the seed
+    if cfg.knn.seed_dictionary != "unsupervised":  # the default keeps the keys of tables built before the option
+        key["seed_dictionary"] = cfg.knn.seed_dictionary
+    return key
 
 
 def table_info(prepared, cfg, k, sides) -> dict:
@@ -116,10 +159,14 @@ def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Calla
         tables, infos = [], []
         dictionary = source.dictionary(prepared, cfg.data)
         for j in range(1, len(sides)):
-            en, l1, info = build_mapping(prepared, (sides[0], sides[j]), cfg.train.seed, cfg.knn.dim, log)
+            pair_dictionary = [dictionary[0], dictionary[j]]
+            seeding = None if cfg.knn.seed_dictionary == "unsupervised" else (
+                lambda ids, d=pair_dictionary: seed_translations(cfg.knn.seed_dictionary, prepared, source, cfg.data, ids, d))
+            en, l1, info = build_mapping(prepared, (sides[0], sides[j]), cfg.train.seed, cfg.knn.dim, log, seeding)
             tables.append(torch.maximum(nearest_table(en[0], en[1], l1[0], l1[1], total, k),
                                         nearest_table(l1[0], l1[1], en[0], en[1], total, k)))
-            info["identity_p1"] = dictionary_p1(en, l1, [dictionary[0], dictionary[j]])  # any dictionary's
+            info["identity_p1"] = dictionary_p1(en, l1, pair_dictionary)  # any dictionary's
+            info["seed_dictionary"] = cfg.knn.seed_dictionary
             info["dictionary"] = "identity" if source.gold == "exact" else source.gold  # en-es: silver
             infos.append(info)
         table = tables[0] if len(tables) == 1 else _fill_columns(torch.cat(tables, dim=1))

@@ -160,8 +160,11 @@ def _final_mapping(X, Z, src, tgt):
     return Wx, Wz
 
 
-def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None):
-    """Map X (n_x, d) and Z (n_z, d), rows sorted by frequency, into one space without a dictionary.
+def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None, seed_pairs=None):
+    """Map X (n_x, d) and Z (n_z, d), rows sorted by frequency, into one space without a dictionary, or,
+    given `seed_pairs` ((m, 2) rows of X and of Z known to translate each other, such as identically
+    spelled words), self-learning from that seed instead of the similarity-distribution one (VecMap's
+    semi-supervised mode).
 
     Returns (Xm, Zm, info): both full matrices mapped (float32 numpy) and a dict with iterations,
     objective (mean best cosine, both directions), dict_size, keep, converged, seconds.
@@ -174,13 +177,21 @@ def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None):
     gen = torch.Generator().manual_seed(cfg.seed)
     k = cfg.csls_k
     n_init = min(X.shape[0], Z.shape[0], cfg.init_vocab)
-    src, tgt = _seed_dictionary(X, Z, n_init, k)
+    if seed_pairs is None:
+        src, tgt = _seed_dictionary(X, Z, n_init, k)
+    else:
+        seed = np.asarray(seed_pairs, dtype=np.int64).reshape(-1, 2)
+        if len(seed) == 0 or seed.min() < 0 or seed[:, 0].max() >= X.shape[0] or seed[:, 1].max() >= Z.shape[0]:
+            raise MinimultError(f"a seed dictionary needs at least one pair inside {X.shape[0]} source / "
+                                f"{Z.shape[0]} target rows (got {len(seed)} pairs)")
+        src, tgt = torch.as_tensor(seed[:, 0]), torch.as_tensor(seed[:, 1])
+        n_init = len(seed)
     nx, nz = min(X.shape[0], cfg.vocab_cutoff), min(Z.shape[0], cfg.vocab_cutoff)
     k = min(k, nx, nz)
     Xc, Zc = X[:nx].float(), Z[:nz].float()
     if progress:
         progress(f"vecmap: {X.shape[0]}x{Z.shape[0]} words, dim {X.shape[1]}; seed dictionary from "
-                 f"{n_init} words; self-learning over {nx}x{nz}")
+                 f"{n_init} {'words' if seed_pairs is None else 'given pairs'}; self-learning over {nx}x{nz}")
 
     best, last_improvement, keep, it, objective = -float("inf"), 0, cfg.keep_start, 1, float("nan")
     converged = False
