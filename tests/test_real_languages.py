@@ -297,6 +297,23 @@ def test_tiny_training_on_en_es_evaluates(enes, tmp_path):
         resolve("tiny", {"data.fake": "en-es", "data.train": "corpora/tiny/train.txt"})
 
 
+def test_links_on_a_three_language_run_score_english_against_spanish(fixture_modules, tmp_path):
+    from minimult.data.run_data import RunData
+    from minimult.evaluate import evaluate_run
+    from minimult.runs import Run
+    from minimult.train import pretrain
+
+    cfg, active = resolve("tiny", {"data.fake": "en-es", "data.vocab_size": 256, "data.n_langs": 3,
+                                   "model.layers": 2})
+    run = Run.create_at(tmp_path / "three", cfg, log=lambda s: None).path
+    pretrain(cfg, active, run, log=lambda s: None)
+    two = RunData(resolve("tiny", {"data.fake": "en-es", "data.vocab_size": 256})[0], ()).prepared
+    links = evaluate_run(Run.open(run), log=lambda s: None, link_file="silver", only=("links",), write=False)["links"]
+    assert links["verses"] == len({l.split("\t")[0] for l in (two.path / "silver-dev.links").read_text().splitlines()
+                                   if not l.startswith("#")})
+    assert set(links["layers"]) == {"0", "1"} and 0 < links["diagonal"]["f1"] < 1
+
+
 def test_installed_modules_give_the_new_testament():
     try:
         sword.module_fingerprint("en"), sword.module_fingerprint("es")

@@ -10,7 +10,8 @@ window are left out, and the links on them are counted as `outside_window` and n
 whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled silver in the results.
 
 Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses
-(`Source.verse_sentences`) in their original word order.
+(`Source.verse_sentences`) in their original word order. B is language 1 (en-es: Spanish, also in a
+three-language run, whose Fake-English the file does not address).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def run(ctx) -> dict:
         raise MinimultError("--links needs a run whose sentences are whole verses (--fake en-es); this run's "
                             "language source splits verses into sentences")
     with ctx.phase("data"):
-        sides, verse_ids = ctx.views("dev"), ctx.verse_ids()
+        sides, verse_ids = ctx.views("dev")[:2], ctx.verse_ids()  # English and language 1: the file's A and B
         firsts = [word_first_pieces(s.word_starts, s.offsets) for s in sides]
         counts = [{int(v): len(f) for v, f in zip(verse_ids, fs)} for fs in firsts]
         links = read_links(ctx.link_file, counts[0], counts[1])
