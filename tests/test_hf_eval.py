@@ -78,6 +78,12 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
                            str(text)], capture_output=True, text=True)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "has no tokenizer" in proc.stderr and "Traceback" not in proc.stderr
+    for extra, fragment in ((["--langs", "en"], "name the pair's two languages"),
+                            (["--links", "silver"], "with --hf give a link file")):
+        proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", "--hf", str(hf_dir), "--pair", str(text),
+                               str(text), *extra], capture_output=True, text=True)
+        assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith("error: ")
+        assert fragment in proc.stderr and "Traceback" not in proc.stderr
     with pytest.raises(MinimultError, match="must hold"):
         evaluate_hf(hf_dir, text, other, shift=True, log=lambda s: None)
 
