@@ -141,13 +141,11 @@ def read_json(path: Path) -> dict:
 def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
     """Every vocabulary list the run uses (en-es: Spanish's under es/) with its tokenizer, so that the run
     folder alone says which ids it trained with (`Run.check_vocabulary`) and exports them (`export --hf`)."""
-    shutil.copyfile(Path(prepared_path) / "tokenizer.json", run_dir / "tokenizer.json")
-    for f in vocab_files(prepared_path):
+    for f in vocab_files(prepared_path):  # vocab.txt first: the run's own tokenizer.json beside it
         target = run_dir / f.relative_to(prepared_path)
         target.parent.mkdir(exist_ok=True)
         shutil.copyfile(f, target)
-        if f.with_name("tokenizer.json").is_file():
-            shutil.copyfile(f.with_name("tokenizer.json"), target.with_name("tokenizer.json"))
+        shutil.copyfile(f.with_name("tokenizer.json"), target.with_name("tokenizer.json"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -126,12 +126,13 @@ def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool, unico
 
 def check_words(side: Side, lines: list[str], path) -> None:
     """Link files count whitespace words: refuse a line where the tokenizer leaves a word without pieces."""
-    have = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1]) if len(side.ids) else []
+    have = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1]) if len(side.ids) else \
+        np.zeros(len(lines), np.int64)
+    have[side.lengths == 0] = 0  # reduceat gives an empty line its neighbour's count
     for i, line in enumerate(lines):
-        words = len(line.split())
-        if (have[i] if side.lengths[i] else 0) != words:
-            raise MinimultError(f"{path}:{i + 1}: the tokenizer gives pieces to {have[i] if side.lengths[i] else 0} of "
-                                f"the line's {words} words, so link indices cannot address them")
+        if have[i] != len(line.split()):
+            raise MinimultError(f"{path}:{i + 1}: the tokenizer gives pieces to {have[i]} of the line's "
+                                f"{len(line.split())} words, so link indices cannot address them")
 
 
 def recorded_languages(model: HFBert) -> dict:
