@@ -113,6 +113,7 @@ def test_report_writes_the_section_and_a_png(tmp_path):
     assert result.exit_code == 0, result.output
     md = (tmp_path / "out" / "table1.md").read_text()
     assert "## K et al.'s series" in md and "### depth (Table 4; K et al.)" in md
+    assert "over 3 settings (their direction: µ up, ∆ down)." in md  # the signs to compare the correlations with
     assert "| 2 | d2 name of d2 | 2 | 879,000 | 0.120 ± 0.028 | 0.290 ± 0.014 |" in md
     assert "| unigram | u name of u | 2 | 878,784 | 0.015 ± 0.007 | – |" in md
     assert (tmp_path / "out" / "k_et_al.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

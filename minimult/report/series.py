@@ -43,18 +43,21 @@ class Axis:
     label: str  # the x axis
     table: str  # K et al.'s table
     claim: str  # their direction of effect
+    expect: str  # that direction as signs of the rank correlations along the axis
     log_x: bool = False
     categorical: bool = False
 
 
 AXES = (
-    Axis("depth", "layers", "Table 4", "deeper models are more cross-lingual; depth matters more than heads"),
-    Axis("heads", "attention heads", "Table 5", "the number of heads matters little"),
+    Axis("depth", "layers", "Table 4", "deeper models are more cross-lingual; depth matters more than heads",
+         "µ up, ∆ down"),
+    Axis("heads", "attention heads", "Table 5", "the number of heads matters little", "flat"),
     Axis("parameters", "parameters", "Table 6", "below a threshold the parameter count matters; above it, little",
-         log_x=True),
+         "µ up, ∆ down, then flat", log_x=True),
     Axis("permutation", "share of pairs permuted (p)", "Tables 2-3",
-         "more permutation hurts; a unigram-only second language kills it"),
-    Axis("tokenization", "tokenizer", "Table 10", "word-piece ≈ word > character", categorical=True),
+         "more permutation hurts; a unigram-only second language kills it", "µ down, ∆ up"),
+    Axis("tokenization", "tokenizer", "Table 10", "word-piece ≈ word > character",
+         "no order (categorical): compare the rows", categorical=True),
 )
 
 
@@ -186,12 +189,13 @@ def markdown(found: list[dict]) -> str:
         return ""
     lines = ["## K et al.'s series (seed 004): µ and ∆ per axis", "",
              "∆ = English − zero-shot accuracy of full fine-tuning (`minimult transfer`); mean ± std over seeds; "
-             "'here' is Spearman's rank correlation of the setting means with the axis (not a test).", ""]
+             "a smaller ∆ is better transfer; 'here' is Spearman's rank correlation of the setting means with the axis "
+             "(not a test), beside the signs K et al.'s direction predicts.", ""]
     for s in found:
         axis = next(a for a in AXES if a.name == s["axis"])
         lines += [f"### {axis.name} ({s['table']}; {s['section']})", "",
                   f"K et al.: {s['claim']}. Here: µ rank correlation {_rho(s['spearman_mu'])}, "
-                  f"∆ {_rho(s['spearman_delta'])} over {len(s['points'])} settings.", "",
+                  f"∆ {_rho(s['spearman_delta'])} over {len(s['points'])} settings (their direction: {axis.expect}).", "",
                   f"| {axis.label} | setting | n | parameters | µ | ∆ |", "|--:|---|--:|--:|--:|--:|"]
         for p in s["points"]:
             x = p["x"] if isinstance(p["x"], str) else (f"{p['x']:,}" if isinstance(p["x"], int) else f"{p['x']:g}")
@@ -221,7 +225,7 @@ def figure(found: list[dict], out: Path) -> Path | None:
         else:
             where = lambda p: p["x"]  # noqa: E731
         twin = ax.twinx()
-        for a, key, colour, name in ((ax, "mu", "C0", "µ"), (twin, "delta", "C3", "∆")):
+        for a, key, colour, name in ((ax, "mu", "C0", "µ"), (twin, "delta", "C3", "∆ (lower: better transfer)")):
             pts = [p for p in numeric if p[key]["mean"] is not None]
             if pts:
                 a.errorbar([where(p) for p in pts], [p[key]["mean"] for p in pts],
