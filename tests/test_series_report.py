@@ -31,11 +31,11 @@ def config(mods="original", **changes) -> dict:
     return cfg
 
 
-def run(cfg, mu, delta=None, parameters=878_784, seed=0) -> Run:
+def run(cfg, mu, delta=None, parameters=878_784, seed=0, en=0.7) -> Run:
     results = {"mu": mu, "seed": seed, "mods": cfg["mods"], "layers": {"0": {}, "8": {}}, "mu_layers": [0, 8],
                "train": {"parameters": parameters}}
     if delta is not None:
-        results["transfer"] = {"modes": {"full": {"en": 0.7, "zero_shot": 0.7 - delta, "delta": delta},
+        results["transfer"] = {"modes": {"full": {"en": en, "zero_shot": en - delta, "delta": delta},
                                          "frozen": {"en": 0.6, "zero_shot": 0.6, "delta": 0.0}},
                                "baselines": {"majority": 0.5, "bag_of_words": 0.77}, "delta": 0.0}
     return Run(Path(f"/nowhere/{cfg['mods']}-{seed}"), results, {**cfg, "train": {**cfg["train"], "seed": seed}})
@@ -90,6 +90,19 @@ def test_points_are_seed_means_with_sample_std_and_the_correlation_has_the_datas
     assert found["permutation"]["spearman_mu"] == pytest.approx(-1.0)  # unigram has no p: left out
     assert found["permutation"]["points"][1]["delta"]["mean"] is None  # no transfer result: blank, not 0
     assert found["heads"]["spearman_mu"] is None  # two points are no ranking
+
+
+def test_a_run_that_learned_nothing_to_transfer_is_left_out_of_delta_and_named():
+    # w1's seed 42 fine-tunes to the majority class in English too (pretraining stuck): its ∆ of 0.001 is
+    # no transfer at all, not perfect transfer
+    gs = [g for g in groups() if g.id in ("0", "w1")]
+    w1 = gs[1]
+    w1.runs[:] = [run(w1.runs[0].config, 0.10, 0.25, seed=0), run(w1.runs[0].config, 0.12, 0.001, seed=42, en=0.51)]
+    point = next(s for s in series.series([Section("K et al.", gs)]) if s["axis"] == "permutation")["points"][1]
+    assert point["delta"]["mean"] == pytest.approx(0.25) and point["delta"]["std"] is None
+    assert point["delta_left_out"] == [42] and point["n"] == 2
+    md = series.markdown(series.series([Section("K et al.", gs)]))
+    assert "leaves out seed(s) 42: English accuracy at the majority baseline" in md
 
 
 def test_no_original_no_series():

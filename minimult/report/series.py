@@ -118,19 +118,37 @@ def _base_x(axis: str, base: Group):
             "tokenization": cfg.get("data", {}).get("tokenizer", "wordpiece")}[axis]
 
 
-def delta(results: dict) -> float | None:
+# A run whose fine-tuned English accuracy is this close to the majority class learned nothing to transfer
+# (e.g. pretraining stuck at the unigram plateau): its ∆ is ~0 and would read as perfect transfer.
+UNLEARNED_MARGIN = 0.02
+
+
+def _full(results: dict) -> dict:
     t = results.get("transfer")
     if not isinstance(t, dict):
-        return None
+        return {}
     full = t.get("modes", {}).get("full")
-    value = full.get("delta") if isinstance(full, dict) else t.get("delta")
-    return float(value) if value is not None else None
+    return {**full, "majority": (t.get("baselines") or {}).get("majority")} if isinstance(full, dict) else t
+
+
+def unlearned(results: dict) -> bool:
+    """Full fine-tuning's English accuracy within UNLEARNED_MARGIN of the majority baseline."""
+    full = _full(results)
+    en, majority = full.get("en"), full.get("majority")
+    return en is not None and majority is not None and en <= majority + UNLEARNED_MARGIN
+
+
+def delta(results: dict) -> float | None:
+    """∆ of the full mode (else the headline mode); None without a transfer result or where `unlearned`."""
+    value = _full(results).get("delta")
+    return None if value is None or unlearned(results) else float(value)
 
 
 def _point(g: Group, x) -> dict:
     mu = aggregate([r.results.get("mu") for r in g.runs])
     d = aggregate([delta(r.results) for r in g.runs])
-    return {"setting": g.label, "x": x, "n": len(g.runs), "parameters": _parameters(g), "mu": mu, "delta": d}
+    return {"setting": g.label, "x": x, "n": len(g.runs), "parameters": _parameters(g), "mu": mu, "delta": d,
+            "delta_left_out": [r.seed for r in g.runs if unlearned(r.results)]}
 
 
 def _spearman(points: list[dict], key: str) -> float | None:
@@ -202,6 +220,9 @@ def markdown(found: list[dict]) -> str:
             params = f"{p['parameters']:,}" if p["parameters"] else "–"
             mu, delta = (mean_std(p[k], missing="–") for k in ("mu", "delta"))
             lines.append(f"| {x} | {p['setting']} | {p['n']} | {params} | {mu} | {delta} |")
+        lines += [f"\n∆ of {p['setting']} leaves out seed(s) {', '.join(map(str, p['delta_left_out']))}: English "
+                  f"accuracy at the majority baseline (+{UNLEARNED_MARGIN}), nothing learned to transfer."
+                  for p in s["points"] if p["delta_left_out"]]
         lines.append("")
     return "\n".join(lines)
 
