@@ -258,6 +258,7 @@ def figure(found: list[dict], out: Path) -> Path | None:
                     a.annotate(p["x"], (1.0, p[key]["mean"]), xycoords=("axes fraction", "data"), fontsize=7,
                                color=colour, ha="right", va="bottom")
             a.set_ylabel(name, color=colour)
+        ax.set_ylim(bottom=0)  # µ from 0: a flat series (heads) should not look steep
         if axis.log_x:
             from matplotlib.ticker import FuncFormatter, NullFormatter
 
