@@ -43,7 +43,7 @@ class Axis:
     label: str  # the x axis
     table: str  # K et al.'s table
     claim: str  # their direction of effect
-    expect: str  # that direction as signs of the rank correlations along the axis
+    expect: str  # that direction in the rank correlations' terms (signs, or "flat" / no order)
     log_x: bool = False
     categorical: bool = False
 
