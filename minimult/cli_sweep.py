@@ -34,7 +34,7 @@ def _ids(only: str | None) -> list[str] | None:
 @click.option("--address", default=None, help="Ray cluster address (default: start a private local Ray).")
 @click.option("--root", default="runs", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the run folders (<id>-<mods>-s<seed>).")
-@click.option("--only", default=None, metavar="ID,ID", help="Only these setting IDs of the grid.")
+@click.option("--only", default=None, metavar="ID,ID", help="Only these setting IDs of the grid, run in this order.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Override a setting for every run, e.g. --set train.epochs=10 (repeatable).")
 @click.option("--stack", type=int, default=1, show_default=True, metavar="K",

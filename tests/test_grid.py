@@ -134,7 +134,7 @@ def test_missing_grid_file_and_seed_parsing(tmp_path):
 
 def test_select_only_ids(tmp_path):
     grid = load_grid(ROOT / "experiments" / "table1.toml")
-    assert [s.id for s in grid.select(["30", "0"]).settings] == ["0", "30"]  # the file's order
+    assert [s.id for s in grid.select(["30", "0", "30"]).settings] == ["30", "0"]  # --only's order, once each
     with pytest.raises(MinimultError, match="no setting with ID 99"):
         grid.select(["99"])
 

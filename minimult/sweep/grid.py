@@ -66,15 +66,17 @@ class Grid:
         return {**self.overrides, **self.preset_overrides.get(preset, {}), **setting.overrides}
 
     def select(self, ids) -> "Grid":
-        """Only the settings with these IDs (in the file's order); an unknown ID is an error."""
+        """Only the settings with these IDs, in the order given (a sweep runs them in that order, so
+        `--only t-char,d6` runs the slow one first); an unknown ID is an error."""
         if not ids:
             return self
-        wanted = [str(i).strip() for i in ids if str(i).strip()]
+        wanted = list(dict.fromkeys(str(i).strip() for i in ids if str(i).strip()))
         known = [s.id for s in self.settings]
         unknown = [i for i in wanted if i not in known]
         if unknown:
             raise MinimultError(f"{self.path}: no setting with ID {', '.join(unknown)}; IDs: {', '.join(known)}")
-        return Grid(self.path, self.title, tuple(s for s in self.settings if s.id in wanted), self.seeds,
+        by_id = {s.id: s for s in self.settings}
+        return Grid(self.path, self.title, tuple(by_id[i] for i in wanted), self.seeds,
                     self.preset, self.overrides, self.preset_overrides)
 
 
