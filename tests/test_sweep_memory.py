@@ -96,3 +96,21 @@ def test_sweep_announces_fewer_workers_for_memory(monkeypatch):
     where = Placement.choose([char, char], [[char], [char]], jobs=2)
     assert where.workers == 1 and where.threads == 1 and "instead of 2" in where.notes[0]
     assert Placement.choose([char, char], [[char], [char]], jobs=2, local=False).workers == 2  # Ray schedules
+
+
+def test_a_killed_worker_says_memory_and_resume():
+    """A worker the kernel kills breaks the pool; each of its runs fails with a line saying what to do."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from minimult.sweep.backends import _report_local
+
+    future, task, seen = Future(), SimpleNamespace(name="t-char-original-s0"), []
+    future.set_exception(BrokenProcessPool("A process in the process pool was terminated abruptly"))
+    _report_local(future, [task], seen.append)
+    assert [o.status for o in seen] == ["failed"]
+    assert "for memory" in seen[0].message and "resumes it from its last checkpoint" in seen[0].message
+    future = Future()
+    future.set_exception(RuntimeError("boom"))
+    _report_local(future, [task], seen.append)
+    assert seen[1].message == "worker process died: RuntimeError: boom"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 
 from minimult.errors import MinimultError
 from minimult.sweep.plan import Outcome
@@ -37,7 +38,9 @@ def _report_local(future, group, report) -> None:
     try:
         outcomes = future.result()
     except Exception as e:  # the worker process itself died (killed, out of memory)
-        outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}") for t in group]
+        why = ("; killed from outside, most often for memory (fewer --jobs, or see minimult.sweep.memory); "
+               "the same sweep command resumes it from its last checkpoint") if isinstance(e, BrokenProcessPool) else ""
+        outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}{why}") for t in group]
     for outcome in outcomes:
         report(outcome)
 
