@@ -92,7 +92,7 @@ def test_points_are_seed_means_with_sample_std_and_the_correlation_has_the_datas
     assert found["heads"]["spearman_mu"] is None  # two points are no ranking
 
 
-def test_a_run_that_learned_nothing_to_transfer_is_left_out_of_delta_and_named():
+def test_a_run_that_learned_nothing_is_left_out_of_mu_and_delta_and_named():
     # w1's seed 42 fine-tunes to the majority class in English too (pretraining stuck): its ∆ of 0.001 is
     # no transfer at all, not perfect transfer
     gs = [g for g in groups() if g.id in ("0", "w1")]
@@ -100,9 +100,15 @@ def test_a_run_that_learned_nothing_to_transfer_is_left_out_of_delta_and_named()
     w1.runs[:] = [run(w1.runs[0].config, 0.10, 0.25, seed=0), run(w1.runs[0].config, 0.12, 0.001, seed=42, en=0.51)]
     point = next(s for s in series.series([Section("K et al.", gs)]) if s["axis"] == "permutation")["points"][1]
     assert point["delta"]["mean"] == pytest.approx(0.25) and point["delta"]["std"] is None
-    assert point["delta_left_out"] == [42] and point["n"] == 2
+    assert point["mu"]["mean"] == pytest.approx(0.10) and point["mu"]["std"] is None  # its µ says nothing either
+    assert point["unlearned_seeds"] == [42] and point["n"] == 2
     md = series.markdown(series.series([Section("K et al.", gs)]))
-    assert "leaves out seed(s) 42: English accuracy at the majority baseline" in md
+    assert "µ and ∆ of w1 permute=1.0 leave out seed(s) 42: fine-tuned English accuracy at the majority" in md
+    # no seed trained: no point on either axis, and the line says so
+    w1.runs[0] = run(w1.runs[0].config, 0.005, 0.0, seed=0, en=0.50)
+    point = next(s for s in series.series([Section("K et al.", gs)]) if s["axis"] == "permutation")["points"][1]
+    assert point["mu"]["mean"] is None and point["delta"]["mean"] is None and point["unlearned_seeds"] == [0, 42]
+    assert "leave out seed(s) 0, 42 (every seed: no point)" in series.markdown(series.series([Section("K et al.", gs)]))
 
 
 def test_no_original_no_series():

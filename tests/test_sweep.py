@@ -274,9 +274,9 @@ def test_placement_announces_the_threads_a_run_will_really_use(monkeypatch):
     def tasks(*threads):
         return [SimpleNamespace(config={"train": {"device": "cpu", "threads": t}}) for t in threads]
 
-    assert Placement.choose(tasks(0, 0), [[1], [2]], jobs=2, local=False).threads == 4  # the cores, shared by the workers
-    assert Placement.choose(tasks(1, 1), [[1], [2]], jobs=2, local=False).describe() == "CPU, 1 thread(s) per run"  # --set wins
-    assert Placement.choose(tasks(1, 0), [[1], [2]], jobs=2, local=False).threads == 4  # mixed: the share again
+    assert Placement.choose(tasks(0, 0), [[1], [2]], jobs=2).threads == 4  # the cores, shared by the workers
+    assert Placement.choose(tasks(1, 1), [[1], [2]], jobs=2).describe() == "CPU, 1 thread(s) per run"  # --set wins
+    assert Placement.choose(tasks(1, 0), [[1], [2]], jobs=2).threads == 4  # mixed: the share again
 
 
 def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):

@@ -119,7 +119,8 @@ def _base_x(axis: str, base: Group):
 
 
 # A run whose fine-tuned English accuracy is this close to the majority class learned nothing to transfer
-# (e.g. pretraining stuck at the unigram plateau): its ∆ is ~0 and would read as perfect transfer.
+# (pretraining stuck at the unigram plateau): its ∆ is ~0 and would read as perfect transfer, and its µ
+# (~0) as a model that is not multilingual, where it is no model of language at all. Both leave it out.
 UNLEARNED_MARGIN = 0.02
 
 
@@ -145,10 +146,11 @@ def delta(results: dict) -> float | None:
 
 
 def _point(g: Group, x) -> dict:
-    mu = aggregate([r.results.get("mu") for r in g.runs])
+    """A setting's µ and ∆ over the seeds that trained; `unlearned_seeds` names the others."""
+    mu = aggregate([None if unlearned(r.results) else r.results.get("mu") for r in g.runs])
     d = aggregate([delta(r.results) for r in g.runs])
     return {"setting": g.label, "x": x, "n": len(g.runs), "parameters": _parameters(g), "mu": mu, "delta": d,
-            "delta_left_out": [r.seed for r in g.runs if unlearned(r.results)]}
+            "unlearned_seeds": [r.seed for r in g.runs if unlearned(r.results)]}
 
 
 def _spearman(points: list[dict], key: str) -> float | None:
@@ -220,9 +222,10 @@ def markdown(found: list[dict]) -> str:
             params = f"{p['parameters']:,}" if p["parameters"] else "–"
             mu, delta = (mean_std(p[k], missing="–") for k in ("mu", "delta"))
             lines.append(f"| {x} | {p['setting']} | {p['n']} | {params} | {mu} | {delta} |")
-        lines += [f"\n∆ of {p['setting']} leaves out seed(s) {', '.join(map(str, p['delta_left_out']))}: English "
-                  f"accuracy at the majority baseline (+{UNLEARNED_MARGIN}), nothing learned to transfer."
-                  for p in s["points"] if p["delta_left_out"]]
+        lines += [f"\nµ and ∆ of {p['setting']} leave out seed(s) {', '.join(map(str, p['unlearned_seeds']))}"
+                  f"{' (every seed: no point)' if len(p['unlearned_seeds']) == p['n'] else ''}: fine-tuned English "
+                  f"accuracy at the majority baseline (+{UNLEARNED_MARGIN}), so pretraining learned nothing (stuck "
+                  f"at the unigram plateau)." for p in s["points"] if p["unlearned_seeds"]]
         lines.append("")
     return "\n".join(lines)
 

@@ -11,8 +11,8 @@ evaluated, and a missing one is created and trained. A folder that holds a diffe
 Backends:
 - `local`: a `ProcessPoolExecutor` (spawn). On CPU one worker per core, one thread each (two
   single-thread runs beat one two-thread run by ~1.28x on a 2-core machine); with CUDA one worker
-  per GPU, each pinned to its GPU with `CUDA_VISIBLE_DEVICES`. CPU workers are fewer when the largest
-  runs' peak memory would not fit side by side (`memory`: character units at batch 256 need ~14 GiB).
+  per GPU, each pinned to its GPU with `CUDA_VISIBLE_DEVICES`. On CPU a run starts only while its peak
+  memory fits beside the running ones' (`memory`: character units at batch 256 need ~14 GiB).
 - `ray`: one Ray task per run (`num_cpus=1`, `num_gpus=1` when the cluster has GPUs); Ray schedules
   them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
   must see the same run folders and cache (`MINIMULT_CACHE`) paths, e.g. on a shared filesystem.
@@ -70,28 +70,24 @@ def _cpu_count() -> int:
 
 @dataclass
 class Placement:
-    """Where the runs go: GPUs (one worker each) or CPU workers with `threads` threads each; local CPU
-    workers are as many as fit in memory (`memory.fit`, which says why in `notes`)."""
+    """Where the runs go: GPUs (one worker each) or CPU workers with `threads` threads each."""
 
     gpus: list[int]
     jobs: int
     workers: int
     threads: int
-    notes: tuple[str, ...] = ()
 
     @classmethod
-    def choose(cls, todo: list[Task], groups: list, jobs: int | None, local: bool = True) -> "Placement":
+    def choose(cls, todo: list[Task], groups: list, jobs: int | None) -> "Placement":
         import torch
 
         on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
         gpus = list(range(torch.cuda.device_count())) if on_gpu else []
         jobs = jobs or (len(gpus) if gpus else _cpu_count())
-        workers, notes = max(1, min(jobs, len(groups))), []
-        if local and not gpus:
-            workers, notes = memory.fit(groups, workers)
+        workers = max(1, min(jobs, len(groups)))
         asked = {t.config["train"].get("threads", 0) for t in todo}  # a run's train.threads wins in train.py
         threads = asked.pop() if len(asked) == 1 and 0 not in asked else max(1, _cpu_count() // workers)
-        return cls(gpus, jobs, workers, 1 if gpus else threads, tuple(notes))
+        return cls(gpus, jobs, workers, 1 if gpus else threads)
 
     def describe(self) -> str:
         return f"{len(self.gpus)} GPU(s)" if self.gpus else f"CPU, {self.threads} thread(s) per run"
@@ -110,8 +106,6 @@ def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: P
         + (f"; backend {backend}, {where.workers if backend == 'local' else where.jobs} parallel on "
            f"{where.describe()}" if todo else "")
         + (f"; stacked in {sum(len(g) > 1 for g in groups)} group(s) of up to {stack}" if stack > 1 and todo else ""))
-    for line in where.notes if todo else ():
-        log(line)
     for o in outcomes:
         if o.status == "failed":
             log(f"  FAILED {o.task.name}: {o.message}")
@@ -132,8 +126,14 @@ def _execute(todo, groups, where: Placement, backend, address, progress_every, l
     from minimult.evaluate import summary_parts
     from minimult.sweep.backends import run_local, run_ray
 
-    for cfg in {json.dumps(t.config["data"], sort_keys=True): t.config for t in todo}.values():
-        prepare(RunConfig.from_dict(cfg).data, progress=log)
+    longest = {}  # data config -> its longest training sequence, for the memory estimate
+    for key, cfg in {memory.data_key(t.config): t.config for t in todo}.items():
+        longest[key] = memory.longest_sequence(prepare(RunConfig.from_dict(cfg).data, progress=log))
+    limit = None
+    if backend == "local" and not where.gpus:  # Ray schedules by its own resources
+        limit, notes = memory.budget(groups, where.workers, longest=longest)
+        for line in notes:
+            log(line)
     outcomes: list[Outcome] = []
     progress = SweepProgress(todo, where.workers if backend == "local" else where.jobs, RUN_LOG, log, progress_every)
 
@@ -147,7 +147,8 @@ def _execute(todo, groups, where: Placement, backend, address, progress_every, l
             log(f"{n} FAILED {o.task.name}: {o.message}")
 
     if backend == "local":
-        run_local(groups, where.workers, where.gpus, where.threads, report, progress.tick, progress_every)
+        run_local(groups, where.workers, where.gpus, where.threads, report, progress.tick, progress_every,
+                  limit, longest)
     else:
         run_ray(groups, where.jobs, address, report, log, progress.tick, progress_every)
     return outcomes
@@ -173,7 +174,7 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here],
                               [t for t in tasks if t.run_dir in not_here])
     groups = group_tasks(todo, stack)
-    where = Placement.choose(todo, groups, jobs, local=backend == "local")
+    where = Placement.choose(todo, groups, jobs)
     _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where, backend, stack, log)
     if todo:
         outcomes += _execute(todo, groups, where, backend, address, progress_every, log)

@@ -9,26 +9,44 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from minimult.errors import MinimultError
+from minimult.sweep import memory
 from minimult.sweep.plan import Outcome
 from minimult.sweep.worker import init_local_worker, run_group
 
 
 
-def run_local(groups, jobs, gpus, threads, report, tick, every) -> None:
+def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | None = None,
+              longest: dict | None = None) -> None:
+    """Run the groups on `jobs` workers; with a memory `limit` (bytes, `memory.budget`) a group starts
+    only while it fits beside the running ones (`memory.admit`, with `longest` sequence per data config),
+    so a worker may wait."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     for i in range(jobs):
         queue.put(gpus[i % len(gpus)] if gpus else None)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_local_worker,
                              initargs=(queue,)) as pool:
-        futures = {pool.submit(run_group, g, threads): g for g in groups}
-        pending = set(futures)
+        waiting, futures = list(groups), {}
+
+        def start() -> None:
+            for g in memory.admit(waiting, list(futures.values()), jobs, limit, longest):
+                waiting[:] = [w for w in waiting if w is not g]
+                try:
+                    futures[pool.submit(run_group, g, threads)] = g
+                except BrokenProcessPool as e:  # a worker was killed: the pool takes nothing more
+                    for rest in [g, *waiting]:
+                        _report_failure(e, rest, report)
+                    waiting.clear()
+                    return
+
+        start()
         try:
-            while pending:
-                ready, pending = wait(pending, timeout=every, return_when=FIRST_COMPLETED)
+            while futures:
+                ready, _ = wait(futures, timeout=every, return_when=FIRST_COMPLETED)
                 tick()
                 for future in ready:
-                    _report_local(future, futures[future], report)
+                    _report_local(future, futures.pop(future), report)
+                start()
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -38,11 +56,17 @@ def _report_local(future, group, report) -> None:
     try:
         outcomes = future.result()
     except Exception as e:  # the worker process itself died (killed, out of memory)
-        why = ("; killed from outside, most often for memory (fewer --jobs, or see minimult.sweep.memory); "
-               "the same sweep command resumes it from its last checkpoint") if isinstance(e, BrokenProcessPool) else ""
-        outcomes = [Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}{why}") for t in group]
+        _report_failure(e, group, report)
+        return
     for outcome in outcomes:
         report(outcome)
+
+
+def _report_failure(e: Exception, group, report) -> None:
+    why = ("; killed from outside, most often for memory (fewer --jobs, or see minimult.sweep.memory); "
+           "the same sweep command resumes it from its last checkpoint") if isinstance(e, BrokenProcessPool) else ""
+    for t in group:
+        report(Outcome(t, "failed", f"worker process died: {type(e).__name__}: {e}{why}"))
 
 
 def _token_auth(log) -> str:
