@@ -108,7 +108,9 @@ def test_a_run_that_learned_nothing_is_left_out_of_mu_and_delta_and_named():
     w1.runs[0] = run(w1.runs[0].config, 0.005, 0.0, seed=0, en=0.50)
     point = next(s for s in series.series([Section("K et al.", gs)]) if s["axis"] == "permutation")["points"][1]
     assert point["mu"]["mean"] is None and point["delta"]["mean"] is None and point["unlearned_seeds"] == [0, 42]
-    assert "leave out seed(s) 0, 42 (every seed: no point)" in series.markdown(series.series([Section("K et al.", gs)]))
+    md = series.markdown(series.series([Section("K et al.", gs)]))
+    assert "leave out seed(s) 0, 42 (every seed: no point)" in md
+    assert "over the 1 settings with a trained run" in md  # original alone: w1 has no point
 
 
 def test_no_original_no_series():
@@ -132,7 +134,7 @@ def test_report_writes_the_section_and_a_png(tmp_path):
     assert result.exit_code == 0, result.output
     md = (tmp_path / "out" / "table1.md").read_text()
     assert "## K et al.'s series" in md and "### depth (Table 4; K et al.)" in md
-    assert "over 3 settings (their direction: µ up, ∆ down)." in md  # the signs to compare the correlations with
+    assert "over the 3 settings with a trained run (their direction: µ up, ∆ down)." in md  # the signs to compare the correlations with
     assert "| 2 | d2 name of d2 | 2 | 879,000 | 0.120 ± 0.028 | 0.290 ± 0.014 |" in md
     assert "| unigram | u name of u | 2 | 878,784 | 0.015 ± 0.007 | – |" in md
     assert (tmp_path / "out" / "k_et_al.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

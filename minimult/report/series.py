@@ -200,6 +200,10 @@ def series(sections: list[Section]) -> list[dict]:
     return out
 
 
+def _trained(points: list[dict]) -> int:
+    return sum(p["mu"]["mean"] is not None for p in points)
+
+
 def _rho(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.2f}"
 
@@ -215,7 +219,8 @@ def markdown(found: list[dict]) -> str:
         axis = next(a for a in AXES if a.name == s["axis"])
         lines += [f"### {axis.name} ({s['table']}; {s['section']})", "",
                   f"K et al.: {s['claim']}. Here: µ rank correlation {_rho(s['spearman_mu'])}, "
-                  f"∆ {_rho(s['spearman_delta'])} over {len(s['points'])} settings (their direction: {axis.expect}).", "",
+                  f"∆ {_rho(s['spearman_delta'])} over the {_trained(s['points'])} settings with a trained run "
+                  f"(their direction: {axis.expect}).", "",
                   f"| {axis.label} | setting | n | parameters | µ | ∆ |", "|--:|---|--:|--:|--:|--:|"]
         for p in s["points"]:
             x = p["x"] if isinstance(p["x"], str) else (f"{p['x']:,}" if isinstance(p["x"], int) else f"{p['x']:g}")
