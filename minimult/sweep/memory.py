@@ -6,20 +6,21 @@ available now, it says so and starts a run only while the running ones' peaks an
 single run larger than that gets a warning line (it may be killed for memory; the sweep goes on with
 the others, and `sweep` resumes it from its last checkpoint).
 
-Why: two character-unit runs (`data.tokenizer = "char"`, max_len 349) at batch 256 each need ~12 GiB for
+Why: two character-unit runs (`data.tokenizer = "char"`, max_len 349) at batch 256 each need ~13 GiB for
 their longest batch; side by side on a 24 GiB machine the kernel killed one 33 minutes in, and the
 process pool with it. Nothing else in a run comes close to the training step's activations.
 
 `peak_bytes(config)` is a model of a training step's peak resident memory, fitted on this project's
 2-core CPU by measuring the peak RSS of one forward and backward pass (`Bert.mlm_loss`) at batch 16–64
-for (T, hidden, heads, layers) in {128, 349} x {64, 128, 256} x {1, 4} x {6, 12}: per sequence and
+at seven shapes (T 128 or 349, hidden 64 to 256, 1 or 4 heads, 6 or 12 layers): per sequence and
 layer and token, `ACT_PER_HIDDEN` floats per hidden unit and `ACT_PER_INTERMEDIATE` per intermediate
 unit (the linear layers' inputs and outputs, GELU, dropout masks, layer norms) plus `ACT_PER_HEAD_KEY`
 per head and query-key pair (scores, softmax, dropout); the MLM head's logits on the selected tokens; and a worker's
 fixed share (`BASE`: interpreter, torch, the prepared data) and what the allocator keeps (`SLACK`). The activation
-fit is within ~12% of every measured point and rounded up. Against real sweep workers' peak RSS
-(VmHWM): ~1.75M parameters 4.5 GiB after 18 min (estimate 6.0), characters at least 12.8 GiB (when
-the kernel killed it; estimate 14.1). nsp runs grow beyond their activations (`NSP_SLACK`). T is `data.max_len`, the
+fit is within ~12% of every measured point and rounded up (what a forward pass keeps for backward,
+counted exactly, is 80-84% of it: tests/test_sweep_memory.py). Against real sweep workers' peak RSS
+(VmHWM): ~1.75M parameters 4.5 GiB after 18 min (estimate 4.9 at T = 92), characters at least 12.8
+GiB (when the kernel killed it; estimate 14.7). nsp runs grow beyond their activations (`NSP_SLACK`). T is `data.max_len`, the
 longest a length-bucketed batch can pad to, or the longest training sentence when the data are prepared
 (the sweep prepares them first: BBE NT's longest is 90 word-pieces, so T = 92 of max_len 128).
 """
@@ -34,12 +35,12 @@ GIB = 1024**3
 # head and key; fitted as above (at intermediate = 4 x hidden the first two give 22 per hidden unit)
 ACT_PER_HIDDEN, ACT_PER_INTERMEDIATE, ACT_PER_HEAD_KEY = 9.0, 3.25, 3.5
 MLM_COPIES = 3  # logits, their softmax and its gradient, per selected token and vocabulary entry
-BASE = 1.0 * GIB  # a worker's fixed share: interpreter, torch, the prepared data
+BASE = 1.5 * GIB  # a worker's fixed share: interpreter, torch, the prepared data, evaluation
 SLACK = 1.25  # what the allocator keeps beyond the live activations (a character run was killed ~30% above them)
 # nsp's sentence pairs change length from batch to batch and glibc keeps the freed activation memory it cannot
 # reuse: an nsp run at quick-b256 held 10.3 GB after ~1,500 of 1,775 updates and still growing (README,
 # structure grid), its live activations ~2.9 GB; two of them side by side were killed on a 24 GiB machine.
-NSP_SLACK = 3.5  # 10.3 GB is 3.1x + BASE at 85% of training, still growing
+NSP_SLACK = 3.5  # 10.3 GB at 85% of training is BASE + 2.8x that, and still growing
 HEADROOM = 0.9  # use at most this share of the available memory
 
 
