@@ -15,14 +15,15 @@ process pool with it. Nothing else in a run comes close to the training step's a
 at seven shapes (T 128 or 349, hidden 64 to 256, 1 or 4 heads, 6 or 12 layers): per sequence and
 layer and token, `ACT_PER_HIDDEN` floats per hidden unit and `ACT_PER_INTERMEDIATE` per intermediate
 unit (the linear layers' inputs and outputs, GELU, dropout masks, layer norms) plus `ACT_PER_HEAD_KEY`
-per head and query-key pair (scores, softmax, dropout); the MLM head's logits on the selected tokens; and a worker's
-fixed share (`BASE`: interpreter, torch, the prepared data) and what the allocator keeps (`SLACK`). The activation
-fit is within ~12% of every measured point and rounded up (what a forward pass keeps for backward,
-counted exactly, is 80-84% of it: tests/test_sweep_memory.py). Against real sweep workers' peak RSS
-(VmHWM): ~1.75M parameters 4.5 GiB after 18 min (estimate 4.9 at T = 92), characters at least 12.8
-GiB (when the kernel killed it; estimate 14.7). nsp runs grow beyond their activations (`NSP_SLACK`). T is `data.max_len`, the
-longest a length-bucketed batch can pad to, or the longest training sentence when the data are prepared
-(the sweep prepares them first: BBE NT's longest is 90 word-pieces, so T = 92 of max_len 128).
+per head and query-key pair (scores, softmax, dropout); the MLM head's logits on the selected tokens;
+a worker's fixed share (`BASE`: interpreter, torch, the prepared data); and what the allocator keeps
+(`SLACK`). The activation fit is within ~12% of every measured point and rounded up (what a forward
+pass keeps for backward, counted exactly, is 80-84% of it: tests/test_sweep_memory.py). Against real
+sweep workers' peak RSS (VmHWM): ~1.75M parameters 4.5 GiB after 18 min (estimate 4.9 at T = 92),
+characters at least 12.8 GiB (when the kernel killed it; estimate 14.7). nsp runs grow beyond their
+activations (`NSP_SLACK`). T is `data.max_len`, the longest a length-bucketed batch can pad to, or the
+longest training sentence when the data are prepared (the sweep prepares them first: BBE NT's longest
+is 90 word-pieces, so T = 92 of max_len 128).
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ def budget(groups: list[list], workers: int, available: int | None = None,
     limit, lines = int(HEADROOM * available), []
     if sum(needs[:workers]) <= limit:
         return None, []
-    lines.append(f"  memory: runs side by side only while their peaks fit in {limit / GIB:.1f} GiB (90% of what "
-                 f"is available); the largest need ~{needs[0] / GIB:.1f} GiB at their longest batch "
-                 f"(minimult.sweep.memory)")
+    lines.append(f"  memory: runs side by side only while their peaks fit in {limit / GIB:.1f} GiB "
+                 f"({HEADROOM:.0%} of what is available); the largest need ~{needs[0] / GIB:.1f} GiB at their "
+                 f"longest batch (minimult.sweep.memory)")
     if needs[0] > limit:
         lines.append(f"  memory: WARNING: a run needs ~{needs[0] / GIB:.1f} GiB at its longest batch, more than the "
                      f"{available / GIB:.1f} GiB available; it may be killed for memory (a smaller train.batch_size "
@@ -113,10 +114,11 @@ def admit(waiting: list, running: list, workers: int, limit: int | None, longest
     """Which of `waiting` (groups, in order) to start now beside `running`: the first ones that fit in
     `limit` together with what runs, at most `workers` running in all, and always one when none runs."""
     started, used = [], sum(need(g, longest) for g in running)
-    for g in list(waiting):
+    for g in waiting:
         if len(running) + len(started) >= workers:
             break
-        if limit is None or used + need(g, longest) <= limit or not (running or started):
+        size = need(g, longest)
+        if limit is None or used + size <= limit or not (running or started):
             started.append(g)
-            used += need(g, longest) if limit is not None else 0
+            used += size
     return started
