@@ -140,3 +140,8 @@ def test_report_writes_the_section_and_a_png(tmp_path):
     assert (tmp_path / "out" / "k_et_al.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert {s["axis"] for s in report["k_et_al"]} == {"depth", "heads", "parameters", "permutation", "tokenization"}
+
+
+def test_parameter_ticks_keep_three_digits():
+    # the ~1.75M setting solves to 1,761,568 parameters; its tick read "1.76157M"
+    assert [series.count_tick(v) for v in (253_264, 878_784, 1_761_568, 3_500_000)] == ["253k", "879k", "1.76M", "3.5M"]

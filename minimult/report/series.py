@@ -200,6 +200,11 @@ def series(sections: list[Section]) -> list[dict]:
     return out
 
 
+def count_tick(v: float) -> str:
+    """A parameter count as an axis label, three significant digits: 253k, 1.76M."""
+    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k"
+
+
 def _trained(points: list[dict]) -> int:
     return sum(p["mu"]["mean"] is not None for p in points)
 
@@ -272,7 +277,7 @@ def figure(found: list[dict], out: Path) -> Path | None:
 
             ax.set_xscale("log")
             ax.set_xticks([p["x"] for p in numeric])
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:.0f}k"))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: count_tick(v)))
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(axis.label)
         ax.set_title(f"{axis.name} ({s['table']})", fontsize=9)
