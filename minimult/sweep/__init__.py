@@ -12,7 +12,7 @@ Backends:
 - `local`: a `ProcessPoolExecutor` (spawn). On CPU one worker per core, one thread each (two
   single-thread runs beat one two-thread run by ~1.28x on a 2-core machine); with CUDA one worker
   per GPU, each pinned to its GPU with `CUDA_VISIBLE_DEVICES`. On CPU a run starts only while its peak
-  memory fits beside the running ones' (`memory`: character units at batch 256 need ~15 GiB).
+  memory fits beside the running ones' (`memory`: character units at batch 256 need ~13 GiB, measured).
 - `ray`: one Ray task per run (`num_cpus=1`, `num_gpus=1` when the cluster has GPUs); Ray schedules
   them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
   must see the same run folders and cache (`MINIMULT_CACHE`) paths, e.g. on a shared filesystem.
