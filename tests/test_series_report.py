@@ -113,6 +113,26 @@ def test_a_run_that_learned_nothing_is_left_out_of_mu_and_delta_and_named():
     assert "over the 1 settings with a trained run" in md  # original alone: w1 has no point
 
 
+def test_an_original_with_another_recipe_anchors_its_own_series():
+    # "e" (50 epochs) is in none of original's series; a 2-layer model at 50 epochs joins no series of
+    # original's (two fields differ) but makes a depth series with "e", named by what "e" changes
+    e2 = ("e-d2", "original", {"train__epochs": 50, "model__layers": 2, "model__hidden": 120,
+                              "model__target_params": 880_000}, [(0.2, 0.3), (0.3, 0.3)], 879_000)
+    gs = groups()
+    cfg = config(e2[1], **e2[2])
+    gs.append(Group(e2[0], e2[1], e2[1], [run(cfg, mu, d, e2[4], seed) for seed, (mu, d) in zip((0, 42), e2[3])]))
+    found = series.series([Section("K et al.", gs)])
+    main = {s["axis"]: s for s in found if not s["context"]}
+    assert [p["setting"].split()[0] for p in main["depth"]["points"]] == ["d2", "d6", "0"]  # as before
+    other = [s for s in found if s["context"]]
+    assert [(s["axis"], s["context"]) for s in other] == [("depth", "train.epochs=50")]
+    assert [(p["setting"].split()[0], p["x"]) for p in other[0]["points"]] == [("e-d2", 2), ("e", 12)]
+    assert other[0]["points"][1]["mu"]["mean"] == pytest.approx(0.6)
+    assert "### depth (Table 4; K et al.; at train.epochs=50)" in series.markdown(found)
+    # without a partner "e" anchors nothing: no series of one point
+    assert all(not s["context"] for s in series.series([Section("K et al.", groups())]))
+
+
 def test_no_original_no_series():
     assert series.series([Section("K et al.", [g for g in groups() if g.mods != "original"])]) == []
 

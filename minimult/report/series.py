@@ -14,7 +14,10 @@ user's own runs) gets one: a setting joins
   differs.
 
 The section's baseline (as in Table 1: its ID 0 `original`, else another `original` of the same preset)
-is every series' shared point. ∆ is the gap of the `full` fine-tuning mode
+is every series' shared point. An `original` setting that is in none of the baseline's series (it differs
+in something no axis covers, e.g. `train.lr`) anchors series of its own among the settings left over, so
+a grid can repeat a series under another recipe; such a series names what its anchor changes
+(`context`, e.g. "train.lr=0.001"). ∆ is the gap of the `full` fine-tuning mode
 (English − zero-shot accuracy, K et al.'s measure), else the run's headline transfer mode; "–" without a
 transfer result. The direction "here" is Spearman's rank correlation of the setting means with the
 series' value (n = number of settings); it is not a test.
@@ -173,30 +176,64 @@ def _base(section: Section, sections: list[Section]) -> Group | None:
     return plain[0] if len(plain) == 1 else base
 
 
+def _context(anchor: Group, base: Group) -> str:
+    """What an anchor changes against the section's baseline: "train.lr=0.001"; "" for the baseline."""
+    mine, theirs = _flat(anchor.runs[0].config), _flat(base.runs[0].config)
+    differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+    return ", ".join(f"{k}={mine.get(k)}" for k in differ if k not in DERIVED)
+
+
 def series(sections: list[Section]) -> list[dict]:
     """Per section with an `original` and at least one other point on an axis: one entry per axis with
-    its points (original included, sorted by x; unigram last) and the rank correlations."""
+    its points (original included, sorted by x; unigram last) and the rank correlations. The baseline's
+    series come first, then those of every other `original` left in no series (`context` says how it
+    differs from the baseline), each over the settings no earlier anchor took."""
     out = []
     for section in sections:
         base = _base(section, sections)
         if base is None:
             continue
-        found: dict[str, list] = {}
-        for g in section.groups:
-            if g is not base and (c := classify(g, base)) is not None:
-                found.setdefault(c[0], []).append(_point(g, c[1]))
-        for axis in AXES:
-            if axis.name not in found:
+        claimed = {id(base)}
+        anchors = [base]
+        while anchors:
+            anchor = anchors.pop(0)
+            if anchor is not base and id(anchor) in claimed:  # a point of an earlier anchor's series
                 continue
-            points = [_point(base, _base_x(axis.name, base))] + found[axis.name]
-            if axis.categorical:
-                order = ["wordpiece", "word", "char"]
-                points.sort(key=lambda p: (order.index(p["x"]) if p["x"] in order else len(order), str(p["x"])))
-            else:
-                points.sort(key=lambda p: (isinstance(p["x"], str), p["x"] if not isinstance(p["x"], str) else 0))
-            out.append({"section": section.title, "axis": axis.name, "table": axis.table, "claim": axis.claim,
-                        "points": points, "spearman_mu": _spearman(points, "mu"),
-                        "spearman_delta": _spearman(points, "delta")})
+            found = _found(section, anchor, claimed)
+            if anchor is base:  # every other original the baseline's series did not take anchors its own
+                anchors += [g for g in section.groups if g.mods == "original" and id(g) not in claimed]
+            out += _axes(section, anchor, found, _context(anchor, base))
+    return out
+
+
+def _found(section: Section, anchor: Group, claimed: set[int]) -> dict[str, list]:
+    """{axis: [points]} of the settings not yet claimed that differ from `anchor` on one axis; claims them."""
+    found: dict[str, list] = {}
+    for g in section.groups:
+        if id(g) not in claimed and g is not anchor and (c := classify(g, anchor)) is not None:
+            found.setdefault(c[0], []).append(_point(g, c[1]))
+            claimed.add(id(g))
+    if found:
+        claimed.add(id(anchor))
+    return found
+
+
+def _axes(section: Section, base: Group, found: dict[str, list], context: str) -> list[dict]:
+    """One entry per axis of `found`: its points with `base`'s (sorted by x; unigram last) and the rank
+    correlations."""
+    out = []
+    for axis in AXES:
+        if axis.name not in found:
+            continue
+        points = [_point(base, _base_x(axis.name, base))] + found[axis.name]
+        if axis.categorical:
+            order = ["wordpiece", "word", "char"]
+            points.sort(key=lambda p: (order.index(p["x"]) if p["x"] in order else len(order), str(p["x"])))
+        else:
+            points.sort(key=lambda p: (isinstance(p["x"], str), p["x"] if not isinstance(p["x"], str) else 0))
+        out.append({"section": section.title, "axis": axis.name, "table": axis.table, "claim": axis.claim,
+                    "context": context, "points": points, "spearman_mu": _spearman(points, "mu"),
+                    "spearman_delta": _spearman(points, "delta")})
     return out
 
 
@@ -222,7 +259,8 @@ def markdown(found: list[dict]) -> str:
              "(not a test), beside the signs K et al.'s direction predicts.", ""]
     for s in found:
         axis = next(a for a in AXES if a.name == s["axis"])
-        lines += [f"### {axis.name} ({s['table']}; {s['section']})", "",
+        at = f"; at {s['context']}" if s.get("context") else ""
+        lines += [f"### {axis.name} ({s['table']}; {s['section']}{at})", "",
                   f"K et al.: {s['claim']}. Here: µ rank correlation {_rho(s['spearman_mu'])}, "
                   f"∆ {_rho(s['spearman_delta'])} over the {_trained(s['points'])} settings with a trained run "
                   f"(their direction: {axis.expect}).", "",
@@ -280,6 +318,6 @@ def figure(found: list[dict], out: Path) -> Path | None:
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: count_tick(v)))
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(axis.label)
-        ax.set_title(f"{axis.name} ({s['table']})", fontsize=9)
+        ax.set_title(f"{axis.name} ({s['table']})" + (f"\nat {s['context']}" if s.get("context") else ""), fontsize=9)
     fig.tight_layout()
     return _save(fig, plt, Path(out) / "k_et_al.png", 120)
