@@ -47,7 +47,7 @@ def grid_configs():
 
 def test_every_grid_point_lands_within_3_percent_with_heads_dividing_hidden():
     sized = {sid: cfg for sid, cfg in grid_configs().items() if cfg.model.target_params}
-    assert len(sized) == 13  # depth 1, 2, 4, 6, 18; heads 2, 4, 8; four parameter counts; 1.75M at lr 1e-3
+    assert len(sized) == 14  # depth 1, 2, 4, 6, 18; heads 2, 4, 8; four parameter counts; 1.75M and 3.5M at lr 1e-3
     for sid, cfg in sized.items():
         m = cfg.model
         built = Bert(m).num_parameters()  # the real model, embeddings, tied decoder and heads included
@@ -93,7 +93,7 @@ def test_the_grid_holds_the_papers_series():
         assert s.id == "0" or s.name.split()[0] in {"T2", "T3", "T4", "T5", "T6", "T10"}, s.name
     assert all(c.transfer.enabled for c in cfgs.values())  # ∆, K et al.'s measure
     # the lower-lr pair is its partners with half the learning rate and nothing else changed
-    for lower, partner in (("0-lr", "0"), ("p1.75m-lr", "p1.75m")):
+    for lower, partner in (("0-lr", "0"), ("p1.75m-lr", "p1.75m"), ("p3.5m-lr", "p3.5m")):
         a, b = cfgs[lower].to_dict(), cfgs[partner].to_dict()
         assert (a["train"].pop("lr"), b["train"].pop("lr")) == (1e-3, 2e-3) and a == b, lower
 
