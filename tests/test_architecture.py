@@ -92,7 +92,7 @@ def test_the_grid_holds_the_papers_series():
     for s in grid.settings:  # each setting names its table in K et al.
         assert s.id == "0" or s.name.split()[0] in {"T2", "T3", "T4", "T5", "T6", "T10"}, s.name
     assert all(c.transfer.enabled for c in cfgs.values())  # ∆, K et al.'s measure
-    # the lower-lr pair is its partners with half the learning rate and nothing else changed
+    # each lr 1e-3 setting is its partner with half the learning rate and nothing else changed
     for lower, partner in (("0-lr", "0"), ("p1.75m-lr", "p1.75m"), ("p3.5m-lr", "p3.5m")):
         a, b = cfgs[lower].to_dict(), cfgs[partner].to_dict()
         assert (a["train"].pop("lr"), b["train"].pop("lr")) == (1e-3, 2e-3) and a == b, lower

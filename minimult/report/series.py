@@ -89,10 +89,15 @@ def _parameters(g: Group) -> int | None:
     return int(p) if p else None
 
 
+def _differ(g: Group, base: Group) -> tuple[dict, set[str]]:
+    """`g`'s flat configuration and the fields in which it differs from `base`'s (solved sizes aside)."""
+    mine, theirs = _flat(g.runs[0].config), _flat(base.runs[0].config)
+    return mine, {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)} - DERIVED
+
+
 def classify(g: Group, base: Group) -> tuple[str, object] | None:
     """(axis name, x) of a setting relative to the original, or None when it is in no series."""
-    mine, theirs = _flat(g.runs[0].config), _flat(base.runs[0].config)
-    differ = {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)} - DERIVED
+    mine, differ = _differ(g, base)
     mods = _mod_values(g.mods)
     if mods:
         if differ or len(mods) != 1:
@@ -178,9 +183,8 @@ def _base(section: Section, sections: list[Section]) -> Group | None:
 
 def _context(anchor: Group, base: Group) -> str:
     """What an anchor changes against the section's baseline: "train.lr=0.001"; "" for the baseline."""
-    mine, theirs = _flat(anchor.runs[0].config), _flat(base.runs[0].config)
-    differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
-    return ", ".join(f"{k}={mine.get(k)}" for k in differ if k not in DERIVED)
+    mine, differ = _differ(anchor, base)
+    return ", ".join(f"{k}={mine.get(k)}" for k in sorted(differ))
 
 
 def series(sections: list[Section]) -> list[dict]:
@@ -194,15 +198,10 @@ def series(sections: list[Section]) -> list[dict]:
         if base is None:
             continue
         claimed = {id(base)}
-        anchors = [base]
-        while anchors:
-            anchor = anchors.pop(0)
-            if anchor is not base and id(anchor) in claimed:  # a point of an earlier anchor's series
-                continue
-            found = _found(section, anchor, claimed)
-            if anchor is base:  # every other original the baseline's series did not take anchors its own
-                anchors += [g for g in section.groups if g.mods == "original" and id(g) not in claimed]
-            out += _axes(section, anchor, found, _context(anchor, base))
+        out += _axes(section, base, _found(section, base, claimed), "")
+        for anchor in [g for g in section.groups if g.mods == "original" and id(g) not in claimed]:
+            if id(anchor) not in claimed:  # not a point of an earlier anchor's series
+                out += _axes(section, anchor, _found(section, anchor, claimed), _context(anchor, base))
     return out
 
 
