@@ -265,6 +265,9 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.option("--segment", "segments", default="original", show_default=True, metavar="V,V,...",
               help="Segment alternations (seed 000): original | 0s | 1s | avg | null | rand:SEED, comma-separated; "
                    "one results block each. original: as trained (under lang-pos language k reads row k).")
+@click.option("--attention", type=click.Choice(["masked", "attend-padding"]), default=None,
+              help="Encode the dev data with padding masked, or attended to in the published code's batches "
+                   "(default: as the run trained, train.attention; another choice is not 'complete').")
 @click.option("--hf", "hf_dir", default=None, type=click.Path(file_okay=False),
               help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer (needs --pair).")
 @click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B",
@@ -283,8 +286,8 @@ def _layers(text: str) -> tuple[int, ...]:
                    "the verse id is the pair's line number (1-based). Runs only this evaluator unless --only names others.")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
-def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, hf_dir, pair, shift,
-             langs, only, link_file, json_path):
+def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, attention, hf_dir, pair,
+             shift, langs, only, link_file, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
@@ -301,6 +304,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
     if hf_dir or pair or shift or langs:
+        if attention:
+            raise MinimultError("--attention applies to runs of this lab, not to --hf checkpoints")
         return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
                             parse_segments(segments), json_path, langs, link_file, names)
     if run is None:
@@ -315,7 +320,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
         for value in values:
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                                    log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
-                                   only=names, link_file=link_file)
+                                   only=names, link_file=link_file, attention=attention)
             every.append(results)
             if len(values) > 1:
                 click.echo(f"segment {value}:")

@@ -77,6 +77,10 @@ class TrainConfig:
     checkpoint_every: int = 0  # steps; 0 = once per epoch
     eval_every: int = 0  # steps between multilinguality evaluations during training; 0 = never
     eval_sentences: int = 1000  # dev sentences used by those evaluations
+    # masked: padding keys take no part in attention (BERT's usual recipe); attend-padding: no attention
+    # mask at all, in training and in the Table 1 evaluators, as the paper's published code ran (see
+    # docs/attention.md); ATTENTIONS in minimult.data.batching
+    attention: str = "masked"
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or not self.lr > 0 or not math.isfinite(self.lr):
@@ -95,10 +99,12 @@ class TrainConfig:
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise MinimultError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
         precision.check(self.precision)
-        from minimult.data.batching import BATCHINGS
+        from minimult.data.batching import ATTENTIONS, BATCHINGS
 
         if self.batching not in BATCHINGS:
             raise MinimultError(f"unknown train.batching {self.batching!r}; valid: {', '.join(BATCHINGS)}")
+        if self.attention not in ATTENTIONS:
+            raise MinimultError(f"unknown train.attention {self.attention!r}; valid: {', '.join(ATTENTIONS)}")
 
 
 # sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from minimult import precision
-from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
+from minimult.data.batching import SequenceSet, attention_mask, plan_epoch, steps_per_epoch
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
 from minimult.errors import MinimultError
@@ -103,7 +103,8 @@ class Member:
         masked = mask_batch(batch.input_ids, batch.maskable, self.train_set.mask_id[batch.lang], self.random_ids,
                             self.cfg.mask, self.generator, **self.masking_inputs)
         return {"input_ids": masked.input_ids, "position_ids": batch.position_ids,
-                "token_type_ids": batch.token_type_ids, "attention_mask": batch.attention_mask,
+                "token_type_ids": batch.token_type_ids,
+                "attention_mask": attention_mask(batch, self.cfg.train.attention),
                 "selected": masked.selected, "targets": masked.targets, "nsp_labels": batch.nsp_labels}
 
 

@@ -91,6 +91,17 @@ class SequenceSet:
 
 BATCHINGS = ("bucket", "random", "spread")
 
+# What attention sees of a padded batch (`train.attention`): masked, padding keys take no part (the
+# default); attend-padding, every key of the padded (B, T) batch is attended to, [PAD] included, as the
+# paper's published code ran its model (it never passed an attention mask), so a row's vectors depend
+# on the batch's longest row. docs/attention.md says what it was measured to do.
+ATTENTIONS = ("masked", "attend-padding")
+
+
+def attention_mask(batch: Batch, attention: str) -> torch.Tensor | None:
+    """The mask the model gets for `batch` under `attention` (None: every key takes part)."""
+    return batch.attention_mask if attention == "masked" else None
+
 
 def _buckets(order: np.ndarray, lengths: np.ndarray, batch_size: int, pool_batches: int) -> list[np.ndarray]:
     """`order` cut into pools of `pool_batches` batches, each sorted by length and cut into batches."""

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from minimult.data.batching import ATTENTIONS
 from minimult.data.masking import random_replacement_ids
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
@@ -36,6 +37,7 @@ from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
 def context(run, model, layers, **options) -> Context:
     """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
     d, dc = run.data, run.cfg.data
+    options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
     verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
                    random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, verse_ids=verse_ids,
@@ -80,10 +82,11 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
                  timings: dict | None = None, precision: str = "fp32", segment: str = "original",
-                 only=None, link_file: str | None = None) -> dict:
+                 only=None, link_file: str | None = None, attention: str | None = None) -> dict:
     """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
-    subset per split) is given. An `only` evaluation at the default settings fills its numbers into the
+    subset per split) is given. `attention` (train.attention's values) encodes otherwise than the run
+    trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the default settings fills its numbers into the
     run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed."""
     from minimult.runs import Run, environment
 
@@ -110,9 +113,13 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
 
         frozen_layer(transfer, depth)
         run.data.task()  # a corpus without verse ids fails before any evaluator runs
+    trained = run.cfg.train.attention
+    attention = attention or trained
+    if attention not in ATTENTIONS:
+        raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
-                  transfer=transfer, log=log, link_file=link_file)
+                  transfer=transfer, log=log, link_file=link_file, attention=attention)
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log, only=only)
@@ -121,9 +128,10 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         scores["transfer"]["steps"] = meta.get("steps")
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
-                and not ppl_sentences and precision == "fp32" and segment == "original")
+                and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
     settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
-                "precision": precision, "segment": segment, **({"only": sorted(only)} if only else {}),
+                "precision": precision, "segment": segment, "attention": attention,
+                **({"only": sorted(only)} if only else {}),
                 "complete": defaults and not only, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     results = {"evaluation": settings,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,

@@ -26,7 +26,7 @@ from minimult.data.links import read_links, word_first_pieces
 from minimult.errors import MinimultError
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
-from minimult.evaluate.representations import piece_vectors, truncate
+from minimult.evaluate.representations import encode_sides, truncate
 
 
 def word_vectors(vectors: torch.Tensor, side) -> list[torch.Tensor]:
@@ -75,7 +75,7 @@ def run(ctx) -> dict:
     sure = {(int(v), int(a), int(b)) for v, a, b, s, i in zip(links.verse_ids, links.a, links.b, links.sure, inside) if s and i}
     possible = {(int(v), int(a), int(b)) for v, a, b, i in zip(links.verse_ids, links.a, links.b, inside) if i}
     with ctx.phase("forward_links"):
-        vectors = [piece_vectors(ctx.model, s, ctx.layouts, ctx.layers, ctx.device, precision_=ctx.precision) for s in cut]
+        vectors = encode_sides(ctx.model, cut, ctx.layouts, ctx.layers, ctx.device, ctx.attention, ctx.precision)
     layers = {}
     for l in ctx.layers:
         with ctx.phase("links"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from minimult.data.batching import SequenceSet
+from minimult.data.batching import SequenceSet, attention_mask
 from minimult.data.masking import MaskConfig, mask_batch
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
@@ -23,17 +23,22 @@ PPL_SEED = 12345
 
 @torch.inference_mode()
 def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None = None, batch_size: int = 256,
-                   tokens: int | None = None) -> dict:
+                   tokens: int | None = None, attention: str = "masked") -> dict:
     """15% of each sequence's tokens replaced by [MASK] (fixed seed); exp(mean NLL) over them.
 
     `limit` sequences (a fixed random subset) instead of all when given. The masks are drawn per batch
     of `batch_size` length-sorted sequences, which fixes the selection; the model runs on row slices
-    of at most `tokens` tokens, which only changes the speed.
+    of at most `tokens` tokens, which only changes the speed. Under attend-padding (train.attention) the
+    batches follow the sequences' order (every English sequence, then the next language's), as the
+    published code's evaluation, and run without an attention mask.
     """
     seqs = SequenceSet.from_sides(list(sides), layouts, device)
     n = len(seqs)
     index_all = np.arange(n) if not limit or limit >= n else np.random.default_rng(PPL_SEED).choice(n, limit, replace=False)
-    order = index_all[np.argsort(seqs.lengths_np[index_all], kind="stable")]
+    if attention == "attend-padding":
+        order = np.sort(index_all)
+    else:
+        order = index_all[np.argsort(seqs.lengths_np[index_all], kind="stable")]
     cfg = MaskConfig(probs=(1.0, 0.0, 0.0, 0.0))
     gen = torch.Generator(device=device)
     gen.manual_seed(PPL_SEED)
@@ -42,8 +47,9 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     for i in range(0, len(order), batch_size):
         b = seqs.batch(order[i : i + batch_size])
         m = mask_batch(b.input_ids, b.maskable, seqs.mask_id[b.lang], random_ids, cfg, gen)
+        mask = attention_mask(b, attention)
         hidden = torch.cat([model(m.input_ids[r], b.position_ids[r], b.token_type_ids[r],
-                                  None if b.attention_mask is None else b.attention_mask[r])
+                                  None if mask is None else mask[r])
                             for r in row_slices(*m.input_ids.shape, tokens or tokens_per_batch(device))])  # (B, T, H)
         logits = model.mlm_logits(hidden.flatten(0, 1)[m.selected]).float()
         nll += float(torch.nn.functional.cross_entropy(logits, m.targets, reduction="sum"))
@@ -74,12 +80,13 @@ def run(ctx) -> dict:
         sides = ctx.views(split)
         with ctx.phase(f"perplexity_{split}"):
             out[split] = mlm_perplexity(ctx.model, sides, ctx.layouts, ctx.random_ids, ctx.device,
-                                        ctx.ppl_sentences)["perplexity"]
+                                        ctx.ppl_sentences, attention=ctx.attention)["perplexity"]
         out[f"{split}_word"] = out[split] ** units_per_word(sides, ctx.layouts)
         if split == "train" and not _same(parallel := ctx.views("train-parallel"), sides):
             with ctx.phase("perplexity_train_parallel"):
                 out["train_parallel"] = mlm_perplexity(ctx.model, parallel, ctx.layouts, ctx.random_ids,
-                                                       ctx.device, ctx.ppl_sentences)["perplexity"]
+                                                       ctx.device, ctx.ppl_sentences,
+                                                       attention=ctx.attention)["perplexity"]
             out["train_parallel_word"] = out["train_parallel"] ** units_per_word(parallel, ctx.layouts)
     return {"perplexity": out}
 

@@ -81,6 +81,45 @@ def piece_vectors(model: Bert, side: Side, layouts, layers, device, batch_size: 
     return out
 
 
+PUBLISHED_BATCH = 256  # the published evaluate.py's --eval_batch_size
+
+
+@torch.inference_mode()
+def unmasked_piece_vectors(model: Bert, sides: list[Side], layouts, layers, device, batch_size: int = PUBLISHED_BATCH,
+                           tokens: int | None = None, precision_: str = "fp32") -> list[dict[int, torch.Tensor]]:
+    """`piece_vectors` of every side as the paper's published evaluation encoded them (train.attention =
+    attend-padding): all sides' sentences in their order, English first then the next language, cut into
+    consecutive batches of `batch_size` (one batch may hold two languages), each padded to its longest
+    row and run without an attention mask, so [PAD] keys take part and a row's vectors depend on its
+    batch. Row slices keep the batch's width, so they change only the speed."""
+    seqs = SequenceSet.from_sides(sides, layouts, device)
+    sizes = [len(s.ids) for s in sides]
+    flat_all = {l: torch.zeros(sum(sizes), model.cfg.hidden, device=device) for l in layers}
+    autocast = precision.autocast(precision_, device)
+    for i in range(0, len(seqs), batch_size):
+        index = np.arange(i, min(i + batch_size, len(seqs)))
+        b = seqs.batch(index)
+        starts = seqs.starts[torch.as_tensor(index, device=device)]
+        for r in row_slices(len(index), b.input_ids.shape[1], tokens or tokens_per_batch(device)):
+            with autocast:
+                hs = model.hidden_states(b.input_ids[r], b.position_ids[r], b.token_type_ids[r], None, layers=layers)
+            rows, cols = b.maskable[r].nonzero(as_tuple=True)
+            flat = starts[r][rows] + cols - 1
+            for l in layers:
+                flat_all[l][flat] = hs[l][rows, cols].float()
+    parts = {l: flat_all[l].split(sizes) for l in layers}
+    return [{l: parts[l][k] for l in layers} for k in range(len(sides))]
+
+
+def encode_sides(model: Bert, sides: list[Side], layouts, layers, device, attention: str = "masked",
+                 precision_: str = "fp32") -> list[dict[int, torch.Tensor]]:
+    """Piece vectors of every side under `attention` (train.attention): masked, each side on its own in
+    length-sorted batches (`piece_vectors`); attend-padding, as the published code (`unmasked_piece_vectors`)."""
+    if attention == "attend-padding":
+        return unmasked_piece_vectors(model, list(sides), layouts, layers, device, precision_=precision_)
+    return [piece_vectors(model, s, layouts, layers, device, precision_=precision_) for s in sides]
+
+
 def sentence_vectors(vectors: torch.Tensor, side: Side) -> torch.Tensor:
     """Mean of each sentence's piece vectors: (S, H)."""
     sent = torch.as_tensor(np.repeat(np.arange(side.num_sentences), side.lengths), device=vectors.device)
@@ -139,6 +178,7 @@ class Context:
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
     languages: tuple[str, ...] = ("en", "fake")  # the languages' names (the source's), for per-pair results
     golds: tuple[str, ...] = ()  # each language's `gold` where they differ (en-es + Fake-English); () = `gold`
+    attention: str = "masked"  # how the dev and dictionary sides are encoded (train.attention; `encode_sides`)
 
     def phase(self, name: str):
         return phase(self.timings, name)
@@ -175,8 +215,8 @@ class Context:
         """Piece vectors of the dev sides at every layer asked for (shared by alignment and retrieval)."""
         sides = self.dev
         with self.phase("forward_dev"):
-            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device,
-                                  precision_=self.precision) for s in sides]
+            return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention,
+                                self.precision)
 
     def pair(self, k: int) -> "PairContext":
         """English and language k: what a pairwise evaluator sees when the run has more than two languages."""
@@ -186,8 +226,8 @@ class Context:
     def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
         sides = self.dictionary_sides
         with self.phase("forward_dictionary"):
-            return [piece_vectors(self.model, s, self.layouts, self.layers, self.device,
-                                  precision_=self.precision) for s in sides]
+            return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention,
+                                self.precision)
 
 
 def _english_and_k(name: str) -> property:
