@@ -289,9 +289,11 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     from minimult.data import sources
     from minimult.data.layout import layouts, model_sizes
 
-    sizes = model_sizes(layouts(cfg, sources.get(cfg.data.fake), active))
+    lays = layouts(cfg, sources.get(cfg.data.fake), active)
+    sizes = model_sizes(lays)
+    padding_idx = lays[0].pad if cfg.train.attention == "attend-padding" else -1  # as HF BERT's padding_idx
     model = dataclasses.replace(cfg.model, vocab_size=cfg.data.n_langs * cfg.data.vocab_size,
-                                max_positions=sizes["max_positions"],
+                                max_positions=sizes["max_positions"], padding_idx=padding_idx,
                                 type_vocab_size=sizes["segments"] and max(cfg.model.type_vocab_size,
                                                                           cfg.data.n_langs, sizes["segments"]))
     if model.target_params:

@@ -57,6 +57,10 @@ class ModelConfig:
     # whole-model parameters to size the model for (0 = off): `config.resolve` solves `hidden` (a multiple
     # of `heads`) and `intermediate` = 4 x hidden for the given layers, heads and tables (`solve_sizes`)
     target_params: int = 0
+    # a token id whose lookups pass no gradient to its embedding (HF BERT's `padding_idx`; the tied decoder
+    # still trains that row); -1: none. Set to [PAD] under train.attention = attend-padding, where padding is
+    # attended to; masked padding never reaches a gradient, so it is -1 there
+    padding_idx: int = -1
 
     def __post_init__(self):
         if self.target_params < 0:
@@ -184,10 +188,19 @@ class Embeddings(nn.Module):
         self.lookups = nn.ModuleDict({k: nn.Embedding(n, cfg.hidden) for k, n in sizes.items() if n > 0})
         self.ln = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.drop = nn.Dropout(cfg.dropout)
+        self.padding_idx = cfg.padding_idx
 
     def forward(self, ids: dict[str, torch.Tensor]) -> torch.Tensor:
-        x = sum(lookup(ids[name]) for name, lookup in self.lookups.items())  # (B, T, H)
+        x = sum(_no_padding_gradient(lookup(ids[name]), ids[name], name, self.padding_idx)
+                for name, lookup in self.lookups.items())  # (B, T, H)
         return _dropout(self.ln(x), self.drop.p, self.training)
+
+
+def _no_padding_gradient(looked_up: torch.Tensor, ids: torch.Tensor, name: str, padding_idx: int) -> torch.Tensor:
+    """The token lookup with no gradient at `padding_idx` (as nn.Embedding's padding_idx); others unchanged."""
+    if name != "token" or padding_idx < 0:
+        return looked_up
+    return torch.where((ids == padding_idx)[..., None], looked_up.detach(), looked_up)
 
 
 class SelfAttention(nn.Module):
@@ -515,7 +528,8 @@ def _stacked_forward(model: Bert, packed: Packed) -> torch.Tensor:
     for name, lookup in model.embeddings.lookups.items():
         table = lookup.weight  # (M, rows, H)
         offset = torch.arange(M, device=ids[name].device).view(M, 1, 1) * table.shape[1]
-        x = x + F.embedding(ids[name] + offset, table.reshape(-1, table.shape[-1]))
+        looked_up = F.embedding(ids[name] + offset, table.reshape(-1, table.shape[-1]))
+        x = x + _no_padding_gradient(looked_up, ids[name], name, model.cfg.padding_idx)
     x = _stacked_dropout(model, _layer_norm(model.embeddings.ln, x), hidden_shapes)
     for block in model.blocks:
         a = _stacked_attention(model, block.attn, x, packed.key_bias, packed.shapes)

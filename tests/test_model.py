@@ -209,6 +209,56 @@ def test_training_gradients_match_huggingface(name):
         torch.testing.assert_close(ours[hf_name], p.grad, atol=ATOL, rtol=1e-4, msg=hf_name)
 
 
+@pytest.mark.parametrize("stacked", [False, True])
+def test_attended_padding_gradients_match_huggingface_unmasked(stacked):
+    """train.attention = attend-padding: no attention mask, and [PAD] (id 0) with HF's padding_idx, so its
+    lookups pass no gradient (the tied decoder still trains the row): every gradient as HF's run without
+    an attention mask, through the single and the stacked forward; without padding_idx the [PAD] row differs."""
+    import copy
+
+    from minimult.export import _hf_state_dict
+    from minimult.model import pack, stack
+
+    grads = {}
+    for padding_idx in (0, -1):
+        cfg = ModelConfig(**{**CONFIGS["1head"].__dict__, "dropout": 0.0, "padding_idx": padding_idx})
+        model, hf = pair(cfg)
+        model.train(), hf.train()
+        batch = make_batch(cfg)
+        real = batch[3].flatten().nonzero().squeeze(1)
+        g = torch.Generator().manual_seed(2)
+        selected = real[torch.randperm(len(real), generator=g)[:8]]
+        targets = torch.randint(0, cfg.vocab_size, (8,), generator=g)
+        if stacked:  # two models, of which the first is checked
+            model = stack([model, copy.deepcopy(model)])
+            item = dict(zip(("input_ids", "position_ids", "token_type_ids"), batch[:3]), attention_mask=None,
+                        selected=selected, targets=targets)
+            loss = model.stacked_losses(pack([item, item]))[0]
+        else:
+            loss = model.mlm_loss(*batch[:3], None, selected, targets)
+        loss.backward()
+        hf_in = {k: v for k, v in hf_inputs(cfg, *batch).items() if k != "attention_mask"}
+        ref = F.cross_entropy(hf(**hf_in).logits.flatten(0, 1)[selected], targets)
+        ref.backward()
+        torch.testing.assert_close(loss, ref, atol=ATOL, rtol=0)
+        copied = copy.deepcopy(model)
+        for p, q in zip(copied.parameters(), model.parameters()):
+            p.data = q.grad.clone()
+        if stacked:
+            single = Bert(cfg)
+            single.load_state_dict(copied.unstacked_state(0))
+            copied = single
+        ours = _hf_state_dict(copied, cfg)
+        grads[padding_idx] = (ours, dict(hf.named_parameters()))
+    ours, hf_params = grads[0]
+    for hf_name, p in hf_params.items():
+        torch.testing.assert_close(ours[hf_name], p.grad, atol=ATOL, rtol=1e-4, msg=hf_name)
+    name = "bert.embeddings.word_embeddings.weight"
+    ours, hf_params = grads[-1]
+    assert (ours[name][0] - hf_params[name].grad[0]).abs().max() > 1e-6
+    torch.testing.assert_close(ours[name][1:], hf_params[name].grad[1:], atol=ATOL, rtol=1e-4)
+
+
 def test_dropout_rate_scale_and_reproducibility():
     from minimult.model import _keep_scaled
 
