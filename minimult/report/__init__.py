@@ -4,7 +4,8 @@ Public entry: `build_report(paths, out_dir, log, readme=None) -> dict`. `paths` 
 folders holding runs (searched recursively). Everything comes from files in the run folders
 (`results.json`, `config.json`, `metrics.jsonl`, `checkpoint.pt`); a sweep's `<grid>.sweep.json` next
 to its runs only says which runs form which setting (paper ID and name) of which table. Runs no
-sweep claims are grouped by mods and configuration in a section of their own.
+sweep claims are grouped by mods and configuration in a section of their own. A setting whose grid
+gives the paper's numbers (`paper`, recorded in the manifest) shows them in parentheses beside its own.
 
 Writes to `out_dir`: `table1.md` (every section, the first being Table 1), `table1.csv` (one row per
 setting, full precision, a `section` column), `report.json` (every aggregated number, the values per

@@ -4,12 +4,18 @@ A run folder is any folder with a `config.json`; it enters the tables once it ha
 A sweep's `<grid>.sweep.json` beside its runs says which runs form which setting (paper ID and name)
 of which table, and which settings have no run (with why); runs that no manifest claims are grouped
 by mods, preset and configuration into one last section.
+
+The manifest also carries each setting's published numbers (`paper`, keyed as the report's columns)
+and where they come from (`paper_source`). A manifest written before it recorded them falls back to
+the grid file it names (its "grid", relative to the current folder or the repository) when that file
+still loads; otherwise the section simply has none.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,6 +23,7 @@ from typing import Callable
 from minimult.errors import MinimultError
 
 OTHER_SECTION = "Other runs (not part of a sweep)"
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -44,6 +51,7 @@ class Group:
     mods: str
     runs: list[Run]
     preset: str = ""
+    paper: dict = field(default_factory=dict)  # the published numbers by column key (the grid's `paper`)
 
     @property
     def label(self) -> str:
@@ -56,6 +64,7 @@ class Section:
     groups: list[Group]
     preset: str = ""
     missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
+    paper_source: str = ""  # where the groups' `paper` numbers come from
 
 
 def _read(path: Path) -> dict | None:
@@ -154,8 +163,48 @@ def _fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run]) -> Section | None:
-    """One sweep manifest's settings as groups of the runs found; settings without a run as `missing`."""
+def _numbers(table) -> dict:
+    """The finite numbers of a manifest's `paper` table (anything else left out: a report never fails on it)."""
+    if not isinstance(table, dict):
+        return {}
+    return {str(k): float(v) for k, v in table.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _grid_file(name) -> Path | None:
+    """The grid file a manifest names: as written, else relative to the current folder or the repository."""
+    if not isinstance(name, str) or not name:
+        return None
+    path = Path(name)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, REPOSITORY / path]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def paper_numbers(data: dict, log: Callable[[str], None] = lambda s: None) -> tuple[str, dict[str, dict]]:
+    """(paper_source, {setting id: paper numbers}) of a sweep manifest: those it records, or, when it
+    records none (written before manifests did), those of the grid file it names, if that still loads."""
+    recorded = {str(s.get("id", "")): _numbers(s.get("paper")) for s in data["settings"] if isinstance(s, dict)}
+    source = data.get("paper_source") if isinstance(data.get("paper_source"), str) else ""
+    if source or any(recorded.values()):
+        return source, {k: v for k, v in recorded.items() if v}
+    path = _grid_file(data.get("grid"))
+    if path is None:
+        return "", {}
+    from minimult.sweep.grid import load_grid
+
+    try:
+        grid = load_grid(path)
+    except (MinimultError, ValueError, TypeError, KeyError) as e:
+        log(f"note: no paper numbers from {path}: {e}")
+        return "", {}
+    return grid.paper_source, {s.id: dict(s.paper) for s in grid.settings if s.id in recorded and s.paper}
+
+
+def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
+                      log: Callable[[str], None] = lambda s: None) -> Section | None:
+    """One sweep manifest's settings as groups of the runs found (with their paper numbers); settings
+    without a run as `missing`."""
+    source, papers = paper_numbers(data, log)
     groups, missing = [], []
     for s in data["settings"]:
         paths = ((manifest.parent / name).resolve() for name in s.get("runs", []))
@@ -163,13 +212,14 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run]) -> S
         name = s.get("name") or s.get("mods") or ""
         if members:
             groups.append(Group(str(s.get("id", "")), name, s.get("mods") or members[0].mods, members,
-                                data.get("preset", "")))
+                                data.get("preset", ""), papers.get(str(s.get("id", "")), {})))
         else:
             why = s.get("left_out") or ("no evaluated run yet" if s.get("runs") else "not run")
             missing.append({"id": str(s.get("id", "")), "setting": name, "why": why})
     if not (groups or missing):
         return None
-    return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing)
+    return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
+                   source if any(g.paper for g in groups) else "")
 
 
 def _other_section(runs: list[Run]) -> Section | None:
@@ -197,7 +247,7 @@ def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None
         if not data or not isinstance(data.get("settings"), list):
             log(f"note: ignoring unreadable sweep manifest {m}")
             continue
-        section = _manifest_section(m, data, by_path)
+        section = _manifest_section(m, data, by_path, log)
         if section is not None:
             sections.append(section)
     sections.sort(key=lambda s: s.title)

@@ -6,6 +6,11 @@ heading, how it reads a results dict and how it formats a number. The first colu
 headline: the markdown table shows its p-value next to it; the CSV and report.json have every
 column's. Standard deviations are sample standard deviations (ddof=1), None for one seed; p-values are
 Welch's unequal-variance t-test over seeds (scipy), None with fewer than 2 seeds on either side.
+
+A setting with published numbers (the grid's `paper`, by column key) shows each in parentheses after
+its own cell (`0.140 ± 0.003 (0.70)`: scores to the paper's 2 decimals, perplexities whole), with a
+line under the table naming the section's `paper_source`; report.json rows hold them as `paper` and
+the CSV as `<key>_paper` columns (only when some setting has them). Sections without render as before.
 """
 
 from __future__ import annotations
@@ -98,7 +103,8 @@ def _group_row(g: Group, base: Group | None, base_values: dict | None, keys: lis
         metrics[k] = agg
     return {"id": g.id, "setting": g.name, "mods": g.mods, "preset": g.preset,
             "seeds": [r.seed for r in g.runs], "runs": [str(r.path) for r in g.runs],
-            "baseline": None if base is None or g is base else base.label, "metrics": metrics}
+            "baseline": None if base is None or g is base else base.label, "metrics": metrics,
+            "paper": dict(g.paper)}
 
 
 def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
@@ -111,7 +117,8 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         base_values = {k: [run_values(r, top)[k] for r in base.runs] for k in keys} if base else None
         rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
         out.append({"title": section.title, "preset": section.preset, "rows": rows,
-                    "baseline": base.label if base else None, "not_run": section.missing})
+                    "baseline": base.label if base else None, "not_run": section.missing,
+                    "paper_source": section.paper_source})
     return out
 
 
@@ -119,11 +126,22 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
 # Markdown and CSV.
 
 
-def _cell(agg: dict, column) -> str:
+def paper_text(column, x: float) -> str:
+    """A published number as the paper prints it: perplexities whole, scores to 2 decimals."""
+    return f"{x:.0f}" if column.kind == "perplexity" else f"{x:.2f}"
+
+
+def _cell(agg: dict, column, paper: float | None = None) -> str:
+    """"mean ± std", with the published number in parentheses after it when there is one."""
+    beside = "" if paper is None else f" ({paper_text(column, paper)})"
     if agg["mean"] is None:
-        return "–"
+        return "–" + beside
     std = f" ± {column.table_text(agg['std'])}" if agg["std"] is not None else ""
-    return column.table_text(agg["mean"]) + std
+    return column.table_text(agg["mean"]) + std + beside
+
+
+def _shows_paper(sec: dict, keys: list[str]) -> bool:
+    return any(k in row.get("paper", {}) for row in sec["rows"] for k in keys)
 
 
 def mean_std(a: dict, digits: int = 3, missing: str = "") -> str:
@@ -138,8 +156,9 @@ def _p(p: float | None) -> str:
 
 
 def section_table(sec: dict, top: str) -> list[str]:
-    """One aggregated section as markdown lines: the table (when it has rows), then one "No row: ..."
-    line per reason settings were left out. This is what the README's table markers hold."""
+    """One aggregated section as markdown lines: the table (when it has rows), what its parenthesised
+    published numbers are (when it has some), then one "No row: ..." line per reason settings were left
+    out. This is what the README's table markers hold."""
     cols = table_columns(top)
     (first, first_layer), rest = cols[0], cols[1:]
     head = ["ID", "setting", "n", first.heading(first_layer), f"p ({first.heading(first_layer)})"]
@@ -149,10 +168,15 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
     for row in sec["rows"]:
-        m, k0 = row["metrics"], first.key(first_layer)
-        cells = [row["id"], row["setting"], str(len(row["seeds"])), _cell(m[k0], first), _p(m[k0]["p_vs_original"])]
-        cells += [_cell(m[c.key(l)], c) for c, l in rest]
+        m, k0, paper = row["metrics"], first.key(first_layer), row.get("paper", {})
+        cells = [row["id"], row["setting"], str(len(row["seeds"])), _cell(m[k0], first, paper.get(k0)),
+                 _p(m[k0]["p_vs_original"])]
+        cells += [_cell(m[c.key(l)], c, paper.get(c.key(l))) for c, l in rest]
         lines.append("| " + " | ".join(cells) + " |")
+    if _shows_paper(sec, [c.key(l) for c, l in cols]):
+        source = (sec.get("paper_source") or "").rstrip(". ")
+        lines += ["", f"In parentheses, the paper's numbers: {source}." if source
+                  else "In parentheses, the paper's numbers (as the grid file gives them)."]
     for why in dict.fromkeys(m["why"] for m in sec["not_run"]):  # e.g. "needs a GPU"
         names = ", ".join(f"{m['id']} {m['setting']}".strip() for m in sec["not_run"] if m["why"] == why)
         lines += ["", f"No row: {names} ({why})."]
@@ -186,12 +210,14 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
 
 
 def csv_text(aggregated: list[dict], top: str) -> str:
-    """table1.csv: one row per setting, full precision (repr), mean, std and p of every column."""
+    """table1.csv: one row per setting, full precision (repr), mean, std and p of every column, then
+    every column's published number (`<key>_paper`) when some setting has one."""
     keys = column_keys(top)
+    papers = any(_shows_paper(sec, keys) for sec in aggregated)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["section", "id", "setting", "mods", "preset", "n_seeds", "seeds"]
-               + [f"{k}_{s}" for k in keys for s in ("mean", "std", "p")])
+               + [f"{k}_{s}" for k in keys for s in ("mean", "std", "p")] + [f"{k}_paper" for k in keys if papers])
     for sec in aggregated:
         for row in sec["rows"]:
             cells = [sec["title"], row["id"], row["setting"], row["mods"], row["preset"], len(row["seeds"]),
@@ -199,5 +225,7 @@ def csv_text(aggregated: list[dict], top: str) -> str:
             for k in keys:
                 m = row["metrics"][k]
                 cells += ["" if v is None else repr(v) for v in (m["mean"], m["std"], m["p_vs_original"])]
+            if papers:
+                cells += [repr(row["paper"][k]) if k in row.get("paper", {}) else "" for k in keys]
             w.writerow(cells)
     return buf.getvalue()

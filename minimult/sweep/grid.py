@@ -3,6 +3,7 @@
 Public entry: `load_grid(path) -> Grid`. A grid file looks like
 
     title = "Table 1: ..."          # shown as the report's section heading
+    paper_source = "..."            # optional: where the settings' `paper` numbers come from
     preset = "paper"                # default preset (the CLI's --preset wins)
     seeds = [0, 42, 43, 100, 101]   # default seeds (the CLI's --seeds wins)
 
@@ -19,6 +20,11 @@ Public entry: `load_grid(path) -> Grid`. A grid file looks like
     overrides = { "data.fake" = "unicode" }   # optional, this setting only
     needs_gpu = true                # optional: a sweep on a machine without CUDA leaves it out
                                     # unless --only names it (e.g. overparam: days on a CPU)
+    paper = { mu = 0.20, align_f1_L0 = 0.62, ppl_dev = 205 }  # optional: the published numbers
+
+A setting's `paper` numbers are keyed as the report's Table 1 columns (`mu`, `ppl_train`, `ppl_dev`,
+and `align_f1_L<layer>`, `retrieval_L<layer>`, `translation_L<layer>` for any layer); any subset.
+The sweep's manifest records them (and `paper_source`) and the report shows them beside its own.
 
 Override keys may also be written as nested TOML tables (`[overrides.train] epochs = 50`).
 Every mod name is checked with `mods.parse_mods`, every override key and value with
@@ -28,14 +34,15 @@ contradictory grid fails when loaded, not halfway through a sweep.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.errors import MinimultError
 
-TOP_KEYS = {"title", "description", "preset", "seeds", "overrides", "preset_overrides", "settings"}
-SETTING_KEYS = {"id", "name", "mods", "overrides", "note", "needs_gpu"}
+TOP_KEYS = {"title", "description", "preset", "seeds", "overrides", "preset_overrides", "settings", "paper_source"}
+SETTING_KEYS = {"id", "name", "mods", "overrides", "note", "needs_gpu", "paper"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class Setting:
     mods: str  # comma-separated, as --mods takes them; "" = original
     overrides: dict = field(default_factory=dict)  # dotted keys
     needs_gpu: bool = False  # left out of sweeps on machines without CUDA unless named in --only
+    paper: dict = field(default_factory=dict)  # the published numbers by report column key (`mu`, `align_f1_L0`)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class Grid:
     preset: str
     overrides: dict = field(default_factory=dict)
     preset_overrides: dict = field(default_factory=dict)  # preset -> dotted-key overrides
+    paper_source: str = ""  # where the settings' `paper` numbers come from
 
     @property
     def name(self) -> str:
@@ -77,7 +86,7 @@ class Grid:
             raise MinimultError(f"{self.path}: no setting with ID {', '.join(unknown)}; IDs: {', '.join(known)}")
         by_id = {s.id: s for s in self.settings}
         return Grid(self.path, self.title, tuple(by_id[i] for i in wanted), self.seeds,
-                    self.preset, self.overrides, self.preset_overrides)
+                    self.preset, self.overrides, self.preset_overrides, self.paper_source)
 
 
 def _flatten(table: dict, where: str, prefix: str = "") -> dict:
@@ -91,6 +100,35 @@ def _flatten(table: dict, where: str, prefix: str = "") -> dict:
             out.update(_flatten(value, where, full + "."))
         else:
             out[full] = value
+    return out
+
+
+def paper_keys() -> tuple[set[str], set[str]]:
+    """(keys of the report's scalar Table 1 columns, names of its per-layer ones): a `paper` key is one
+    of the first or `<name>_L<layer>` of the second, as the report's column keys are."""
+    import minimult.evaluate  # noqa: F401  (registers every evaluator)
+    from minimult.evaluate.registry import columns
+
+    cols = [c for c in columns() if c.table]
+    return {c.key() for c in cols if not c.per_layer}, {c.name for c in cols if c.per_layer}
+
+
+def _paper(table, where: str) -> dict:
+    """A setting's `paper` table -> {column key: number}; an unknown key or a value that is not a
+    finite number is an error naming both."""
+    if not isinstance(table, dict):
+        raise MinimultError(f"{where}: paper must be a table like {{ mu = 0.70, ppl_dev = 217 }}")
+    scalar, layered = paper_keys()
+    out = {}
+    for key, value in table.items():
+        name, _, layer = key.rpartition("_L")
+        per_layer = name in layered and layer.isascii() and layer.isdigit() and str(int(layer)) == layer
+        if key not in scalar and not per_layer:
+            valid = sorted(scalar) + [f"{n}_L<layer>" for n in sorted(layered)]
+            raise MinimultError(f"{where}: unknown paper key {key!r}; valid: {', '.join(valid)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise MinimultError(f"{where}: paper key {key!r} must be a number, not {value!r}")
+        out[key] = float(value)
     return out
 
 
@@ -175,10 +213,15 @@ def load_grid(path: str | Path) -> Grid:
         if not isinstance(needs_gpu, bool):
             raise MinimultError(f"{where}: needs_gpu must be true or false")
         setting = Setting(sid, str(raw.get("name", mods or "original")), mods,
-                          _flatten(raw.get("overrides", {}), f"{where}: overrides"), needs_gpu)
+                          _flatten(raw.get("overrides", {}), f"{where}: overrides"), needs_gpu,
+                          _paper(raw["paper"], where) if "paper" in raw else {})
         settings.append(setting)
 
-    grid = Grid(path, str(data.get("title", path.stem)), tuple(settings), seeds, preset, overrides, preset_overrides)
+    paper_source = data.get("paper_source", "")
+    if not isinstance(paper_source, str):
+        raise MinimultError(f"{path}: paper_source must be a string naming where the paper numbers come from")
+    grid = Grid(path, str(data.get("title", path.stem)), tuple(settings), seeds, preset, overrides, preset_overrides,
+                paper_source.strip())
     for setting in grid.settings:  # keys, values and contradictions, under every preset the file names
         for p in dict.fromkeys([preset, *preset_overrides]):
             values = grid.overrides_for(setting, p)

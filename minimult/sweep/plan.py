@@ -171,7 +171,9 @@ def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[lis
 def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_out: list[Task] = ()) -> Path:
     """`<root>/<grid>.sweep.json`: the grid's settings and their run folders (merged over invocations).
     A setting with no run folder whose runs were `left_out` (needs a GPU) is listed with
-    `"left_out": "needs a GPU"` and no runs, so the report can say which rows are missing and why."""
+    `"left_out": "needs a GPU"` and no runs, so the report can say which rows are missing and why.
+    A setting's `paper` numbers and the grid's `paper_source` are recorded (from the grid as it is now),
+    so a results folder shows the published numbers beside its own without the grid file."""
     path = root / f"{grid.name}.sweep.json"
     old = {}
     if path.is_file():
@@ -189,11 +191,14 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
             continue
         runs = list(dict.fromkeys([*prev.get("runs", []), *runs]))
         entry = {"id": setting.id, "name": setting.name, "mods": mods or prev.get("mods"), "runs": runs}
+        if setting.paper:
+            entry["paper"] = dict(setting.paper)
         if not runs and (skipped or prev.get("left_out")):
             entry["left_out"] = NEEDS_GPU
         settings.append(entry)
     settings += list(old.values())  # settings swept earlier that the grid file no longer has
-    write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, "settings": settings})
+    source = {"paper_source": grid.paper_source} if grid.paper_source else {}
+    write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, **source, "settings": settings})
     return path
 
 
