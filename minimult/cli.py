@@ -99,12 +99,18 @@ def budget(presets, mods, settings, json_path, readme):
     from pathlib import Path
 
     from minimult import budget as b
-    from minimult.config import parse_overrides, resolve
+    from minimult.config import PRESETS, parse_overrides, resolve
     from minimult.report.readme import update_readme
-    from minimult.runs import write_json
+    from minimult.runs import check_writable_file, write_json
 
+    names = [p.strip() for p in presets.split(",") if p.strip()]
+    if not names:  # an empty table would replace the README's rows
+        raise MinimultError(f"--preset {presets!r} names no preset: give one or more of {', '.join(PRESETS)}, "
+                            f"comma-separated")
+    if json_path:
+        check_writable_file(json_path, "--json")
     rows = []
-    for preset in [p.strip() for p in presets.split(",") if p.strip()]:
+    for preset in names:
         cfg, active = resolve(preset, parse_overrides(settings), mods)
         rows.append(b.budget(cfg, active, log=lambda s: click.echo(s, err=True)))
     table = b.markdown(rows)
@@ -215,27 +221,35 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
 @click.argument("run", type=click.Path(file_okay=False))
 @click.option("--hf", "hf_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder for transformers.BertForMaskedLM.from_pretrained: new or empty, not inside a run.")
-@click.option("--force", is_flag=True, help="Also export into a folder that holds other files (they are kept).")
+@click.option("--force", is_flag=True, help="Also export into a folder that holds other files (they are kept, "
+                                            "nothing is deleted; never a folder that holds run folders).")
 @_fail_cleanly
 def export(run, hf_dir, force):
-    """Export a run's model as a HuggingFace BertForMaskedLM folder."""
+    """Export a run's model as a HuggingFace BertForMaskedLM folder (holding the run's lock; an unfinished or
+    failed run is exported with a note, and the export records how far it trained)."""
     from pathlib import Path
 
-    from minimult.export import check_destination, language_record, save_hf
+    from minimult.export import check_destination, language_record, save_hf, training_note, training_record
     from minimult.model import Bert
     from minimult.runs import Run
 
     opened = Run.open(run)
     check_destination(Path(hf_dir), force)  # before loading anything
-    model = Bert(opened.cfg.model)
-    model.load_state_dict(opened.checkpoint()["model"])
     from minimult.data import sources
 
     source = sources.get(opened.cfg.data.fake)
     block = source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
-    languages = language_record(source, opened.cfg.data, opened.data.layouts)
-    out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force,
-                  id_block=block or None, languages=languages)
+    languages = language_record(source, opened.cfg.data, opened.data.layouts, opened.mods)
+    with opened.locked():  # never the weights (or files) of a run another process is training
+        ckpt = opened.checkpoint()
+        model = Bert(opened.cfg.model)
+        model.load_state_dict(ckpt["model"])
+        training = training_record(opened.cfg, opened.meta, ckpt)
+        note = training_note(opened.path, training)
+        if note:
+            click.echo(note, err=True)
+        out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force,
+                      id_block=block or None, languages=languages, training=training)
     click.echo(f"exported {opened.path} to {out}")
 
 
@@ -297,10 +311,16 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if threads:
         torch.set_num_threads(threads)
     from minimult.evaluate import evaluate_run, summary_parts, summary_table
+    from minimult.evaluate.registry import evaluators
     from minimult.evaluate.segments import parse_segments
-    from minimult.runs import Run, latest_run, write_json
+    from minimult.runs import Run, check_writable_file, latest_run, write_json
 
-    names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else None
+    names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
+    if names == ():  # '' or ',': not every evaluator, and never an empty evaluation over the results
+        raise MinimultError(f"--only {only!r} names no evaluator: give one or more of "
+                            f"{', '.join(e.name for e in evaluators())}, comma-separated")
+    if json_path:
+        check_writable_file(json_path, "--json")  # before the evaluation, not after it
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
     if hf_dir or pair or shift or langs:
@@ -334,6 +354,22 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
 
 
+def _check_figure(path: str) -> None:
+    """A figure path matplotlib can write (by its suffix) in a folder that exists, checked before the work."""
+    from pathlib import Path
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from minimult.runs import check_writable_file
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in kinds:
+        raise MinimultError(f"--png {path}: matplotlib cannot write a {'.' + suffix if suffix else 'suffix-less'} "
+                            f"file; name it .png (or one of {', '.join('.' + k for k in sorted(kinds))})")
+    check_writable_file(path, "--png")
+
+
 @main.command()
 @click.argument("run", required=False, type=click.Path(file_okay=False))
 @click.option("--device", default="auto", show_default=True)
@@ -348,8 +384,12 @@ def probe(run, device, json_path, png):
 
     from minimult.evaluate import evaluate_run
     from minimult.report.probe import probe_figure, probe_table
-    from minimult.runs import Run, latest_run, write_json
+    from minimult.runs import Run, check_writable_file, latest_run, write_json
 
+    if json_path:
+        check_writable_file(json_path, "--json")
+    if png:
+        _check_figure(png)
     opened = Run.open(run or latest_run())
     with opened.locked():
         results = evaluate_run(opened, device=device, log=lambda s: click.echo(s, err=True), only=("probe",))
@@ -387,7 +427,10 @@ def transfer(run, modes, layer, settings, device, threads, json_path):
         torch.set_num_threads(threads)
     from minimult.config import override, parse_overrides
     from minimult.evaluate.transfer import table, transfer_run
-    from minimult.runs import Run, latest_run, write_json
+    from minimult.runs import Run, check_writable_file, latest_run, write_json
+
+    if json_path:
+        check_writable_file(json_path, "--json")  # before minutes of fine-tuning
 
     overrides = parse_overrides(settings)
     other = [k for k in overrides if not k.startswith("transfer.")]

@@ -141,7 +141,12 @@ def pick_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise MinimultError(f"device {name!r} requested but CUDA is not available")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        n = torch.cuda.device_count()
+        raise MinimultError(f"device {name!r} requested but this machine has {n} CUDA device(s)"
+                            + (f": cuda:0 to cuda:{n - 1}" if n else ""))
+    return device
 
 
 def cpu_kernels(device: torch.device) -> bool:

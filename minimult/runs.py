@@ -33,8 +33,8 @@ RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
 # what one evaluation's block in results.json keeps, besides every evaluator column's key (`block_keys`)
-BLOCK_KEYS = ("evaluation", "steps", "evaluator_versions", "layers", "mu", "mu_layers", "perplexity",
-              "dev_sentences", "dev_sentences_cut", "dictionary_entries", "eval_seconds",
+BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "mu", "mu_layers",
+              "perplexity", "dev_sentences", "dev_sentences_cut", "dictionary_entries", "eval_seconds",
               "pairs")  # more than two languages: English with each other language (evaluate_model)
 
 
@@ -102,6 +102,23 @@ def check_run_dir(path: str | Path) -> Path:
     return path
 
 
+RUN_SECTIONS = ("model", "data", "train")  # what every run's config.json holds (a HuggingFace config does not)
+
+
+def check_run_config(path: Path, data: dict) -> None:
+    """`data` (a folder's config.json) must be a run's resolved config, not e.g. a HuggingFace export's,
+    which would otherwise read as a default config (unknown keys are ignored for older runs' sake)."""
+    if all(isinstance(data.get(k), dict) for k in RUN_SECTIONS):
+        return
+    if "model_type" in data or "architectures" in data:
+        raise MinimultError(f"{path} is a HuggingFace export (its config.json names model_type "
+                            f"{data.get('model_type')!r}), not a run folder: evaluate it with "
+                            f"`minimult eval --hf {path} --pair A B`; it cannot be resumed")
+    missing = next(k for k in RUN_SECTIONS if not isinstance(data.get(k), dict))
+    raise MinimultError(f"not a run folder: {path}/config.json is not a minimult run configuration (no {missing!r} "
+                        f"section)")
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -125,7 +142,25 @@ def environment() -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+    """Atomically; a failure is one line naming `path` (never the temporary file beside it)."""
+    try:
+        atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+    except OSError as e:
+        raise MinimultError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def check_writable_file(path: str | Path, what: str) -> Path:
+    """Before hours of work: `path` can be written atomically (its folder exists and is writable, and it
+    is not a folder itself)."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise MinimultError(f"{what} {path} is a folder, not a file")
+    if not folder.is_dir():
+        raise MinimultError(f"cannot write {what} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise MinimultError(f"cannot write {what} {path}: the folder {folder} is not writable")
+    return path
 
 
 def read_json(path: Path) -> dict:
@@ -135,6 +170,54 @@ def read_json(path: Path) -> dict:
         raise MinimultError(f"cannot read {path}: {e}") from None
     if not isinstance(data, dict):
         raise MinimultError(f"cannot read {path}: it holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _number(x) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def results_problem(results) -> str | None:
+    """What makes `results` (a results.json's object) unreadable as results, or None: the layout (`layers`
+    a dict of per-layer dicts, `evaluations` a list of objects, a column's group an object) and every
+    registered column's value a number or null, e.g. "'mu' is 'x', not a number"."""
+    from minimult.evaluate.registry import columns
+
+    if not isinstance(results, dict):
+        return f"it holds a JSON {type(results).__name__}, not an object"
+    layers = results.get("layers", {})
+    if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
+        return f"'layers' is {str(layers)[:40]!r}, not an object of per-layer results"
+    blocks = results.get("evaluations", [])
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        return f"'evaluations' is {str(blocks)[:40]!r}, not a list of evaluation blocks"
+    for key in ("steps", "total_steps"):
+        if not _number(results.get(key)):
+            return f"{key!r} is {str(results[key])[:40]!r}, not a number"
+    for c in columns():
+        if c.per_layer:
+            where = [(f"layers.{l}.{c.name}", r.get(c.name)) for l, r in layers.items()]
+        elif c.group:
+            group = results.get(c.group, {})
+            if not isinstance(group, dict):
+                return f"{c.group!r} is {str(group)[:40]!r}, not an object"
+            where = [(f"{c.group}.{c.name}", group.get(c.name))]
+        else:
+            where = [(c.name, results.get(c.name))]
+        for name, value in where:
+            if not _number(value):
+                return f"{name!r} is {str(value)[:40]!r}, not a number"
+    return None
+
+
+def read_results(path: str | Path) -> dict:
+    """A run's results.json, checked (`results_problem`): a damaged file is one line naming it and what is
+    wrong, so nothing reads half of it or writes over it."""
+    path = Path(path)
+    data = read_json(path)
+    problem = results_problem(data)
+    if problem:
+        raise MinimultError(f"{path} is damaged: {problem}; fix it or move it away (nothing was changed)")
     return data
 
 
@@ -230,6 +313,7 @@ class Run:
         self.path, self.cfg = Path(path), cfg
         self.mods = from_canonical(cfg.mods) if mods is None else mods
         self._data = data
+        self.trained: dict | None = None  # how far the loaded checkpoint trained (`load_model`)
 
     # --- creating and opening ---
 
@@ -237,9 +321,11 @@ class Run:
     def create(cls, cfg, mods, out: str | Path | None = None, log: Callable[[str], None] = print) -> "Run":
         """A new folder (`out`, or runs/<mods>-s<seed>-<time>) with config.json and the vocabulary."""
         from minimult.data.run_data import RunData
+        from minimult.model import pick_device
         from minimult.mods import check_masking
 
         check_masking(cfg, mods)  # before the folder: bad input leaves no empty run behind
+        pick_device(cfg.train.device)  # a device that is not here would leave a folder no command can train
         data = RunData(cfg, mods)
         prepared = data.prepare(log)
         run = cls(create_run_dir(out, cfg.mods, cfg.train.seed), cfg, mods, data)
@@ -263,8 +349,10 @@ class Run:
         from minimult.config import RunConfig
 
         path = check_run_dir(path)
+        data = read_json(path / "config.json")
+        check_run_config(path, data)
         try:
-            cfg = RunConfig.from_dict(read_json(path / "config.json"))
+            cfg = RunConfig.from_dict(data)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise MinimultError(f"{path}/config.json is not a run configuration ({e})") from None
         return cls(path, cfg)
@@ -355,20 +443,45 @@ class Run:
 
     def load_model(self, device: str = "auto", log: Callable[[str], None] = print):
         """The run's model with its last checkpoint's weights, in eval mode, after checking that the
-        prepared vocabulary is the one it trained with."""
+        prepared vocabulary is the one it trained with. A run whose training failed (diverged) is refused;
+        one that has not finished says so in one line. `self.trained` then says how far the checkpoint
+        trained: {"steps", "total_steps", "complete"}."""
         from minimult.model import Bert, pick_device
 
         if not self.has_checkpoint():
             raise MinimultError(f"run {self.path} has no checkpoint yet: train it first (minimult pretrain)")
+        self.check_not_failed()
         dev = pick_device(device)
         ckpt = self.checkpoint(map_location=dev)
         model = Bert(self.cfg.model).to(dev)
         model.load_state_dict(ckpt["model"])
         model.eval()
         self.check_vocabulary(self.data.prepare(log))
+        total = self.meta.get("total_steps")
+        self.trained = {"steps": ckpt["step"], "total_steps": total, "complete": bool(ckpt.get("complete"))}
         if not ckpt.get("complete"):
-            log(f"note: run {self.path} is not complete (step {ckpt['step']}); evaluating its last checkpoint")
+            of = f" of {total:,}" if isinstance(total, int) else ""
+            log(f"note: run {self.path} is unfinished (step {ckpt['step']:,}{of}, run.json says "
+                f"{self.meta.get('status', 'nothing')!r}): its last checkpoint is evaluated and stored as not "
+                f"complete; `minimult pretrain --resume {self.path}` finishes it")
         return model
+
+    def check_not_failed(self) -> None:
+        """A run whose training diverged (run.json's status `failed: ...`) has no model worth a result: its
+        checkpoint is the last one before the loss broke."""
+        status = str(self.meta.get("status", ""))
+        if status.startswith("failed"):
+            raise MinimultError(f"run {self.path} {status}: its checkpoint is the last one before the loss diverged, "
+                                f"not a trained model, so it is not evaluated; train it again (e.g. with a lower "
+                                f"--set train.lr)")
+
+    def check_results(self) -> None:
+        """Before an evaluation: results.json, if there is one, is readable and can be replaced (so the
+        work is never lost to a damaged file or a read-only folder at the end)."""
+        path = self.path / "results.json"
+        check_writable_file(path, "results file")
+        if path.exists():
+            read_results(path)
 
     def write_results(self, results: dict, fill: dict | None = None) -> dict:
         """results.json: one block per evaluation under "evaluations" (its settings and numbers, never
@@ -381,7 +494,7 @@ class Run:
         from minimult.evaluate.registry import standalone_keys, versions
 
         path = self.path / "results.json"
-        old = read_json(path) if path.is_file() else {}
+        old = read_results(path) if path.is_file() else {}
         keys = block_keys()
         blocks = old.get("evaluations") or ([{k: old[k] for k in keys if k in old}] if "layers" in old else [])
         blocks = [*blocks, {k: results[k] for k in keys if k in results}]

@@ -12,6 +12,7 @@ Format (UTF-8 text, one link per line):
   and the cache's `verses-*.tsv` show it).
 - `S` (sure) or `P` (possible), default `S`. Precision counts a prediction correct when it is any
   link (S or P), recall counts the S links found, AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|).
+- Numbers are ASCII digits (`٣` or `¹` is a malformed line, never read as 3 or refused with a traceback).
 - Blank lines and lines starting with `#` are ignored; a file may say `# silver` in a comment.
 
 Public entries: `read_links(path, words_a, words_b) -> Links` (checked against the verses' word
@@ -22,6 +23,7 @@ pieces start, to map word indices onto a tokenized sentence).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,9 @@ import numpy as np
 from minimult.errors import MinimultError
 
 KINDS = ("S", "P")
+# ASCII only (str.isdigit takes '¹', which int() fails on, and '٣', which int() reads as 3), and at most 18 of
+# them (int() refuses over 4,300 digits)
+DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True)
@@ -73,10 +78,10 @@ def read_links(path, words_a: dict[int, int], words_b: dict[int, int]) -> Links:
             continue
         fields = line.rstrip("\r\n").split("\t")
         where = f"{path}:{number}: {stripped[:60]!r}"
-        if len(fields) not in (3, 4) or not all(f.strip().isdigit() for f in fields[:3]) \
+        if len(fields) not in (3, 4) or not all(DIGITS.fullmatch(f.strip()) for f in fields[:3]) \
                 or (len(fields) == 4 and fields[3].strip() not in KINDS):
             raise MinimultError(f"bad link at {where}: use verse_id<TAB>index_in_A<TAB>index_in_B[<TAB>S|P] "
-                                f"(0-based word indices)")
+                                f"(0-based word indices, ASCII digits)")
         verse, a, b = (int(f) for f in fields[:3])
         if verse not in words_a or verse not in words_b:
             raise MinimultError(f"bad link at {where}: verse {verse} is not among the run's aligned "

@@ -87,16 +87,25 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
     subset per split) is given. `attention` (train.attention's values) encodes otherwise than the run
     trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the default settings fills its numbers into the
-    run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed."""
+    run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed.
+    Results record the checkpoint's `steps` of the run's `total_steps`: an unfinished run (killed, or stopped
+    early) is evaluated with one line saying so and is never 'complete'; a failed (diverged) run is refused.
+    Bad input (an `only` naming nothing, links without a link file, a damaged results.json) is refused
+    before the model loads."""
     from minimult.runs import Run, environment
 
     t0 = time.time()
+    names = ", ".join(e.name for e in evaluators())
+    if only is not None and not only:
+        raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
     unknown = sorted(set(only or ()) - set(REGISTRY))
     if unknown:
-        raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {', '.join(e.name for e in evaluators())}")
+        raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {names}")
+    if only and "links" in only and link_file is None:
+        raise MinimultError("--only links scores against a link file: give one with --links FILE (or --links silver "
+                            "for the en-es source's silver links); without it there is nothing to score")
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
-        model = with_segment(run.load_model(device, log=log), segment)
     depth = run.cfg.model.layers
     layers = tuple(sorted(set(int(l) for l in (layers or mu_layers(depth)))))
     bad = [l for l in layers if not 0 <= l <= depth]
@@ -104,39 +113,57 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
     if dev_sentences is not None and dev_sentences < 2:
         raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
-    if link_file is not None:
-        link_file = _link_file(run, link_file)
+    if ppl_sentences is not None and ppl_sentences < 1:
+        raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
+                            f"for every sequence")
+    trained = run.cfg.train.attention
+    attention = attention or trained
+    if attention not in ATTENTIONS:
+        raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
     # minutes of fine-tuning: only when the run's config asks, and for the model as trained
     transfer = run.cfg.transfer if run.cfg.transfer.enabled and segment == "original" else None
+    if only and "transfer" in only and transfer is None:
+        why = ("this run's config does not enable transfer (transfer.enabled); `minimult transfer RUN` fine-tunes it"
+               if segment == "original" else f"transfer fine-tunes the model as trained, not --segment {segment}")
+        raise MinimultError(f"--only transfer: {why}")
+    if link_file is not None:
+        link_file = _link_file(run, link_file)
     if transfer is not None:
         from minimult.evaluate.transfer import frozen_layer
 
         frozen_layer(transfer, depth)
         run.data.task()  # a corpus without verse ids fails before any evaluator runs
-    trained = run.cfg.train.attention
-    attention = attention or trained
-    if attention not in ATTENTIONS:
-        raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
+    run.check_not_failed()
+    if write:
+        run.check_results()  # a damaged results.json or a read-only folder: now, not after the evaluation
+    with phase(timings, "load"):
+        model = with_segment(run.load_model(device, log=log), segment)
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
                   transfer=transfer, log=log, link_file=link_file, attention=attention)
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log, only=only)
-    meta = run.meta
+    if only and not scores.get("layers") and not any(k != "layers" for k in scores):
+        raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
+                            f"without it); nothing was stored")
+    meta, trained_steps = run.meta, run.trained or {}
+    steps = trained_steps.get("steps", meta.get("steps"))
     if "transfer" in scores:
-        scores["transfer"]["steps"] = meta.get("steps")
+        scores["transfer"]["steps"] = steps
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
                 and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
+    finished = trained_steps.get("complete", True)  # an unfinished run's evaluation is never 'complete'
     settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
                 "precision": precision, "segment": segment, "attention": attention,
                 **({"only": sorted(only)} if only else {}),
-                "complete": defaults and not only, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                "complete": defaults and not only and finished, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     results = {"evaluation": settings,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
-        "vocab_sha256": run.data.prepared.vocab_hash, "steps": meta.get("steps"), "config": run.cfg.to_dict(),
+        "vocab_sha256": run.data.prepared.vocab_hash, "steps": steps,
+        "total_steps": trained_steps.get("total_steps", meta.get("total_steps")), "config": run.cfg.to_dict(),
         "environment": environment(),
         "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
         **scores, "eval_seconds": time.time() - t0,

@@ -1,14 +1,21 @@
 """Any local HuggingFace BERT checkpoint under the lab's evaluators: `minimult eval --hf DIR --pair A B`.
 
-The folder must load with `transformers` (config, weights) and hold its own tokenizer (tokenizer.json
-or vocab.txt). A and B are line-aligned parallel text; each line is tokenized without specials, and
-the sequences are written `[CLS] s [SEP]` with the tokenizer's special ids, positions from 0 and
-segment 0, as minimult writes its own runs.
+The folder must load with `transformers` as a BERT masked LM, every weight of it from the checkpoint
+(missing or unexpected weights beyond the known tied and optional ones, such as the pooler and the NSP
+head, are one error line: a GPT-2 folder or a BERT with a layer cut out would otherwise run on random
+weights), and hold its own tokenizer (tokenizer.json or vocab.txt). A and B are line-aligned parallel
+text; each line is tokenized without specials, and the sequences are written `[CLS] s [SEP]` with the
+tokenizer's special ids, positions from 0 and segment 0, as minimult writes its own runs.
 
-- `shift=True`: B is A's shifted copy (Fake-English): B's ids are A's plus the tokenizer's size (a
-  minimult export's id block, `minimult_id_block` in its config, when it records one: a character set
-  leaves most of its block unused), which the model's vocabulary must have room for (a minimult export has). The gold alignment is then the
-  identity and the dictionary every non-special id against its shifted copy, so every evaluator runs.
+- `shift=True`: B is A's shifted copy (Fake-English): the gold alignment is the identity and the
+  dictionary every non-special id against its shifted copy, so every evaluator runs. On a minimult
+  export every language the run had is written exactly as in its evaluation, from what the export
+  records (`minimult_languages`: each language's ids, specials, positions, segment and window, and its
+  word order, reversed under inv-order; `minimult_training`: train.attention), so the numbers are the
+  run's own; an export whose languages are not id-shifted copies of English (a tokenizer of their own,
+  a shifted script), or whose word order a mod drew at random (permute), is refused in one line. On
+  any other checkpoint B's ids are A's plus the tokenizer's size (`minimult_id_block` when recorded),
+  which the model's vocabulary must have room for.
 - `langs=(A_NAME, B_NAME)`: a minimult export that records its languages (`minimult_languages`: en-es's
   Spanish has a tokenizer of its own in `es/` and ids at its own offset; a lang-pos run's second language
   has positions of its own): each side is written as that language was in training, so an exported run
@@ -25,6 +32,8 @@ whatever the tokenizer's pre-tokenizer splits further.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -67,8 +76,38 @@ class HFBert(nn.Module):
         return self.hf.cls(hidden_selected)
 
 
+# weights a BERT checkpoint may lack or carry beyond BertForMaskedLM's without changing what it computes:
+# the decoder tied to the word embeddings, buffers, and the pooler and NSP head of BertForPreTraining
+TIED_OR_BUFFERS = re.compile(r"^(bert\.)?(cls\.predictions\.decoder\.(weight|bias)"
+                             r"|embeddings\.(position_ids|token_type_ids))$")
+OPTIONAL_EXTRA = re.compile(r"^(bert\.)?(pooler\.|cls\.seq_relationship\.|embeddings\.(position_ids|token_type_ids)$)")
+
+
+def check_weights(d: Path, model, info: dict) -> None:
+    """One error line when the checkpoint's weights do not fill a BERT masked LM: weights transformers
+    would leave at their random initialisation, or weights of another architecture."""
+    missing = sorted(k for k in info.get("missing_keys", ()) if not TIED_OR_BUFFERS.match(k))
+    missing += sorted(k[0] if isinstance(k, (tuple, list)) else str(k) for k in info.get("mismatched_keys", ()))
+    extra = sorted(k for k in info.get("unexpected_keys", ()) if not OPTIONAL_EXTRA.match(k))
+    errors = [str(e).splitlines()[0] for e in info.get("error_msgs", ()) if str(e).strip()]
+    if not (missing or extra or errors):
+        return
+    kind = getattr(model.config, "model_type", None)
+    try:
+        kind = json.loads((d / "config.json").read_text()).get("model_type", kind)
+    except (OSError, ValueError, AttributeError):
+        pass
+    parts = [f"{len(missing):,} weight(s) missing or of another shape (e.g. {missing[0]}), which would run at "
+             f"random" if missing else "", f"{len(extra):,} unexpected (e.g. {extra[0]})" if extra else "",
+             errors[0] if errors else ""]
+    what = f" (its config says model_type {kind!r})" if kind and kind != "bert" else ""
+    raise MinimultError(f"{d} is not a BERT masked LM whose weights all load{what}: "
+                        + "; ".join(p for p in parts if p))
+
+
 def load(directory) -> tuple[object, HFBert]:
-    """(tokenizer, model) from a local checkpoint folder; one clear error when it is not one."""
+    """(tokenizer, model) from a local checkpoint folder; one clear error when it is not one, or when its
+    weights do not fill a BERT masked LM (`check_weights`)."""
     d = Path(directory)
     if not (d / "config.json").is_file():
         raise MinimultError(f"{d} is not a HuggingFace checkpoint folder (no config.json)")
@@ -76,15 +115,24 @@ def load(directory) -> tuple[object, HFBert]:
         raise MinimultError(f"{d} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): --hf evaluates a checkpoint "
                             f"with its own tokenizer")
     from transformers import AutoTokenizer, BertForMaskedLM
+    from transformers.utils import logging as hf_logging
 
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # its load report: check_weights says what matters in one line
+    hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(d))
-        model = BertForMaskedLM.from_pretrained(str(d), attn_implementation="eager").eval()
+        model, info = BertForMaskedLM.from_pretrained(str(d), attn_implementation="eager", output_loading_info=True)
     except (OSError, ValueError, KeyError) as e:
         raise MinimultError(f"cannot load {d} with transformers: {str(e).splitlines()[0]}") from None
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+    check_weights(d, model, info)
     if not tokenizer.is_fast:
         raise MinimultError(f"{d}: --hf needs a fast tokenizer (tokenizer.json) for word boundaries")
-    return tokenizer, HFBert(model)
+    return tokenizer, HFBert(model.eval())
 
 
 def read_pair(a, b) -> tuple[list[str], list[str]]:
@@ -140,6 +188,31 @@ def recorded_languages(model: HFBert) -> dict:
     return getattr(model.hf.config, "minimult_languages", None) or {}
 
 
+def recorded_training(model: HFBert) -> dict:
+    """`minimult_training` of a minimult export (how far and how its run trained; {} for any other)."""
+    return getattr(model.hf.config, "minimult_training", None) or {}
+
+
+def recorded_layout(spec: dict, lang: int) -> Layout:
+    """A language's recorded layout as language `lang` of the pair (fields this version does not know are
+    left out)."""
+    known = {f.name for f in dataclasses.fields(Layout)}
+    return Layout(**{**{k: v for k, v in spec["layout"].items() if k in known}, "lang": lang})
+
+
+def in_order(side: Side, name: str, spec: dict, directory) -> Side:
+    """`side` in the word order its language had in the run (`order` in the export's record): reversed
+    under inv-order; a mod whose order the export could not record is one error line naming it."""
+    order = spec.get("order", "original")
+    if order == "original":
+        return side
+    if order == "reversed":
+        return side.reordered([np.arange(n)[::-1].copy() for n in side.lengths])
+    raise MinimultError(f"{directory}: its run's mod {spec.get('order_mod') or '(unnamed)'} reordered the words of "
+                        f"{name!r} in a way eval --hf cannot write again (only original and reversed orders are "
+                        f"recorded), so its numbers would not be the run's; evaluate the run itself (minimult eval RUN)")
+
+
 def language_tokenizers(directory, record: dict, langs) -> list:
     """The tokenizers of the named languages (an export keeps a language's own in its sub-folder)."""
     from transformers import AutoTokenizer
@@ -159,7 +232,8 @@ def language_tokenizers(directory, record: dict, langs) -> list:
 
 
 def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=None, directory=None):
-    """(sides, layouts, dictionary sides or None) for the pair."""
+    """(sides, layouts, dictionary sides or None, language names) for the pair; with `shift` on a minimult
+    export, every language the run had (`shifted_languages`)."""
     record = recorded_languages(model)
     if langs:
         if shift:
@@ -167,10 +241,12 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
                                 "languages the two files are written in (en,fake reads B as Fake-English too)")
         tokenizers = language_tokenizers(directory, record, langs)
         specs = [record[l] for l in langs]
-        layouts = [Layout(**{**spec["layout"], "lang": k}) for k, spec in enumerate(specs)]
-        sides = [_side(t, lines, k, layout.id_offset, False, spec.get("unicode_shift", False))
-                 for k, (t, lines, layout, spec) in enumerate(zip(tokenizers, (a_lines, b_lines), layouts, specs))]
-        return sides, layouts, None
+        layouts = [recorded_layout(spec, k) for k, spec in enumerate(specs)]
+        sides = [in_order(_side(t, lines, k, layout.id_offset, False, spec.get("unicode_shift", False)), name, spec,
+                          directory)
+                 for k, (t, lines, layout, spec, name) in enumerate(zip(tokenizers, (a_lines, b_lines), layouts, specs,
+                                                                         langs))]
+        return sides, layouts, None, tuple(langs)
     own = [l for l, spec in record.items() if spec["tokenizer"]]
     if own and shift:
         raise MinimultError(f"--shift: {directory}'s second language is {own[0]!r} with a tokenizer of its own, not "
@@ -184,6 +260,8 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
     if shift and block < V:
         raise MinimultError(f"--shift: the model's id block per language ({block:,}, minimult_id_block in its "
                             f"config) is smaller than its tokenizer ({V:,} ids)")
+    if shift and record:
+        return shifted_languages(tokenizer, model, record, a_lines, directory)
     if shift and model.hf.config.vocab_size < block + V:
         raise MinimultError(f"--shift: the model's vocabulary ({model.hf.config.vocab_size:,}) has no room for a "
                             f"shifted copy of the tokenizer's ({V:,} ids)")
@@ -199,7 +277,35 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
         special = set(tokenizer.all_special_ids)
         en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
         dictionary = one_piece_sides([en, en + offset])
-    return sides, layouts, dictionary
+    return sides, layouts, dictionary, ("en", "fake")
+
+
+def shifted_languages(tokenizer, model: HFBert, record: dict, lines, directory):
+    """`pair_data` of `--shift` on a minimult export: every recorded language as an id-shifted copy of A's
+    lines, each written as the run wrote it (its recorded layout: ids, specials, positions, segment,
+    window; its word order), with the gold alignment and dictionary of id-shifted copies; one error line
+    for a language that is not one (a shifted script, English's own ids)."""
+    from minimult.data.sources.shift import one_piece_sides
+
+    names = list(record)
+    for name in names[1:]:
+        if record[name].get("unicode_shift"):
+            raise MinimultError(f"--shift: {directory}'s language {name!r} is English written in a shifted script, "
+                                f"not an id-shifted copy of English; use --langs {names[0]},{name}")
+    layouts = [recorded_layout(record[name], k) for k, name in enumerate(names)]
+    shared = [name for name, layout in zip(names[1:], layouts[1:]) if layout.id_offset == 0]
+    if shared:
+        raise MinimultError(f"--shift: {directory}'s language {shared[0]!r} shares English's ids (one vocabulary), so "
+                            f"it is no id-shifted copy of English; use --langs {names[0]},{shared[0]}")
+    V, size = len(tokenizer), model.hf.config.vocab_size
+    if max(l.id_offset for l in layouts) + V > size:
+        raise MinimultError(f"--shift: the model's vocabulary ({size:,}) has no room for {len(layouts)} copies of the "
+                            f"tokenizer's {V:,} ids at the recorded offsets")
+    sides = [in_order(_side(tokenizer, lines, k, layout.id_offset, True), name, record[name], directory)
+             for k, (name, layout) in enumerate(zip(names, layouts))]
+    special = set(tokenizer.all_special_ids)
+    en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
+    return sides, layouts, one_piece_sides([en + layout.id_offset for layout in layouts]), tuple(names)
 
 
 def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
@@ -216,19 +322,38 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     a_lines, b_lines = read_pair(a, b)
     if shift and a_lines != b_lines:
         raise MinimultError(f"--shift: {b} must hold {a}'s lines (its shifted copy is made from the same text)")
-    sides, layouts, dictionary = pair_data(tokenizer, model, a_lines, b_lines, shift, langs, directory)
+    sides, layouts, dictionary, names = pair_data(tokenizer, model, a_lines, b_lines, shift, langs, directory)
+    record, training = recorded_languages(model), recorded_training(model)
+    if training and not training.get("complete"):
+        status = str(training.get("status") or "")
+        total = training.get("total_steps")
+        log(f"note: {directory} holds the weights of {'a failed' if status.startswith('failed') else 'an unfinished'} "
+            f"run, step {training.get('steps')} of {total if total is not None else 'an unknown total'}")
+    if record and (not training or any("order" not in spec for spec in record.values())):
+        log(f"note: {directory} was exported before exports recorded word orders and train.attention: every language "
+            f"is read in its original order with padding masked (an inv-order or attend-padding run was not; export "
+            f"the run again)")
     if link_file is not None:
+        reordered = [name for name in names if record.get(name, {}).get("order", "original") != "original"]
+        if reordered:
+            raise MinimultError(f"--links needs the words of both languages in their original order; {directory}'s "
+                                f"run reordered the words of {reordered[0]!r} ({record[reordered[0]].get('order_mod')})")
         for side, lines, path in zip(sides, (a_lines, b_lines), (a, b)):
             check_words(side, lines, path)
+    if segment != "original" and any(l.segment < 0 for l in layouts):
+        raise MinimultError(f"--segment {segment}: this model has no segment table (no-segment); only 'original' "
+                            f"applies")
     depth = model.cfg.layers
     layers = tuple(sorted(set(layers or mu_layers(depth))))
     if not all(0 <= l <= depth for l in layers):
         raise MinimultError(f"layers {list(layers)}: the model has layers 0..{depth}")
+    attention = training.get("attention", "masked")  # as the run encoded (train.attention)
     dev = pick_device(device)
     model = with_segment(model, segment).to(dev)
-    ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, layouts[0].max_len, layers, dev,
-                  ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision,
-                  link_file=None if link_file is None else str(link_file),
+    ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, min(l.max_len for l in layouts), layers,
+                  dev, ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision,
+                  link_file=None if link_file is None else str(link_file), log=log, languages=names,
+                  attention=attention,
                   verse_ids=lambda: np.arange(1, len(a_lines) + 1))  # a link file's verse id: the line number
     possible = None if shift else TEXT_EVALUATORS + ("links",)
     if only is None:
@@ -238,5 +363,6 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
                             f"it gives {', '.join(possible)}")
     scores = evaluate_model(ctx, log, only=only)
     return {"hf": str(directory), "pair": [str(a), str(b)], "shift": shift, "langs": list(langs or ()) or None,
-            "dev_sentences": len(a_lines),
-            "evaluation": {"layers": list(layers), "precision": precision, "segment": segment}, **scores}
+            "dev_sentences": len(a_lines), "training": training or None,
+            "evaluation": {"layers": list(layers), "precision": precision, "segment": segment,
+                           "attention": attention, "max_len": ctx.max_len}, **scores}

@@ -6,7 +6,8 @@ of cosine similarity between word vectors, and the predicted word links are scor
 file's sure and possible links (`metrics.link_scores`); a model-free diagonal aligner is scored
 beside the layers (`diagonal`) as the level word order alone reaches. Only the verses the file names are encoded,
 from the whole development split (independent of --dev-sentences); words cut off by the model's
-window are left out, and the links on them are counted as `outside_window` and not scored. A file
+window are left out, and the links on them are counted as `outside_window` and not scored; when that
+leaves no link at all, every score is null ("nothing to score", said in one line), never F1 0 / AER 1. A file
 whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled silver in the results.
 
 Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses
@@ -53,6 +54,10 @@ def diagonal_links(chosen, words_a: dict[int, int], words_b: dict[int, int]) -> 
     return out
 
 
+# the scores of a link file none of whose links lies inside the model's window
+NOTHING = dict(precision=None, recall=None, f1=None, aer=None, predicted=None, sure=0, possible=0)
+
+
 def run(ctx) -> dict:
     if ctx.link_file is None:
         return {}
@@ -74,15 +79,23 @@ def run(ctx) -> dict:
                        for v, a, b in zip(links.verse_ids, links.a, links.b)], dtype=bool)
     sure = {(int(v), int(a), int(b)) for v, a, b, s, i in zip(links.verse_ids, links.a, links.b, links.sure, inside) if s and i}
     possible = {(int(v), int(a), int(b)) for v, a, b, i in zip(links.verse_ids, links.a, links.b, inside) if i}
-    with ctx.phase("forward_links"):
-        vectors = encode_sides(ctx.model, cut, ctx.layouts, ctx.layers, ctx.device, ctx.attention, ctx.precision)
-    layers = {}
-    for l in ctx.layers:
-        with ctx.phase("links"):
-            en, other = word_vectors(vectors[0][l], cut[0]), word_vectors(vectors[1][l], cut[1])
-            predicted = {(int(v), a, b) for v, x, y in zip(chosen, en, other) for a, b in metrics.mutual_argmax_links(x, y)}
-            layers[str(l)] = metrics.link_scores(predicted, sure, possible)
-    diagonal = metrics.link_scores(diagonal_links(chosen, *kept), sure, possible)
+    if not possible:  # every link on a word cut off by the window: no score, not a score of 0
+        if ctx.log is not None:
+            ctx.log(f"note: links: all {len(links):,} links of {ctx.link_file} fall on words outside the model's "
+                    f"window ({ctx.max_len - 2} pieces per sentence): nothing to score, stored as null")
+        layers = {str(l): dict(NOTHING) for l in ctx.layers}
+        diagonal = dict(NOTHING)
+    else:
+        with ctx.phase("forward_links"):
+            vectors = encode_sides(ctx.model, cut, ctx.layouts, ctx.layers, ctx.device, ctx.attention, ctx.precision)
+        layers = {}
+        for l in ctx.layers:
+            with ctx.phase("links"):
+                en, other = word_vectors(vectors[0][l], cut[0]), word_vectors(vectors[1][l], cut[1])
+                predicted = {(int(v), a, b) for v, x, y in zip(chosen, en, other)
+                             for a, b in metrics.mutual_argmax_links(x, y)}
+                layers[str(l)] = metrics.link_scores(predicted, sure, possible)
+        diagonal = metrics.link_scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
     return {"links": {"file": str(Path(ctx.link_file)), "sha256": hashlib.sha256(Path(ctx.link_file).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "unit": "word (mean of its pieces), mutual argmax",
@@ -95,8 +108,11 @@ def table(results: dict) -> str:
     r = results
 
     def row(name, s):
-        return (name, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}", f"{s['aer']:.3f}",
-                f"{s['predicted']:,}")
+        def num(k, spec):
+            return "-" if s.get(k) is None else format(s[k], spec)
+
+        return (name, num("precision", ".3f"), num("recall", ".3f"), num("f1", ".3f"), num("aer", ".3f"),
+                num("predicted", ","))
 
     rows = [("layer", "precision", "recall", "F1", "AER", "predicted")]
     rows += [row(l, s) for l, s in sorted(r["layers"].items(), key=lambda kv: int(kv[0]))]
@@ -104,11 +120,13 @@ def table(results: dict) -> str:
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
     head = (f"word alignment against {r['kind']} links {r['file']} ({r['verses']:,} verses, {r['links']:,} links, "
             f"{r['outside_window']:,} outside the model's window; words = mean of their pieces, mutual argmax):")
+    if r.get("f1") is None and r["outside_window"] == r["links"]:
+        return head[:-1] + ": nothing to score (every link falls outside the window)"
     return "\n".join([head] + ["  ".join(c.rjust(w) for c, w in zip(x, widths)) for x in rows])
 
 
 register(Evaluator(
     "links", "word alignment P, R, F1 and AER against a link file (eval --links), words pooled from pieces",
-    version=2, order=25, run=run, periodic=False, standalone=True,
+    version=3, order=25, run=run, periodic=False, standalone=True,
     columns=(Column("f1", "links F1", group="links"),
              Column("aer", "links AER", group="links", higher_is_better=False))))

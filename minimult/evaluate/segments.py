@@ -16,12 +16,14 @@ language's layout feeds, it reads it); the original model is never changed.
 from __future__ import annotations
 
 import copy
+import re
 
 import torch
 
 from minimult.errors import MinimultError
 
 FIXED = ("original", "0s", "1s", "avg", "null")
+MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes
 
 
 def parse_segments(text: str) -> list[str]:
@@ -33,9 +35,11 @@ def parse_segments(text: str) -> list[str]:
         if v in FIXED:
             continue
         name, _, seed = v.partition(":")
-        if name != "rand" or not seed.isdigit():
+        if name != "rand" or not re.fullmatch(r"[0-9]+", seed):  # ASCII digits: '¹' passes str.isdigit
             raise MinimultError(f"unknown segment alternation {v!r}: use original, 0s, 1s, avg, null or rand:SEED "
                                 f"(SEED a whole number, e.g. rand:1)")
+        if len(seed) > 20 or int(seed) > MAX_SEED:  # (int() refuses strings of over 4,300 digits)
+            raise MinimultError(f"--segment {v}: rand:SEED takes a seed from 0 to {MAX_SEED} (2**64 - 1)")
     if len(set(values)) != len(values):
         raise MinimultError(f"--segment {text!r} names a value twice")
     return values

@@ -297,12 +297,16 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
     cfg = cfg or run.cfg.transfer
     frozen_layer(cfg, run.cfg.model.layers)  # before loading anything
     run.data.task()  # a corpus without verse ids fails here, before the model loads
+    if write:
+        run.check_results()  # a damaged results.json fails now, not after minutes of fine-tuning
     model = run.load_model(device, log=log)
     ctx = context(run, model, (), transfer=cfg, log=log)
     part = evaluate(ctx)
-    part["transfer"]["steps"] = run.meta.get("steps")
+    steps, total = run.trained["steps"], run.trained["total_steps"]  # the checkpoint's (run.json lacks a killed run's)
+    part["transfer"]["steps"] = steps
     results = {"evaluation": {"kind": "transfer", "complete": False, "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
-               "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": run.meta.get("steps"),
+               "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": steps,
+               "total_steps": total,
                "evaluator_versions": versions(), "config": run.cfg.to_dict(), "environment": environment(),
                **part, "eval_seconds": time.time() - t0}
     return run.write_results(results) if write else results

@@ -92,10 +92,16 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
     items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
     active: dict[str, ActiveMod] = {}
     for item in items:
-        name, _, raw = item.partition("=")
+        name, eq, raw = item.partition("=")
+        name, raw = name.strip(), raw.strip()
         mod = REGISTRY.get(name)
         if mod is None:
             raise MinimultError(f"unknown mod {name!r}; valid mods: {valid_names()}")
+        if eq and not raw:  # 'inv-order=' is not plain inv-order: a value was meant and is missing
+            hint = (f"{name} takes no value; write {name}" if mod.parse is None else
+                    f"give one (e.g. {mod.spec(mod.default)}) or write {name} alone" if mod.default is not None else
+                    f"give one or write {name} alone")
+            raise MinimultError(f"mod {item!r} has an empty value: {hint}")
         if name in active:
             raise MinimultError(f"mod {name!r} given twice")
         if raw and mod.parse is None:
