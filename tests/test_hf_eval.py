@@ -89,25 +89,31 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
         evaluate_hf(hf_dir, text, other, shift=True, log=lambda s: None)
 
 
-@pytest.fixture(scope="module", params=["char", "word"])
-def exported_units(request, tmp_path_factory):
-    """A trained tiny char or word run, exported with `minimult export`, and its dev sentences as text. The
-    tiny corpus's characters fill 81 of the 256 ids per language (the export records the block); its words
-    overflow them ([UNK])."""
+def trained_export(tmp, cfg, text_name: str):
+    """A tiny run of `cfg` trained under `tmp`, exported with `minimult export` to tmp/hf, and its dev
+    sentences written as text to tmp/text_name: (run, export folder, text file)."""
     from click.testing import CliRunner
 
     from minimult.cli import main
 
-    tmp = tmp_path_factory.mktemp(f"hf-{request.param}")
-    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "data.tokenizer": request.param, "data.max_len": 256})
     run = Run.create_at(tmp / "run", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
     result = CliRunner().invoke(main, ["export", str(run.path), "--hf", str(tmp / "hf")])
     assert result.exit_code == 0, result.output
     lines = [" ".join(words) for words in load_corpus(cfg.data.dev).sentences[: cfg.data.dev_sentences]]
-    text = tmp / "dev.en.txt"
+    text = tmp / text_name
     text.write_text("\n".join(lines) + "\n")
     return run, tmp / "hf", text
+
+
+@pytest.fixture(scope="module", params=["char", "word"])
+def exported_units(request, tmp_path_factory):
+    """A trained tiny char or word run, exported with `minimult export`, and its dev sentences as text. The
+    tiny corpus's characters fill 81 of the 256 ids per language (the export records the block); its words
+    overflow them ([UNK])."""
+    tmp = tmp_path_factory.mktemp(f"hf-{request.param}")
+    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "data.tokenizer": request.param, "data.max_len": 256})
+    return trained_export(tmp, cfg, "dev.en.txt")
 
 
 def test_char_and_word_exports_load_in_transformers_and_give_the_native_numbers(exported_units):
@@ -201,21 +207,11 @@ _EXPORTS: dict = {}
 def exported_case(name: str, tmp_path_factory):
     """(run, its export (`minimult export`), the dev text, the run's own evaluation) of CASES[name], once."""
     if name not in _EXPORTS:
-        from click.testing import CliRunner
-
-        from minimult.cli import main
-
         mods, settings = CASES[name]
         tmp = tmp_path_factory.mktemp(f"case-{name}")
         cfg, _ = resolve("tiny", {**TINY_SETTINGS, **settings}, mods or None)
-        run = Run.create_at(tmp / "run", cfg, log=lambda s: None)
-        train([run], log=lambda s: None)
-        result = CliRunner().invoke(main, ["export", str(run.path), "--hf", str(tmp / "hf")])
-        assert result.exit_code == 0, result.output
-        lines = [" ".join(words) for words in load_corpus(cfg.data.dev).sentences[: cfg.data.dev_sentences]]
-        text = tmp / "dev.txt"
-        text.write_text("\n".join(lines) + "\n")
-        _EXPORTS[name] = run, tmp / "hf", text, evaluate_run(run, log=lambda s: None, write=False)
+        run, hf, text = trained_export(tmp, cfg, "dev.txt")
+        _EXPORTS[name] = run, hf, text, evaluate_run(run, log=lambda s: None, write=False)
     return _EXPORTS[name]
 
 

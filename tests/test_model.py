@@ -180,6 +180,18 @@ def test_bad_config_raises(kwargs):
         ModelConfig(**kwargs)
 
 
+def training_case(cfg):
+    """A model and its HF copy in training mode, a padded batch and 8 selected positions with targets."""
+    model, hf = pair(cfg)
+    model.train(), hf.train()
+    batch = make_batch(cfg)
+    real = batch[3].flatten().nonzero().squeeze(1)
+    g = torch.Generator().manual_seed(2)
+    selected = real[torch.randperm(len(real), generator=g)[:8]]
+    targets = torch.randint(0, cfg.vocab_size, (8,), generator=g)
+    return model, hf, batch, selected, targets
+
+
 @pytest.mark.parametrize("name", ["1head", "4heads"])
 def test_training_gradients_match_huggingface(name):
     """Training mode (the CPU fast path: written-out attention, additive key bias) without dropout:
@@ -189,13 +201,7 @@ def test_training_gradients_match_huggingface(name):
     from minimult.export import _hf_state_dict
 
     cfg = ModelConfig(**{**CONFIGS[name].__dict__, "dropout": 0.0})
-    model, hf = pair(cfg)
-    model.train(), hf.train()
-    batch = make_batch(cfg)
-    real = batch[3].flatten().nonzero().squeeze(1)
-    g = torch.Generator().manual_seed(2)
-    selected = real[torch.randperm(len(real), generator=g)[:8]]
-    targets = torch.randint(0, cfg.vocab_size, (8,), generator=g)
+    model, hf, batch, selected, targets = training_case(cfg)
     loss = model.mlm_loss(*batch, selected, targets)
     loss.backward()
     ref = F.cross_entropy(hf(**hf_inputs(cfg, *batch)).logits.flatten(0, 1)[selected], targets)
@@ -222,13 +228,7 @@ def test_attended_padding_gradients_match_huggingface_unmasked(stacked):
     grads = {}
     for padding_idx in (0, -1):
         cfg = ModelConfig(**{**CONFIGS["1head"].__dict__, "dropout": 0.0, "padding_idx": padding_idx})
-        model, hf = pair(cfg)
-        model.train(), hf.train()
-        batch = make_batch(cfg)
-        real = batch[3].flatten().nonzero().squeeze(1)
-        g = torch.Generator().manual_seed(2)
-        selected = real[torch.randperm(len(real), generator=g)[:8]]
-        targets = torch.randint(0, cfg.vocab_size, (8,), generator=g)
+        model, hf, batch, selected, targets = training_case(cfg)
         if stacked:  # two models, of which the first is checked
             model = stack([model, copy.deepcopy(model)])
             item = dict(zip(("input_ids", "position_ids", "token_type_ids"), batch[:3]), attention_mask=None,
