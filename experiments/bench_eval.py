@@ -6,7 +6,7 @@
 1. Evaluates RUN as `minimult eval RUN --layer LAYERS` does (results.json is not written) and prints
    the seconds of every phase (minimult.evaluate's `timings`) with its rate in sequences or sentence
    pairs per second, and the total in dev sentences per second.
-2. Forward passes in one process (DESIGN §11: ratios against a reference run in the same process):
+2. Forward passes in one process (docs/pipeline.md: ratios against a reference run in the same process):
    the dev English side through the blocks up to max(LAYERS), each 512-sentence length-sorted batch
    run whole as eval did before (`reference`) against in row slices of at most 2,048 tokens as it
    does now (`minimult.evaluate.piece_vectors`), alternated for --rounds rounds after a warm-up;

@@ -2,7 +2,7 @@
 
 `budget(cfg, mods)` counts what one epoch of the run's training views holds (sequences, words, pieces
 with [CLS]/[SEP]) and what the batching makes of it: updates per epoch, updates in all, and the mean
-sentences, words and pieces per update. `PAPER` is the same for the paper's corpus (DESIGN §3: the
+sentences, words and pieces per update. `PAPER` is the same for the paper's corpus (docs/pipeline.md: the
 Easy-to-Read NT, 17,178 sentences and ~228k words per language, batches of 256, 100 epochs), so a
 preset can be set next to it: `minimult budget --preset quick`, or the README's table
 (`minimult budget --readme README.md` rewrites it between its markers).

@@ -277,8 +277,9 @@ def _layers(text: str) -> tuple[int, ...]:
               help="Of the representations: fp32 gives the same numbers on every device; bf16 autocast is faster "
                    "on a GPU and moves scores in the third decimal (such an evaluation is not 'complete').")
 @click.option("--segment", "segments", default="original", show_default=True, metavar="V,V,...",
-              help="Segment alternations (seed 000): original | 0s | 1s | avg | null | rand:SEED, comma-separated; "
-                   "one results block each. original: as trained (under lang-pos language k reads row k).")
+              help="Segment alternations (van der Goot et al. 2022): original | 0s | 1s | avg | null | rand:SEED, "
+                   "comma-separated; one results block each. original: as trained (under lang-pos language k "
+                   "reads row k).")
 @click.option("--attention", type=click.Choice(["masked", "attend-padding"]), default=None,
               help="Encode the dev data with padding masked, or attended to in the published code's batches "
                    "(default: as the run trained, train.attention; another choice is not 'complete').")
@@ -377,7 +378,7 @@ def _check_figure(path: str) -> None:
 @click.option("--png", default=None, type=click.Path(dir_okay=False), help="Also draw the curve here.")
 @_fail_cleanly
 def probe(run, device, json_path, png):
-    """Language identification per layer (seed 003): held-out accuracy of a logistic-regression probe on
+    """Language identification per layer (Wu & Dredze 2019): held-out accuracy of a logistic-regression probe on
     sentence and on word-piece vectors of the first 2,000 dev pairs, layers 0..L (chance 0.5). The curve
     goes into the run's results.json (report overlays runs)."""
     from pathlib import Path

@@ -194,7 +194,7 @@ class RunConfig:
 
 
 # Presets: overrides applied to the defaults before the user's own and before the mods.
-# The paper's budget (DESIGN §3): 17,178 sentences x 2 languages in batches of 256 = ~135 updates per
+# The paper's budget (docs/pipeline.md): 17,178 sentences x 2 languages in batches of 256 = ~135 updates per
 # epoch, ~13,500 updates in 100 epochs. BBE NT has about half as many sentences, twice as long, so the
 # same text in batches of 128 sentences gives about the paper's updates and words per update
 # (`minimult budget` prints both). The `-b256` presets are the batches of 256 the committed Table 1

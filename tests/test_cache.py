@@ -1,4 +1,4 @@
-"""Content-addressed cache: built once, reused, atomic (a failed build leaves nothing) (DESIGN §2)."""
+"""Content-addressed cache: built once, reused, atomic (a failed build leaves nothing) (docs/pipeline.md)."""
 
 from __future__ import annotations
 

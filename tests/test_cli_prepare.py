@@ -1,5 +1,5 @@
 """`minimult prepare` through the command line: the statistics table, the examples, reuse, and one
-clear `error:` line with exit code 2 for every kind of bad input (DESIGN §3, §11)."""
+clear `error:` line with exit code 2 for every kind of bad input (docs/pipeline.md)."""
 
 from __future__ import annotations
 

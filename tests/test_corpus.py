@@ -1,4 +1,4 @@
-"""Corpora: the BBE/KJV parsing fixes, Punkt splitting, normalisation, and user files (DESIGN §3)."""
+"""Corpora: the BBE/KJV parsing fixes, Punkt splitting, normalisation, and user files (docs/pipeline.md)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_bbe_nt_corpus_statistics():
     """The whole default training corpus (the one full-corpus test: ~20 s)."""
     c = corpus.load_corpus("bbe-nt")
     lengths = [len(s) for s in c.sentences]
-    assert 8_900 <= len(c) <= 9_100  # DESIGN §3 measured 9,007
+    assert 8_900 <= len(c) <= 9_100  # docs/pipeline.md: the recipe measured 9,007
     assert 225_000 <= sum(lengths) <= 231_000  # 228,160
     assert 2_900 <= len({w for s in c.sentences for w in s}) <= 3_100  # 3,009
     assert 22 <= statistics.median(lengths) <= 26  # 24

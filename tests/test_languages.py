@@ -1,4 +1,4 @@
-"""Language views and the mods' effects on them (DESIGN §4-§5): each mod changes what it should,
+"""Language views and the mods' effects on them (docs/pipeline.md): each mod changes what it should,
 nothing else, and the gold alignment follows."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Masking proportions by counting (STYLE 11): selection, replacement mix, ids, determinism."""
+"""Masking proportions by counting (docs/pipeline.md, Testing): selection, replacement mix, ids, determinism."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Metrics on hand-made cases with known answers (STYLE 11)."""
+"""Metrics on hand-made cases with known answers (docs/pipeline.md, Testing; definitions: docs/metrics.md)."""
 
 import math
 

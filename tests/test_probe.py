@@ -1,4 +1,4 @@
-"""The language-ID probe (seed 003): a logistic regression that separates what is separable and no
+"""The language-ID probe (Wu & Dredze 2019): a logistic regression that separates what is separable and no
 more, per layer, on held-out pairs; `minimult probe RUN` and `eval --only` fill it into results.json."""
 
 from __future__ import annotations

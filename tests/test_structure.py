@@ -82,7 +82,7 @@ def test_lang_sep_needs_separate_id_blocks():
         resolve("tiny", {**TINY_SETTINGS, "data.fake": "unicode"}, "lang-sep")
 
 
-# --- segment alternations at inference (seed 000) -------------------------------------------------
+# --- segment alternations at inference (van der Goot et al. 2022) ---------------------------------
 
 def trained_like(mods=None):
     cfg, _ = resolve("tiny", TINY_SETTINGS, mods)

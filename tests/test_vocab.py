@@ -43,7 +43,7 @@ def test_size_and_special_ids(vocab, tiny_sentences):
 
 def test_training_order_free_where_it_can_be(tiny_sentences, vocab):
     """The HF trainer breaks ties between equally frequent merges in hash-map order, so two builds can
-    differ in a few pieces (DESIGN §10: cached, hash recorded). What must hold regardless of input
+    differ in a few pieces (docs/pipeline.md: cached, hash recorded). What must hold regardless of input
     order: specials, then every character of the corpus sorted, at the same ids; same size."""
     shuffled = list(tiny_sentences)
     random.Random(1).shuffle(shuffled)

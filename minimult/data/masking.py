@@ -1,4 +1,4 @@
-"""Masked-language-model corruption of a batch (DESIGN §6), fully vectorised.
+"""Masked-language-model corruption of a batch (docs/pipeline.md), fully vectorised.
 
 Ids: language k uses `id + k*V`; its specials are `k*V + 0..4` = [PAD] [UNK] [CLS] [SEP] [MASK]
 (with shared specials every language uses 0..4). The caller says which tokens may be selected

@@ -1,4 +1,4 @@
-"""Two-sentence sequences for next-sentence prediction (the nsp mod; seed 004, BERT's NSP).
+"""Two-sentence sequences for next-sentence prediction (the nsp mod; K et al. 2020, BERT's NSP).
 
 `PairSet.from_sides(sides, layouts, device, seed)` pairs every sentence A of every language with a
 sentence B of the same language: its true successor for exactly half the sentences that have one

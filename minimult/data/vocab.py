@@ -203,7 +203,7 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
 
     Input is sorted first and the Rust pool has one thread, which removes the order dependence we
     control. The HF trainer still numbers `##` pieces in hash-map order and breaks ties between
-    equally frequent merges by id, so two builds can differ in a few pieces (DESIGN §10): `prepare`
+    equally frequent merges by id, so two builds can differ in a few pieces (docs/pipeline.md): `prepare`
     caches the vocabulary and records its hash.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers

@@ -1,4 +1,4 @@
-"""Word alignment F1 (DESIGN §8): mutual-argmax links between the pieces of each parallel dev pair,
+"""Word alignment F1 (docs/metrics.md): mutual-argmax links between the pieces of each parallel dev pair,
 scored against the gold alignment of the run's language views, pooled over all pairs."""
 
 from minimult.evaluate import metrics

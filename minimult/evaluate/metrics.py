@@ -1,4 +1,4 @@
-"""Evaluation measures (DESIGN §8) as pure tensor functions; the evaluator supplies the vectors.
+"""Evaluation measures (docs/metrics.md) as pure tensor functions; the evaluator supplies the vectors.
 
 Similarities are cosine. Every argmax is `torch.argmax`, which returns the first maximal index, so a
 tie goes to the lowest index: in retrieval a query counts as correct only if the right row is that
@@ -151,7 +151,7 @@ def kendall_distance(order: np.ndarray) -> float:
 
 
 def match_order_distance(src: torch.Tensor, src_offsets, tgt: torch.Tensor, tgt_offsets) -> dict:
-    """Word-order distance of parallel sentences (002, App. B.2): each pair is aligned one-to-one by
+    """Word-order distance of parallel sentences (Dufter & Schütze 2020, App. B.2): each pair is aligned one-to-one by
     the Match method (the assignment that maximises the summed cosine similarity, so the links form a
     permutation of min(n, m) items), and the target positions read in source order give a Kendall tau
     distance. Sides as in `alignment_prf`. Returns the mean over pairs with at least two links, and

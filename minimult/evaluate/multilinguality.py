@@ -1,4 +1,4 @@
-"""The multilinguality score µ = (τ0 + τT + ρ0 + ρT) / 4 (DESIGN §8) at layer 0 and layer T =
+"""The multilinguality score µ = (τ0 + τT + ρ0 + ρT) / 4 (docs/metrics.md) at layer 0 and layer T =
 round(2/3 x depth), the layer `mu_layers` picks for any depth: 8 of BERT-small's 12, as in the paper's
 Table 1. Defined when both layers were evaluated and translation exists; None otherwise. The pair is
 recorded next to µ (`mu_layers`), so results of models of different depths say what their µ means."""

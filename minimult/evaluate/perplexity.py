@@ -1,4 +1,4 @@
-"""MLM perplexity (DESIGN §8): 15% of each sequence's tokens replaced by [MASK] with a fixed seed,
+"""MLM perplexity (docs/metrics.md): 15% of each sequence's tokens replaced by [MASK] with a fixed seed,
 exp(mean negative log-likelihood) over them, on the training and the dev sequences.
 
 Perplexity per unit depends on the units (data.tokenizer: a character is easier to guess than a word),

@@ -1,4 +1,4 @@
-"""Language identification per layer (003, Fig. 2): how much of "which language is this" each layer
+"""Language identification per layer (Wu & Dredze 2019, Fig. 2): how much of "which language is this" each layer
 still carries. A logistic-regression probe per layer learns the language of mean-pooled sentence
 vectors (and, separately, of single word-piece vectors) on three quarters of the first dev pairs and
 is scored on the rest; both versions of a pair are always on the same side of that split, so a probe

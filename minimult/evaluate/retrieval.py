@@ -1,4 +1,4 @@
-"""Sentence retrieval ρ (DESIGN §8): mean-pooled sentence vectors, cosine, precision@1 of finding the
+"""Sentence retrieval ρ (docs/metrics.md): mean-pooled sentence vectors, cosine, precision@1 of finding the
 parallel sentence among all dev sentences, averaged over both query directions."""
 
 from minimult.evaluate import metrics

@@ -1,4 +1,4 @@
-"""Segment alternations at inference (seed 000): evaluate a trained model with its segment embedding
+"""Segment alternations at inference (van der Goot et al. 2022): evaluate a trained model with its segment embedding
 replaced, to see how much of its multilinguality rides on that one vector.
 
     original   as trained: each language's layout segment (0 for both; under lang-pos language k

@@ -1,4 +1,4 @@
-"""Zero-shot cross-lingual transfer (seeds 003 and 004): fine-tune on English for the New Testament part
+"""Zero-shot cross-lingual transfer (Wu & Dredze 2019; K et al. 2020): fine-tune on English for the New Testament part
 task (`minimult.data.tasks`), test on English and, zero-shot, on the other language; ∆ = English
 accuracy - zero-shot accuracy (K et al. 2020's measure of cross-lingual ability: smaller is better).
 
@@ -9,7 +9,7 @@ on). A sentence's label and split come from its English source sentence. Sequenc
 model's window.
 
 Modes (`TransferConfig.mode_list`): `full` fine-tunes every encoder weight, `freeze:N` keeps layers
-0..N fixed (layer 0 = the embeddings, as in 003), both with a linear classifier on the mean-pooled last
+0..N fixed (layer 0 = the embeddings, as in Wu & Dredze 2019), both with a linear classifier on the mean-pooled last
 layer: the pooling of retrieval ρ, and a [CLS] vector means nothing in a model trained on MLM alone.
 The MLM (and NSP) heads take no part. `frozen` fits logistic regression (`linear.py`) on the
 mean-pooled vectors of one layer. Accuracies are on the test split, mean ± std over fine-tuning seeds;

@@ -1,4 +1,4 @@
-"""Word translation τ (DESIGN §8): every dictionary entry of the run's language source fed alone
+"""Word translation τ (docs/metrics.md): every dictionary entry of the run's language source fed alone
 (`[CLS] w [SEP]` in each language's ids, specials and positions), the vector at w, P@1 both ways."""
 
 from minimult.evaluate import metrics

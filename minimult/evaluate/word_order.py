@@ -1,8 +1,9 @@
-"""Word-order distance (002, App. B.2): how differently the model orders parallel sentences. Each dev
-pair's word pieces are aligned one-to-one by Match (a maximum-similarity assignment) and the Kendall tau
-distance of the resulting permutation is averaged over pairs: near 0 when the model aligns Fake-English
-piece for piece in the same order, towards 1 for a reversed order (inv-order) if the model still finds
-the right partners. Pieces, as in alignment F1; a pair with fewer than two pieces on a side is left out."""
+"""Word-order distance (Dufter & Schütze 2020, App. B.2): how differently the model orders parallel
+sentences. Each dev pair's word pieces are aligned one-to-one by Match (a maximum-similarity assignment)
+and the Kendall tau distance of the resulting permutation is averaged over pairs: near 0 when the model
+aligns Fake-English piece for piece in the same order, towards 1 for a reversed order (inv-order) if the
+model still finds the right partners. Pieces, as in alignment F1; a pair with fewer than two pieces on a
+side is left out."""
 
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register

@@ -150,7 +150,7 @@ def _fill_columns(table: torch.Tensor) -> torch.Tensor:
 
 def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Callable[[str], None] = print) -> torch.Tensor:
     """With more than two languages, English is mapped to each of the others: an English id's row holds
-    k neighbours in every other language (a drawn column picks the language at random, DESIGN §6), the
+    k neighbours in every other language (a drawn column picks the language at random, docs/pipeline.md), the
     row of another language's id its k English neighbours."""
     total = cfg.model.vocab_size
     key = _key(prepared, cfg, k, sides)

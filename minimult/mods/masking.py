@@ -1,4 +1,4 @@
-"""Masking mods: the replacement mix of selected tokens (DESIGN §6)."""
+"""Masking mods: the replacement mix of selected tokens (docs/pipeline.md)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _knn_share(cfg, _value) -> None:
                             f"give the knn share (the 4th value) a positive probability")
 
 
-# Both set the mix of DESIGN §6; an explicit `--set mask.probs=...` (or `--mask-probs`) replaces it, within
+# Both set the mix of docs/pipeline.md; an explicit `--set mask.probs=...` (or `--mask-probs`) replaces it, within
 # the mod's meaning (`check`): e.g. the published code's no-random, 0.9,0.1,0,0.
 register(Mod("no-random", "masking without random replacement: (mask, keep, random, knn) = (0.8, 0.2, 0, 0)",
              1, order=30, group="masking mix", configure=lambda cfg, v: set_section(cfg, "mask", probs=NO_RANDOM),

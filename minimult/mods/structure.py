@@ -1,5 +1,5 @@
-"""Sequence-structure mods (seeds 001 and 004): what separates and marks a sentence — the [SEP] token
-and the segment embeddings."""
+"""Sequence-structure mods (the [SEP] forum thread, K et al. 2020; docs/papers.md): what separates and
+marks a sentence — the [SEP] token and the segment embeddings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Linguistic mods on word order: every language but English reversed or partly permuted; the gold
-alignment follows the new order (DESIGN §5)."""
+alignment follows the new order (docs/pipeline.md)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def _named_language(cfg, name) -> None:
                             f"(--fake {cfg.data.fake}, data.n_langs={cfg.data.n_langs})")
 
 
-# inv-order alone reverses every language but English; inv-order=NAME only that one (002 reversed German
-# alone in its English-German-Hindi model)
+# inv-order alone reverses every language but English; inv-order=NAME only that one (Dufter & Schütze
+# 2020 reversed German alone in their English-German-Hindi model)
 register(Mod("inv-order", "sentences of every language but English reversed (specials stay in place); "
              "inv-order=NAME: only that language's (e.g. inv-order=es)", 1, order=60,
              group="word order", reorder=_reverse, parse=_language_name, default=None,

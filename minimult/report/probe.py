@@ -1,4 +1,4 @@
-"""The report's language-ID probe section (seed 003, Fig. 2): for every setting whose runs carry a probe
+"""The report's language-ID probe section (Wu & Dredze 2019, Fig. 2): for every setting whose runs carry a probe
 curve (`minimult probe RUN`, or any evaluation since the probe exists), held-out accuracy per layer,
 sentence- and token-level, mean over the setting's seeds; one table and one figure overlaying settings."""
 
@@ -48,7 +48,7 @@ def probe_table(by_label: dict[str, dict | list[dict]]) -> str:
 def markdown(by_label: dict[str, list[dict]]) -> str:
     if not by_label:
         return ""
-    return ("## Language identification per layer (seed 003)\n\nHeld-out accuracy of a logistic-regression "
+    return ("## Language identification per layer (Wu & Dredze 2019)\n\nHeld-out accuracy of a logistic-regression "
             "probe (chance 0.5), mean over seeds.\n\n" + probe_table(by_label))
 
 

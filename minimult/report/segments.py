@@ -1,4 +1,4 @@
-"""The report's segment-alternation section (seed 000): for every setting whose runs were evaluated
+"""The report's segment-alternation section (van der Goot et al. 2022): for every setting whose runs were evaluated
 with `minimult eval RUN --segment ...`, the Table 1 columns per alternation (mean ± std over seeds)
 and a figure of the layer-`top` scores per alternation.
 
@@ -54,7 +54,7 @@ def markdown(alt_rows: list[dict], top: str) -> str:
         return ""
     cols = [(c, l) for c, l in table_columns(top) if c.group != "perplexity"]
     head = ["setting", "segment", "n"] + [c.heading(l) for c, l in cols]
-    lines = ["## Segment alternations at inference (seed 000)", "",
+    lines = ["## Segment alternations at inference (van der Goot et al. 2022)", "",
              "| " + " | ".join(head) + " |", "|---|---|--:|" + "--:|" * len(cols)]
     for r in alt_rows:
         cells = [_cell(r["metrics"][c.key(l)], c) for c, l in cols]

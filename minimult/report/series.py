@@ -1,4 +1,4 @@
-"""The report's K et al. section (seed 004, Tables 2-6 and 10): µ and the transfer gap ∆ along each
+"""The report's K et al. section (K et al. 2020, Tables 2-6 and 10): µ and the transfer gap ∆ along each
 series of settings that differ from the section's `original` in one thing only, next to the paper's
 direction of effect.
 
@@ -252,7 +252,7 @@ def _rho(v: float | None) -> str:
 def markdown(found: list[dict]) -> str:
     if not found:
         return ""
-    lines = ["## K et al.'s series (seed 004): µ and ∆ per axis", "",
+    lines = ["## K et al.'s series (K et al. 2020): µ and ∆ per axis", "",
              "∆ = English − zero-shot accuracy of full fine-tuning (`minimult transfer`); mean ± std over seeds; "
              "a smaller ∆ is better transfer; 'here' is Spearman's rank correlation of the setting means with the axis "
              "(not a test), beside the signs K et al.'s direction predicts.", ""]

@@ -1,9 +1,9 @@
-"""The report's transfer section (seeds 003, 004, 002 App. B.2): for every setting whose runs carry a
-`transfer` result, one row per mode with English and zero-shot accuracy and ∆ (mean ± std over the
-setting's runs, each run already a mean over fine-tuning seeds) beside the task's baselines; and a
-scatter of each run's word-order distance (layer `top`) against its headline zero-shot accuracy (full
-fine-tuning where it ran: `evaluate.transfer.with_headline`), with Pearson's r and the number of runs it
-rests on."""
+"""The report's transfer section (Wu & Dredze 2019; K et al. 2020; Dufter & Schütze 2020, App. B.2): for
+every setting whose runs carry a `transfer` result, one row per mode with English and zero-shot accuracy
+and ∆ (mean ± std over the setting's runs, each run already a mean over fine-tuning seeds) beside the
+task's baselines; and a scatter of each run's word-order distance (layer `top`) against its headline
+zero-shot accuracy (full fine-tuning where it ran: `evaluate.transfer.with_headline`), with Pearson's r
+and the number of runs it rests on."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def rows(sections: list[Section]) -> list[dict]:
 def markdown(transfer_rows: list[dict]) -> str:
     if not transfer_rows:
         return ""
-    lines = ["## Zero-shot transfer: New Testament part (seeds 003, 004)", "",
+    lines = ["## Zero-shot transfer: New Testament part (Wu & Dredze 2019; K et al. 2020)", "",
              "Test-split accuracy; ∆ = English − zero-shot; mean ± std over runs (seeds).", "",
              "| setting | mode | n | EN acc | zero-shot acc | ∆ | majority | bag of words (EN) |",
              "|---|---|--:|--:|--:|--:|--:|--:|"]

@@ -1,0 +1,108 @@
+"""The repository stands alone (docs/pipeline.md, Testing): code, tests, grids, CONTRIBUTING.md and the
+README cite `docs/` pages and papers by author and year (docs/papers.md). They never cite the product
+specification or the style guide that were kept outside the repository, nor a paper by the internal
+number it was once stored under; and every `docs/` page they name exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+SCANNED = ("minimult", "tests", "experiments", "CONTRIBUTING.md", "README.md")
+
+# Citations that send a reader outside the repository. The words are split so that this file's own
+# source does not spell them.
+SPEC, STYLE_GUIDE = "DES" + "IGN", "STY" + "LE"
+FORBIDDEN = {
+    "the outside specification": re.compile(rf"\b{SPEC}(?:\s*§|\.md\b|'s\b)"),
+    "the outside style guide": re.compile(rf"\b{STYLE_GUIDE}(?:\s*\d|\.md\b)"),
+    "a paper by internal number": re.compile(
+        r"\b[Ss]eeds?\s+0{2}\d\b"                                  # the old "seed NNN" names
+        r"|\(0{2}[0-4](?=[,;) ])"                                  # "(NNN, App. B.2)"
+        r"|\b0{2}[0-4](?:'s)?\s+(?:App\.|§|Fig\.|found|reversed)"  # "NNN App. B.2", "NNN found"
+        r"|\bas(?: in)? 0{2}[0-4]\b"),                             # "as in NNN"
+}
+DOCS_LINK = re.compile(r"\bdocs/([\w.-]+\.md)\b")
+RELATIVE_LINK = re.compile(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)")
+
+
+def _scanned_files() -> list[Path]:
+    out = []
+    for name in SCANNED:
+        path = ROOT / name
+        candidates = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        out += [p for p in candidates
+                if "__pycache__" not in p.parts and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
+                and p != Path(__file__).resolve()]
+    return out
+
+
+def _texts() -> dict[Path, str]:
+    texts = {}
+    for path in _scanned_files():
+        try:
+            texts[path] = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # figures, checkpoints: not prose
+            continue
+    return texts
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[Path, str]:
+    found = _texts()
+    assert len(found) > 100 and ROOT / "README.md" in found  # the scan really reads the repository
+    return found
+
+
+@pytest.mark.parametrize("kind", list(FORBIDDEN))
+def test_nothing_cites_outside_the_repository(texts, kind):
+    pattern = FORBIDDEN[kind]
+    hits = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+            for path, text in texts.items() for m in pattern.finditer(text)]
+    assert not hits, (f"{kind} cited (cite a docs/ page or the paper by author and year, docs/papers.md):\n"
+                      + "\n".join(hits[:30]))
+
+
+@pytest.mark.parametrize("bad, kind", [
+    (SPEC + " §8", "the outside specification"),
+    (SPEC + " §4-§5", "the outside specification"),
+    (SPEC + "'s note", "the outside specification"),
+    (STYLE_GUIDE + " 11", "the outside style guide"),
+    ("seed " + "003", "a paper by internal number"),
+    ("Seed " + "001 asks", "a paper by internal number"),
+    ("(seeds " + "003, 004)", "a paper by internal number"),
+    ("(" + "002, App. B.2)", "a paper by internal number"),
+    ("as in " + "003)", "a paper by internal number"),
+    ("as " + "002 found", "a paper by internal number"),
+])
+def test_the_patterns_catch_each_old_form(bad, kind):
+    assert FORBIDDEN[kind].search(f"text {bad} text")
+
+
+@pytest.mark.parametrize("good", ["0.002", ".003", "10,000 dev sentences", "1_000_003", "seeds 0, 42",
+                                  "rand:1", "Wu & Dredze (2019)", "(docs/metrics.md)", "design", "style"])
+def test_the_patterns_leave_ordinary_text_alone(good):
+    assert not any(p.search(f"text {good} text") for p in FORBIDDEN.values())
+
+
+def test_every_cited_docs_page_exists(texts):
+    cited = {(path, m.group(1)) for path, text in texts.items() for m in DOCS_LINK.finditer(text)}
+    assert {"metrics.md", "pipeline.md", "papers.md"} <= {name for _, name in cited}
+    missing = sorted(f"{path.relative_to(ROOT)} cites docs/{name}" for path, name in cited
+                     if not (DOCS / name).is_file())
+    assert not missing, "cited docs/ pages that do not exist:\n" + "\n".join(missing)
+
+
+def test_docs_pages_link_to_pages_that_exist_and_the_index_lists_every_page():
+    pages = sorted(DOCS.glob("*.md"))
+    assert {p.name for p in pages} >= {"README.md", "papers.md", "metrics.md", "pipeline.md", "attention.md"}
+    for page in pages:
+        for m in RELATIVE_LINK.finditer(page.read_text(encoding="utf-8")):
+            if "://" not in m.group(1):
+                assert (page.parent / m.group(1)).resolve().is_file(), f"{page.name} links to missing {m.group(1)}"
+    index = (DOCS / "README.md").read_text(encoding="utf-8")
+    assert all(f"]({p.name})" in index for p in pages if p.name != "README.md")
