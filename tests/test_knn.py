@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -21,13 +22,20 @@ TINY = {**TINY_SETTINGS, "knn.dim": 32}
 
 
 @pytest.fixture(scope="module")
-def knn_setup():
-    cfg, mods = resolve("tiny", TINY, "knn-replace")
-    data = RunData(cfg, mods)
-    prepared, sides = data.prepared, data.views("train")
-    logs = []
-    table = neighbour_table(prepared, data.source, cfg, 1, sides, log=logs.append)
-    return cfg, data, prepared, sides, table, logs
+def knn_setup(tmp_path_factory):
+    """The tiny corpus's neighbour table, built in a cache of this module's own (another test module may
+    have built the same table in the session's cache), and the log of building it."""
+    session_cache = os.environ["MINIMULT_CACHE"]
+    os.environ["MINIMULT_CACHE"] = str(tmp_path_factory.mktemp("knn-cache"))
+    try:
+        cfg, mods = resolve("tiny", TINY, "knn-replace")
+        data = RunData(cfg, mods)
+        prepared, sides = data.prepared, data.views("train")
+        logs = []
+        table = neighbour_table(prepared, data.source, cfg, 1, sides, log=logs.append)
+        yield cfg, data, prepared, sides, table, logs
+    finally:
+        os.environ["MINIMULT_CACHE"] = session_cache
 
 
 def test_table_links_each_language_to_the_other(knn_setup):
