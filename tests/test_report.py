@@ -159,8 +159,8 @@ QUICK = ROOT / "experiments" / "results" / "quick"
 
 
 def test_report_leaves_out_unreadable_and_failed_runs_with_a_line_each(tmp_path):
-    """One corrupt and one failed run among good ones: the table of the rest, one line naming each
-    left-out folder, and the failed run is neither a row nor the baseline."""
+    """One corrupt, one failed, one unfinished and one damaged run among good ones: the table of the rest,
+    one line naming each left-out folder, and none of them is a row or the baseline."""
     import shutil
 
     runs = tmp_path / "runs"
@@ -171,11 +171,20 @@ def test_report_leaves_out_unreadable_and_failed_runs_with_a_line_each(tmp_path)
     shutil.copytree(QUICK / "0-original-s0", failed)
     meta = json.loads((failed / "run.json").read_text())
     (failed / "run.json").write_text(json.dumps({**meta, "status": "failed: loss nan at step 3"}))
+    # evaluated before it had finished training (run.json: the steps it was to make), and a damaged number
+    unfinished, damaged = runs / "0-original-s8", runs / "0-original-s9"
+    for folder in (unfinished, damaged):
+        shutil.copytree(QUICK / "0-original-s0", folder)
+    results = json.loads((unfinished / "results.json").read_text())
+    (unfinished / "results.json").write_text(json.dumps({**results, "steps": 920}))
+    (damaged / "results.json").write_text(json.dumps({**results, "mu": "x"}))
     result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     notes = [l for l in result.output.splitlines() if l.startswith("note: left out")]
-    assert len(notes) == 2 and any("1-lang-pos-s42" in l and "unreadable" in l for l in notes)
+    assert len(notes) == 4 and any("1-lang-pos-s42" in l and "unreadable" in l for l in notes)
     assert any("0-original-s7" in l and "failed" in l for l in notes)
+    assert any("0-original-s8" in l and f"unfinished (step 920 of {meta['total_steps']:,})" in l for l in notes)
+    assert any("0-original-s9" in l and "'mu' is 'x'" in l for l in notes)
     rows = {r["mods"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
     assert rows["original"]["n_seeds"] == "2" and rows["original"]["seeds"] == "0 42"
     assert rows["lang-pos"]["n_seeds"] == "1"

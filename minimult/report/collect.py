@@ -109,7 +109,11 @@ def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
 
 
 def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
-    """Why an evaluated-looking run folder cannot be a row: unreadable files, or a failed run."""
+    """Why an evaluated-looking run folder cannot be a row: unreadable files or numbers, a failed run, or
+    results of a run that had not finished training (steps of total steps, from results.json or, for
+    results written before they recorded it, run.json)."""
+    from minimult.runs import results_problem
+
     if config is None:
         return "config.json is unreadable"
     if results is None:
@@ -117,8 +121,17 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
     layers = results.get("layers")
     if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
         return "results.json has no per-layer results"
-    status = str((_read(d / "run.json") or {}).get("status", ""))
-    return f"the run {status}" if status.startswith("failed") else None
+    problem = results_problem(results)
+    if problem:
+        return f"results.json: {problem}"
+    meta = _read(d / "run.json") or {}
+    status = str(meta.get("status", ""))
+    if status.startswith("failed"):
+        return f"the run {status}"
+    steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
+    if isinstance(steps, int) and isinstance(total, int) and steps < total:
+        return f"evaluated unfinished (step {steps:,} of {total:,})"
+    return None
 
 
 def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list[Path]]:
