@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from minimult.precision import describe, native_bf16
+from minimult.sweep.grid import load_grid
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +37,10 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     rest = proc.stdout[proc.stdout.index("| ID |"):].strip().splitlines()  # the report's table comes last,
     table = [line for line in rest if line.startswith("|")]                # then a pointer to the probe table
     report = out.resolve() / "report" / "tiny"
-    assert rest[len(table):] == ["", f"Language identification per layer (2 settings): {report}/table1.md and "
-                                     f"{report}/language_id.png"]
+    source = load_grid(ROOT / "experiments" / "table1.toml").paper_source  # the paper's numbers beside ours
+    assert rest[len(table):] == ["", f"In parentheses, the paper's numbers: {source}.", "",
+                                 f"Language identification per layer (2 settings): {report}/table1.md and "
+                                 f"{report}/language_id.png"]
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
     assert "µ" in table[0] and "n/a" not in table[2]  # 8 layers under the tiny preset here: µ exists
     assert (out / "report" / "tiny" / "table1.md").is_file() and any((out / "report" / "tiny").glob("*.png"))
