@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from minimult import precision
-from minimult.data.batching import SequenceSet
+from minimult.data.batching import SequenceSet, attention_mask
 from minimult.data.languages import Side, positions_within
 from minimult.errors import MinimultError
 from minimult.model import Bert
@@ -63,28 +63,13 @@ def piece_vectors(model: Bert, side: Side, layouts, layers, device, batch_size: 
     """
     seqs = SequenceSet.from_sides([side], layouts, device)
     order = np.argsort(side.lengths, kind="stable")
-    out = {l: torch.zeros(len(side.ids), model.cfg.hidden, device=device) for l in layers}
-    offsets = torch.as_tensor(side.offsets, device=device)
-    autocast = precision.autocast(precision_, device)
-    for i in range(0, len(order), batch_size):
-        index = order[i : i + batch_size]
-        b = seqs.batch(index)
-        starts = offsets[torch.as_tensor(index, device=device)]
-        for r in row_slices(len(index), b.input_ids.shape[1], tokens or tokens_per_batch(device)):
-            mask = None if b.attention_mask is None else b.attention_mask[r]
-            with autocast:
-                hs = model.hidden_states(b.input_ids[r], b.position_ids[r], b.token_type_ids[r], mask, layers=layers)
-            rows, cols = b.maskable[r].nonzero(as_tuple=True)  # word pieces only, row-major
-            flat = starts[r][rows] + cols - 1
-            for l in layers:
-                out[l][flat] = hs[l][rows, cols].float()
-    return out
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return _encode(model, seqs, batches, layers, device, "masked", tokens, precision_)
 
 
 PUBLISHED_BATCH = 256  # the published evaluate.py's --eval_batch_size
 
 
-@torch.inference_mode()
 def unmasked_piece_vectors(model: Bert, sides: list[Side], layouts, layers, device, batch_size: int = PUBLISHED_BATCH,
                            tokens: int | None = None, precision_: str = "fp32") -> list[dict[int, torch.Tensor]]:
     """`piece_vectors` of every side as the paper's published evaluation encoded them (train.attention =
@@ -93,22 +78,31 @@ def unmasked_piece_vectors(model: Bert, sides: list[Side], layouts, layers, devi
     row and run without an attention mask, so [PAD] keys take part and a row's vectors depend on its
     batch. Row slices keep the batch's width, so they change only the speed."""
     seqs = SequenceSet.from_sides(sides, layouts, device)
-    sizes = [len(s.ids) for s in sides]
-    flat_all = {l: torch.zeros(sum(sizes), model.cfg.hidden, device=device) for l in layers}
+    batches = [np.arange(i, min(i + batch_size, len(seqs))) for i in range(0, len(seqs), batch_size)]
+    flat = _encode(model, seqs, batches, layers, device, "attend-padding", tokens, precision_)
+    parts = {l: flat[l].split([len(s.ids) for s in sides]) for l in layers}
+    return [{l: parts[l][k] for l in layers} for k in range(len(sides))]
+
+
+@torch.inference_mode()
+def _encode(model: Bert, seqs: SequenceSet, batches, layers, device, attention: str, tokens, precision_):
+    """{layer: (P, H)} vectors of every piece of `seqs` (in their flat order), running `batches` (index
+    arrays) under `attention` in row slices of at most `tokens` tokens."""
+    out = {l: torch.zeros(len(seqs.ids), model.cfg.hidden, device=device) for l in layers}
     autocast = precision.autocast(precision_, device)
-    for i in range(0, len(seqs), batch_size):
-        index = np.arange(i, min(i + batch_size, len(seqs)))
+    for index in batches:
         b = seqs.batch(index)
+        mask = attention_mask(b, attention)
         starts = seqs.starts[torch.as_tensor(index, device=device)]
         for r in row_slices(len(index), b.input_ids.shape[1], tokens or tokens_per_batch(device)):
             with autocast:
-                hs = model.hidden_states(b.input_ids[r], b.position_ids[r], b.token_type_ids[r], None, layers=layers)
-            rows, cols = b.maskable[r].nonzero(as_tuple=True)
+                hs = model.hidden_states(b.input_ids[r], b.position_ids[r], b.token_type_ids[r],
+                                         None if mask is None else mask[r], layers=layers)
+            rows, cols = b.maskable[r].nonzero(as_tuple=True)  # word pieces only, row-major
             flat = starts[r][rows] + cols - 1
             for l in layers:
-                flat_all[l][flat] = hs[l][rows, cols].float()
-    parts = {l: flat_all[l].split(sizes) for l in layers}
-    return [{l: parts[l][k] for l in layers} for k in range(len(sides))]
+                out[l][flat] = hs[l][rows, cols].float()
+    return out
 
 
 def encode_sides(model: Bert, sides: list[Side], layouts, layers, device, attention: str = "masked",
