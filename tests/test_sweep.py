@@ -219,14 +219,17 @@ def test_ray_cluster_by_address_with_token_authentication(swept, tmp_path):
 def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
     import fcntl
 
-    from minimult.sweep import LOCK, Task, run_task
+    from minimult.sweep import LOCK, Summary, Task, run_task
 
     run = tmp_path / "0-original-s0"
     run.mkdir()
     with open(run / LOCK, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         outcome = run_task(Task("0", "original", "original", 0, str(run), {}), threads=None)
-    assert outcome.status == "failed" and "another process is working on" in outcome.message
+    # busy, not failed: the other sweep is training it, and this one exits 0 saying so
+    assert outcome.status == "busy" and "another process is working on" in outcome.message
+    summary = Summary([outcome], tmp_path, tmp_path / "x.sweep.json")
+    assert summary.ok and "0 failed, 1 busy (another process is training them)" in summary.line()
     assert not (run / "config.json").exists() and not (run / "sweep.log").exists()
 
 

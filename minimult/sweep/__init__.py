@@ -42,7 +42,7 @@ from minimult import precision
 from minimult.errors import MinimultError
 from minimult.sweep import memory
 from minimult.sweep.grid import Grid
-from minimult.sweep.plan import (LEFT_OUT, NEEDS_GPU, Outcome, Summary, Task, group_tasks, plan,  # noqa: F401
+from minimult.sweep.plan import (BUSY, LEFT_OUT, NEEDS_GPU, Outcome, Summary, Task, group_tasks, plan,  # noqa: F401
                                  run_dir_name, state, triage, write_manifest)
 from minimult.sweep.progress import EVERY as PROGRESS_EVERY, SweepProgress
 from minimult.sweep.worker import LOCK, RUN_LOG, run_group, run_task  # noqa: F401
@@ -143,6 +143,8 @@ def _execute(todo, groups, where: Placement, backend, address, progress_every, l
         n = f"[{len(outcomes)}/{len(todo)}]"
         if o.status == "done":
             log(f"{n} done {o.task.name} ({o.message}, {o.seconds:.0f} s): " + ", ".join(summary_parts(o.results)))
+        elif o.status == BUSY:
+            log(f"{n} busy {o.task.name}: {o.message}")
         else:
             log(f"{n} FAILED {o.task.name}: {o.message}")
 
@@ -184,4 +186,7 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     log(summary.line())
     for o in summary.failed:
         log(f"  failed: {o.task.name}: {o.message}")
+    for o in summary.outcomes:
+        if o.status == BUSY:
+            log(f"  busy: {o.task.name}: {o.message}")
     return summary

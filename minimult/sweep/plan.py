@@ -12,6 +12,7 @@ from minimult.runs import read_json, write_json
 from minimult.sweep.grid import Grid
 
 LEFT_OUT = "left out"
+BUSY = "busy"  # another process (a second sweep into the same root) holds the run's lock
 NEEDS_GPU = "needs a GPU"  # why a run is left out: the outcome's message and the manifest's "left_out"
 
 
@@ -33,7 +34,7 @@ class Task:
 @dataclass
 class Outcome:
     task: Task
-    status: str  # done | skipped | failed | left out (needs a GPU, none here)
+    status: str  # done | skipped | failed | busy (another process holds its lock) | left out (needs a GPU, none here)
     message: str = ""
     seconds: float = 0.0
     results: dict = field(default_factory=dict)  # a few headline numbers
@@ -60,6 +61,7 @@ class Summary:
         left_out = self.count(LEFT_OUT)
         return (f"sweep: {len(self.outcomes)} runs: {self.count('done')} done, {self.count('skipped')} skipped "
                 f"(already complete), {self.count('failed')} failed"
+                + (f", {self.count(BUSY)} busy (another process is training them)" if self.count(BUSY) else "")
                 + (f", {left_out} left out (need a GPU)" if left_out else "") + f"; run folders under {self.root}/")
 
 

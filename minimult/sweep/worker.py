@@ -16,7 +16,7 @@ from pathlib import Path
 
 from minimult.errors import MinimultError
 from minimult.runs import LOCK
-from minimult.sweep.plan import Outcome, Task
+from minimult.sweep.plan import BUSY, Outcome, Task
 
 RUN_LOG = "sweep.log"
 
@@ -35,8 +35,9 @@ class Group:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 lock.close()
-                self.outcomes[task.run_dir] = Outcome(task, "failed", f"error: another process is working on "
-                                                                      f"{run_dir} (it holds {LOCK})")
+                self.outcomes[task.run_dir] = Outcome(task, BUSY, f"another process is working on {run_dir} "
+                                                                    f"(it holds {LOCK}); run this sweep again "
+                                                                    f"once it is done")
                 continue
             self.locks[task.run_dir] = lock
             self.logfiles[task.run_dir] = open(run_dir / RUN_LOG, "a", encoding="utf-8")
