@@ -171,6 +171,7 @@ def test_file_corpus_one_sentence_per_line(tmp_path):
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)), "binary"),
     (b"caf\xe9 au lait\n", "not valid UTF-8"),
     (b"( )\n\" \"\n", "no words"),
+    (b"a short line\n" + b"word " * 20_001 + b"\n", "line 2 of"),  # one line of 100,005 characters
 ])
 def test_bad_corpus_files(tmp_path, content, message):
     f = tmp_path / "corpus-file.txt"

@@ -173,6 +173,9 @@ def split_verses(verses: dict[int, str], limit: int | None = None) -> tuple[list
 # User files.
 
 
+MAX_LINE_CHARS = 100_000  # ~20,000 words; a sentence is cut to data.max_len pieces anyway
+
+
 def read_lines(path: str | Path) -> list[str]:
     """Non-empty lines of a UTF-8 text file; a clear error for missing, empty or binary files."""
     path = Path(path)
@@ -188,6 +191,10 @@ def read_lines(path: str | Path) -> list[str]:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise MinimultError(f"corpus file is empty: {path}")
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    if len(lines[longest]) > MAX_LINE_CHARS:  # not a sentence: NLTK's tokenizer would time out on it
+        raise MinimultError(f"line {longest + 1:,} of {path} has {len(lines[longest]):,} characters: a corpus file "
+                            f"holds one sentence per line (at most {MAX_LINE_CHARS:,} characters)")
     return lines
 
 
