@@ -89,6 +89,23 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
         evaluate_hf(hf_dir, text, other, shift=True, log=lambda s: None)
 
 
+def test_a_tokenizer_larger_than_the_embedding_table_is_one_error_line(exported, tmp_path):
+    """Another model's tokenizer beside these weights: its ids run past the embedding table (an
+    IndexError deep in the lookup before)."""
+    run, hf_dir, text = exported
+    big = tmp_path / "big"
+    big.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (big / f).write_bytes((hf_dir / f).read_bytes())
+    words = sorted({w for line in text.read_text().split("\n") for w in line.split()})
+    fillers = [f"[unused{i}]" for i in range(run.cfg.model.vocab_size)]
+    (big / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *fillers, *words]) + "\n")
+    with pytest.raises(MinimultError, match=r"the tokenizer writes id [\d,]+ but the model's embedding table has "
+                                            rf"{run.cfg.model.vocab_size:,} rows") as e:
+        evaluate_hf(big, text, text, log=lambda s: None)
+    assert "\n" not in str(e.value)
+
+
 def trained_export(tmp, cfg, text_name: str):
     """A tiny run of `cfg` trained under `tmp`, exported with `minimult export` to tmp/hf, and its dev
     sentences written as text to tmp/text_name: (run, export folder, text file)."""

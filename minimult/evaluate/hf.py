@@ -323,6 +323,11 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     if shift and a_lines != b_lines:
         raise MinimultError(f"--shift: {b} must hold {a}'s lines (its shifted copy is made from the same text)")
     sides, layouts, dictionary, names = pair_data(tokenizer, model, a_lines, b_lines, shift, langs, directory)
+    rows = model.hf.config.vocab_size
+    top = max((int(s.ids.max()) for s in sides if len(s.ids)), default=-1)
+    if top >= rows:  # would be an IndexError deep in the embedding lookup
+        raise MinimultError(f"{directory}: the tokenizer writes id {top:,} but the model's embedding table has "
+                            f"{rows:,} rows: this tokenizer does not belong to these weights")
     record, training = recorded_languages(model), recorded_training(model)
     if training and not training.get("complete"):
         status = str(training.get("status") or "")
