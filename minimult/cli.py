@@ -26,9 +26,14 @@ def data_options(f):
                      help="Training corpus: one sentence per line, or a built-in name (default bbe-nt)."),
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
-        click.option("--fake", type=click.Choice(_sources()), default=None,
-                     help="The second language's source: Fake-English by id shift (default), by unicode "
-                          "code-point shift (K et al.), or en-es: Spanish (RV1909) verse-aligned with the KJV."),
+        click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None,
+                     help="Where the languages come from (data.source; --fake is its old name): Fake-English by id "
+                          "shift (default), by unicode code-point shift (K et al.), en-es: Spanish (RV1909) "
+                          "verse-aligned with the KJV, or parallel: your own files (--files)."),
+        click.option("--files", default=None, metavar="NAME=PATH,...|MANIFEST.toml",
+                     help="The parallel source's files (data.files; implies --source parallel): line-aligned or "
+                          "keyed (ID<TAB>text), the first name the first language, or a TOML manifest with dev files, "
+                          "tokenization, dictionaries and link files (docs/corpora.md)."),
         click.option("--langs", "n_langs", type=int, default=None, metavar="N",
                      help="Languages in the run, English included (data.n_langs, default 2): shift gives N-1 "
                           "Fake-Englishes, en-es with 3 adds Fake-English to English and Spanish."),
@@ -47,10 +52,14 @@ def data_options(f):
     return f
 
 
-def _overrides(train, dev, fake, tokenizer, settings, n_langs=None, shared_vocab=None) -> dict:
+def _overrides(train, dev, source, files, tokenizer, settings, n_langs=None, shared_vocab=None) -> dict:
     from minimult.config import parse_overrides
+    from minimult.data.parallel import absolute
 
-    out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.fake", fake),
+    if files is not None and source is None:
+        source = "parallel"
+    out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.source", source),
+                             ("data.files", None if files is None else absolute(files)),
                              ("data.tokenizer", tokenizer), ("data.n_langs", n_langs),
                              ("data.shared_vocab", shared_vocab or None)) if v is not None}
     out.update(parse_overrides(settings))
@@ -68,21 +77,24 @@ def main():
 @click.option("--mods", default=None, help="Mods whose data effects to preview (comma-separated).")
 @click.option("--examples", default=3, show_default=True, help="Example sentences to show.")
 @_fail_cleanly
-def prepare(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, settings, mods, examples):
+def prepare(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, examples):
     """Build corpora, vocabulary and language views (cached) and print corpus statistics."""
     from minimult.config import resolve
     from minimult.data.prepare import summary
     from minimult.data.run_data import RunData
 
-    cfg, active = resolve(preset, _overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab), mods)
+    cfg, active = resolve(preset, _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab),
+                          mods)
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     click.echo(summary(data.prepared, cfg.data.max_len))
     if examples:
         sides = data.train_views
+        names = data.source.names(cfg.data)
         click.echo(f"\nexamples ({cfg.mods}):")
         for i in range(min(examples, sides[0].num_sentences)):
             for lang, side in enumerate(sides):
-                click.echo(f"  {'en' if lang == 0 else f'L{lang}'}: " + " ".join(data.source.display(data.prepared, cfg.data, side.sentence(i))))
+                click.echo(f"  {names[lang]}: " + " ".join(data.source.display(data.prepared, cfg.data,
+                                                                                side.sentence(i))))
 
 
 @main.command()
@@ -139,7 +151,8 @@ def budget(presets, mods, settings, json_path, readme):
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
-def pretrain(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs, device, precision,
+def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs,
+             device, precision,
              eval_every, out, resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
 
@@ -152,7 +165,8 @@ def pretrain(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setting
         given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
                                       ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
                                       ("--eval-every", eval_every), ("--train-file", train), ("--dev-file", dev),
-                                      ("--fake", fake), ("--langs", n_langs), ("--shared-vocab", shared_vocab or None),
+                                      ("--source", source), ("--files", files), ("--langs", n_langs),
+                                      ("--shared-vocab", shared_vocab or None),
                                       ("--tokenizer", tokenizer), ("--set", settings))
                  if v not in (None, ())]
         if given or preset != "paper":
@@ -163,7 +177,7 @@ def pretrain(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setting
             run_train([run], resume=True, log=click.echo)
         click.echo(f"run folder: {run.path}")
         return
-    overrides = _overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab)
+    overrides = _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab)
     for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
                        ("train.precision", precision), ("train.eval_every", eval_every)):
         if value is not None:
@@ -181,7 +195,7 @@ def pretrain(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, setting
 
 
 def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,
-                 json_path, langs=None, link_file=None, only=None):
+                 json_path, langs=None, link_file=None, only=None, link_base=None):
     from pathlib import Path
 
     from minimult.evaluate.hf import evaluate_hf
@@ -195,7 +209,7 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
         raise MinimultError("--dev-sentences and --ppl-sentences apply to runs; with --hf the pair's lines are used")
     if link_file == "silver":
         raise MinimultError("--links silver names a run's own silver links; with --hf give a link file whose verse "
-                            "id is the pair's line number (1-based)")
+                            "id is the pair's line number (1-based), or a Pharaoh file (one line per pair)")
     names = None
     if langs is not None:
         names = [l.strip() for l in langs.split(",") if l.strip()]
@@ -205,7 +219,7 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
     for value in values:
         results = evaluate_hf(hf_dir, *pair, shift=shift, layers=_layers(layers) if layers else None, segment=value,
                               precision=precision, device=device, log=lambda s: click.echo(s, err=True),
-                              langs=names, link_file=link_file, only=only)
+                              langs=names, link_file=link_file, only=only, link_base=link_base)
         every.append(results)
         parts = summary_parts(results)
         click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs)" + (": " + ", ".join(parts) if parts else ""))
@@ -237,9 +251,9 @@ def export(run, hf_dir, force):
     check_destination(Path(hf_dir), force)  # before loading anything
     from minimult.data import sources
 
-    source = sources.get(opened.cfg.data.fake)
-    block = source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
-    languages = language_record(source, opened.cfg.data, opened.data.layouts, opened.mods)
+    lang_source = sources.get(opened.cfg.data.source)
+    block = lang_source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
+    languages = language_record(lang_source, opened.cfg.data, opened.data.layouts, opened.mods)
     with opened.locked():  # never the weights (or files) of a run another process is training
         ckpt = opened.checkpoint()
         model = Bert(opened.cfg.model)
@@ -296,13 +310,17 @@ def _layers(text: str) -> tuple[int, ...]:
               help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
                    "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
 @click.option("--links", "link_file", default=None, metavar="FILE|silver",
-              help="Word alignment P, R, F1 and AER against a link file (verse_id<TAB>index_in_A<TAB>index_in_B"
-                   "[<TAB>S|P], 0-based words; see README); `silver` = the en-es source's Strong's links; with --hf "
-                   "the verse id is the pair's line number (1-based). Runs only this evaluator unless --only names others.")
+              help="Word alignment P, R, F1 and AER against a link file: verse_id<TAB>index_in_A<TAB>index_in_B"
+                   "[<TAB>S|P] (0-based words), or Pharaoh (one line per pair, with --link-base; docs/corpora.md); "
+                   "`silver` = the en-es source's Strong's links; a parallel run's pair id is its line number or key, "
+                   "with --hf the pair's line number (1-based). Runs only this evaluator unless --only names others.")
+@click.option("--link-base", "link_base", type=click.IntRange(0, 1), default=None,
+              help="With a Pharaoh link file (i-j, i?j, i-j-P per pair line): whether its word indices count from 0 "
+                   "or from 1 (required for Pharaoh files: both conventions are in use).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
 def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, attention, hf_dir, pair,
-             shift, langs, only, link_file, json_path):
+             shift, langs, only, link_file, link_base, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from pathlib import Path
@@ -322,13 +340,15 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
                             f"{', '.join(e.name for e in evaluators())}, comma-separated")
     if json_path:
         check_writable_file(json_path, "--json")  # before the evaluation, not after it
+    if link_base is not None and link_file is None:
+        raise MinimultError("--link-base says where a Pharaoh link file's word indices start: give the file with --links")
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
     if hf_dir or pair or shift or langs:
         if attention:
             raise MinimultError("--attention applies to runs of this lab, not to --hf checkpoints")
         return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
-                            parse_segments(segments), json_path, langs, link_file, names)
+                            parse_segments(segments), json_path, langs, link_file, names, link_base)
     if run is None:
         run = latest_run()
         click.echo(f"evaluating the most recent run: {run}")
@@ -341,7 +361,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
         for value in values:
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                                    log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
-                                   only=names, link_file=link_file, attention=attention)
+                                   only=names, link_file=link_file, attention=attention, link_base=link_base)
             every.append(results)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
@@ -410,6 +430,10 @@ def probe(run, device, json_path, png):
                    "(default: the run's transfer.modes, full,frozen).")
 @click.option("--layer", type=int, default=None,
               help="The frozen mode's layer (default µ's upper layer: round(2/3 x depth), 8 of 12).")
+@click.option("--task", "task_dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="A labelled task of your own (transfer.task): DIR/train.tsv and dev.tsv in the first language, "
+                   "DIR/test.<lang>.tsv for each language, label<TAB>text per line (default: the New Testament "
+                   "part task).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Transfer settings only, e.g. --set transfer.seeds=5 --set transfer.epochs=4 (repeatable).")
 @click.option("--device", default="auto", show_default=True)
@@ -417,9 +441,10 @@ def probe(run, device, json_path, png):
               help="CPU threads for torch (default: torch's, one per core).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
-def transfer(run, modes, layer, settings, device, threads, json_path):
+def transfer(run, modes, layer, task_dir, settings, device, threads, json_path):
     """Zero-shot transfer: fine-tune a run (default: the most recent) on which part of the New Testament an
-    English training sentence is from, test on English and on the other language; ∆ = EN - zero-shot."""
+    English training sentence is from (or on --task DIR), test on the first language and on every other;
+    ∆ = first language - zero-shot, per language."""
     from pathlib import Path
 
     import torch
@@ -437,7 +462,8 @@ def transfer(run, modes, layer, settings, device, threads, json_path):
     other = [k for k in overrides if not k.startswith("transfer.")]
     if other:
         raise MinimultError(f"--set {other[0]}: transfer takes transfer.* settings only; the run's others are its own")
-    for key, value in (("transfer.modes", modes), ("transfer.layer", layer)):
+    for key, value in (("transfer.modes", modes), ("transfer.layer", layer),
+                       ("transfer.task", task_dir and str(Path(task_dir).resolve()))):
         if value is not None:
             overrides[key] = value
     if run is None:
@@ -462,14 +488,14 @@ def transfer(run, modes, layer, settings, device, threads, json_path):
 @click.option("--words", default="God,Jesus,love,said,house,water,the,##s", show_default=True,
               help="Comma-separated English pieces whose neighbours to show.")
 @_fail_cleanly
-def neighbours(train, dev, fake, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, words):
+def neighbours(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, words):
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
     from minimult.config import resolve
     from minimult.data.run_data import RunData
     from minimult.knn.neighbours import p1_text, table_info
     from minimult.mods.masking import with_knn_replace
 
-    overrides = {**_overrides(train, dev, fake, tokenizer, settings, n_langs, shared_vocab), "train.seed": seed}
+    overrides = {**_overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab), "train.seed": seed}
     cfg, active = resolve(preset, overrides, with_knn_replace(mods))
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     prepared, sides = data.prepared, data.train_views

@@ -31,8 +31,10 @@ class DataConfig:
     train_sentences: int = 0  # 0 = all
     dev_sentences: int = 10_000
     vocab_size: int = 2048  # per language, specials included
-    fake: str = "shift"  # the language source (minimult.data.sources): shift | unicode | en-es
-    n_langs: int = 2  # languages in the run, English first; the source names them (Source.languages)
+    # the language source (minimult.data.sources): shift | unicode | en-es | parallel. Named `fake` before
+    # real languages came (still read as an alias: ALIASES); the stored form keeps that name (`comparable`)
+    source: str = "shift"
+    n_langs: int = 2  # languages in the run, the first language first; the source names them (Source.languages)
     # pieces per sequence incl. [CLS]/[SEP]; positions per language. Longer sentences are cut to fit and
     # the cut is reported, never silent: `prepare`'s summary and the training log count the sentences cut,
     # results.json's `dev_sentences_cut` those of the evaluation (characters need a larger max_len)
@@ -41,6 +43,14 @@ class DataConfig:
     # one vocabulary trained over every language's text, one id block for all (K et al.'s word-piece
     # overlap); false: each language its own vocabulary at its own id offset (what the source supports)
     shared_vocab: bool = False
+    # the parallel source's files: `NAME=PATH,NAME=PATH,...` (line-aligned or keyed, the first name the first
+    # language) or a TOML manifest (docs/corpora.md); "" for every other source
+    files: str = ""
+
+    @property
+    def fake(self) -> str:
+        """The source's name under its old key (`data.fake`), for code written before the rename."""
+        return self.source
 
     def __post_init__(self):
         from minimult.data import sources
@@ -48,7 +58,7 @@ class DataConfig:
 
         if self.n_langs < 2:
             raise MinimultError(f"data.n_langs {self.n_langs}: a run needs English and at least one more language")
-        source = sources.get(self.fake)  # an unknown source is an error naming the valid ones
+        source = sources.get(self.source)  # an unknown source is an error naming the valid ones
         source.check_languages(self)
         source.check(self)
         check_tokenizer(self.tokenizer)
@@ -114,8 +124,8 @@ EVALUATION_SECTIONS = ("transfer",)
 
 @dataclass(frozen=True)
 class TransferConfig:
-    """Zero-shot transfer on the New Testament part task (`minimult transfer`, evaluate/transfer.py):
-    fine-tune on English, test on English and on the other language.
+    """Zero-shot transfer on the New Testament part task or a task directory (`minimult transfer`,
+    evaluate/transfer.py): fine-tune on the first language, test on it and on every other language.
 
     Modes: `full` (every encoder weight trains), `freeze:N` (as Wu & Dredze 2019: layers 0..N stay fixed,
     layer 0 being the embeddings, so freeze:0 fixes the embeddings only) and `frozen` (no fine-tuning:
@@ -125,6 +135,9 @@ class TransferConfig:
     (chosen by that reasoning, not tuned)."""
 
     enabled: bool = False  # also run by `minimult eval` and sweeps (minutes of fine-tuning per run on a CPU)
+    # "" = the New Testament part task; a directory: a task of the user's own (train.tsv, dev.tsv in the first
+    # language, test.<lang>.tsv per language; data.tasks.file_task)
+    task: str = ""
     modes: str = "full,frozen"  # comma-separated: full | frozen | freeze:N
     layer: int = -1  # the frozen mode's layer; -1: µ's upper layer, round(2/3 x depth) (8 of 12)
     seeds: int = 3  # fine-tuning seeds 0..seeds-1 (mean ± std); the frozen mode's fit is deterministic
@@ -176,14 +189,17 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
-        def build(tp, values):
+        def build(tp, values, section=""):
             known = {f.name: f for f in dataclasses.fields(tp)}
             kwargs = {}
-            for k, v in values.items():
+            for k, v in sorted(values.items(), key=lambda kv: f"{section}{kv[0]}" in ALIASES):  # new names win
+                k = ALIASES.get(f"{section}{k}", f"{section}{k}").removeprefix(section)
+                if k in kwargs:
+                    continue
                 if k not in known:
                     continue  # a key from a newer/older version: ignore rather than fail to load
                 hint = typing.get_type_hints(tp)[k]
-                kwargs[k] = build(hint, v) if dataclasses.is_dataclass(hint) else (
+                kwargs[k] = build(hint, v, f"{k}.") if dataclasses.is_dataclass(hint) else (
                     tuple(v) if isinstance(v, list) else v)
             return tp(**kwargs)
 
@@ -191,6 +207,24 @@ class RunConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+
+# old setting names still read (in overrides, grid files and stored config.json) -> their current names
+ALIASES = {"data.fake": "data.source"}
+
+
+def comparable(config: dict) -> dict:
+    """A config dict (`RunConfig.to_dict()`) in the form it had before `data.source` and `data.files`: the
+    source under its old name `fake`, `files` left out while unset. What hashes of a run's settings read, so
+    a run made before the rename keeps its fingerprint (the report's setting names)."""
+    out = json.loads(json.dumps(config))
+    data = out.get("data")
+    if isinstance(data, dict):
+        if "source" in data:
+            data["fake"] = data.pop("source")
+        if data.get("files", None) == "":
+            data.pop("files")
+    return out
 
 
 # Presets: overrides applied to the defaults before the user's own and before the mods.
@@ -250,11 +284,16 @@ def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
     hints = typing.get_type_hints(RunConfig)
     changes: dict[str, dict] = {}
     for key, value in overrides.items():
+        key = ALIASES.get(key, key)
         section, _, name = key.partition(".")
         tp = hints.get(section)
         if not dataclasses.is_dataclass(tp) or name not in {f.name for f in dataclasses.fields(tp)}:
             raise MinimultError(f"unknown setting {key!r}; valid settings: {', '.join(valid_keys())}")
         changes.setdefault(section, {})[name] = _coerce(value, typing.get_type_hints(tp)[name], key)
+    if "data" in changes:  # what a source derives from its own settings (parallel: data.n_langs from the files)
+        from minimult.data import sources
+
+        changes["data"] = sources.get(changes["data"].get("source", cfg.data.source)).derive(cfg.data, changes["data"])
     # one replace per section: its checks see all of its new values at once, in whatever order they came
     return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **values)
                                        for section, values in changes.items()})
@@ -289,7 +328,7 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     from minimult.data import sources
     from minimult.data.layout import layouts, model_sizes
 
-    lays = layouts(cfg, sources.get(cfg.data.fake), active)
+    lays = layouts(cfg, sources.get(cfg.data.source), active)
     sizes = model_sizes(lays)
     padding_idx = lays[0].pad if cfg.train.attention == "attend-padding" else -1  # as HF BERT's padding_idx
     model = dataclasses.replace(cfg.model, vocab_size=cfg.data.n_langs * cfg.data.vocab_size,

@@ -222,7 +222,7 @@ def test_unigram_then_word_order(sides, order):
 def unicode_prepared(tiny_data_cfg):
     from minimult.data.prepare import prepare
 
-    cfg = dataclasses.replace(tiny_data_cfg, fake="unicode")
+    cfg = dataclasses.replace(tiny_data_cfg, source="unicode")
     return cfg, prepare(cfg)
 
 

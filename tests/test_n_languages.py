@@ -99,7 +99,8 @@ def test_inv_order_on_a_named_language_reorders_only_that_one(fixture_modules):
                 np.testing.assert_array_equal(side.sentence(i), base[k].sentence(i)[::-1])
                 g = side.gold[side.offsets[i]:side.offsets[i + 1]]
                 np.testing.assert_array_equal(g, base[k].gold[base[k].offsets[i]:base[k].offsets[i + 1]][::-1])
-    for mods, fragment in (("inv-order=de", "no such language"), ("inv-order=en", "English keeps its order")):
+    for mods, fragment in (("inv-order=de", "no such language"),
+                           ("inv-order=en", r"the first language \(en\) keeps its order")):
         with pytest.raises(MinimultError, match=fragment) as e:
             resolve("tiny", THREE, mods)
         assert "\n" not in str(e.value) and "es, fake" in str(e.value)
@@ -108,7 +109,7 @@ def test_inv_order_on_a_named_language_reorders_only_that_one(fixture_modules):
 def test_language_counts_and_vocabulary_choices_a_source_cannot_give_are_one_line():
     for settings, fragment in (({**THREE, "data.n_langs": 4}, "at most 3 languages"),
                                ({"data.fake": "unicode", "data.n_langs": 3}, "at most 2 languages"),
-                               ({"data.shared_vocab": True}, "does not apply to --fake shift"),
+                               ({"data.shared_vocab": True}, "does not apply to --source shift"),
                                ({"data.n_langs": 1}, "at least one more language")):
         with pytest.raises(MinimultError, match=fragment) as e:
             resolve("tiny", settings)

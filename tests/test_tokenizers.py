@@ -223,7 +223,7 @@ def test_unicode_char_vocabulary_holds_both_scripts(minimult_cache, tiny_data_cf
     from minimult.data.prepare import prepare
     from minimult.data.sources.unicode import shift_piece
 
-    cfg = dataclasses.replace(tiny_data_cfg, tokenizer="char", fake="unicode")
+    cfg = dataclasses.replace(tiny_data_cfg, tokenizer="char", source="unicode")
     vocab = prepare(cfg).vocab
     english = [p for p in vocab.pieces[N_SPECIAL:] if p[-1].isascii()]
     assert english and all(shift_piece(p) in vocab.index for p in english)

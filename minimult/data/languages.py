@@ -108,15 +108,20 @@ def build_sides(prepared, source, data_cfg, mods, split: str, seed: int) -> list
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
     sides = source.views(prepared, "dev" if split == "dev" else "train", data_cfg)
-    names = source.languages(data_cfg.n_langs)
+    names = source.names(data_cfg)
     rng = np.random.default_rng([seed, 1 if split == "dev" else 0])
     if split == "train":
         for a in mods:
             if a.mod.resample is not None:
                 sides = a.mod.resample(sides, rng, a.value)
+    return [sides[0]] + reordered(sides[1:], names, mods, rng)
+
+
+def reordered(sides: list[Side], names, mods, rng: np.random.Generator) -> list[Side]:
+    """`sides` (not the first language's) in the word order the mods' `reorder` hooks give each language they act
+    on (`reorders(name)`), mod by mod, sentence by sentence, drawing from `rng`."""
     for a in mods:
         if a.mod.reorder is not None:
-            sides = [sides[0]] + [s.reordered([a.mod.reorder(int(n), rng, a.value) for n in s.lengths])
-                                  if a.mod.reorders is None or a.mod.reorders(names[s.lang], a.value) else s
-                                  for s in sides[1:]]
+            sides = [s.reordered([a.mod.reorder(int(n), rng, a.value) for n in s.lengths])
+                     if a.mod.reorders is None or a.mod.reorders(names[s.lang], a.value) else s for s in sides]
     return sides

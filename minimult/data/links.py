@@ -1,6 +1,7 @@
 """Word-alignment link files: gold or silver links between the words of verse-aligned sentences.
 
-Format (UTF-8 text, one link per line):
+Two formats are read (`read_links` tells them apart: a native file's links hold tabs, a Pharaoh file's
+never do). The lab's native format (UTF-8 text, one link per line):
 
     verse_id<TAB>index_in_A<TAB>index_in_B[<TAB>S|P]
 
@@ -15,10 +16,22 @@ Format (UTF-8 text, one link per line):
 - Numbers are ASCII digits (`٣` or `¹` is a malformed line, never read as 3 or refused with a traceback).
 - Blank lines and lines starting with `#` are ignored; a file may say `# silver` in a comment.
 
-Public entries: `read_links(path, words_a, words_b) -> Links` (checked against the verses' word
+The Pharaoh format of the word-alignment shared tasks and aligners (fast_align, awesome-align, SimAlign):
+one line per sentence pair, line k addressing the pair whose id is k (a line-aligned corpus's line k, the
+`--pair` files' line k), holding space-separated links:
+
+- `i-j` a sure link, `i-j-S` too; `i?j`, `ipj` and `i-j-P` a possible one (`s`/`p` in either case);
+- `i` indexes the first language's (A's) words, `j` the other's (B's), from 0 or from 1 as declared
+  (`--link-base 0|1`, `links_base` in a manifest): Pharaoh files exist in both conventions, so a file
+  whose base is not declared is refused rather than guessed;
+- an empty line is a pair without links; lines starting with `#` at the top of the file are a header
+  (not pairs; `# silver` labels the links silver), anywhere else a malformed line.
+
+Public entries: `read_links(path, words_a, words_b, base) -> Links` (checked against the verses' word
 counts: a malformed line, an unknown verse or an index out of range is one error naming the line),
-`write_links(path, rows, header)` and `word_first_pieces(word_starts, offsets)` (where each word's
-pieces start, to map word indices onto a tokenized sentence).
+`link_format(path)`, `write_links(path, rows, header)`, `write_pharaoh(path, rows, pairs, base)` and
+`word_first_pieces(word_starts, offsets)` (where each word's pieces start, to map word indices onto a
+tokenized sentence).
 """
 
 from __future__ import annotations
@@ -37,6 +50,10 @@ KINDS = ("S", "P")
 DIGITS = re.compile(r"[0-9]{1,18}")
 
 
+PHARAOH = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18})(?:-([SsPp]))?|([?p])([0-9]{1,18}))")
+FORMATS = ("native", "pharaoh")
+
+
 @dataclass(frozen=True)
 class Links:
     """Links of a file: (verse id, word in A, word in B, sure) rows, and whether the file says silver."""
@@ -47,6 +64,8 @@ class Links:
     sure: np.ndarray  # (K,) bool
     silver: bool
     path: str
+    format: str = "native"  # native | pharaoh
+    base: int = 0  # where the file's word indices start
 
     def __len__(self) -> int:
         return len(self.a)
@@ -61,15 +80,44 @@ def write_links(path: Path, rows, header: str = "") -> None:
     atomic_write_text(Path(path), "\n".join(lines) + "\n")
 
 
-def read_links(path, words_a: dict[int, int], words_b: dict[int, int]) -> Links:
-    """Parse a link file against the verses it may name: {verse id: number of words} of each language."""
+def _text(path) -> str:
     path = Path(path)
     if not path.is_file():
         raise MinimultError(f"link file not found: {path}")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         raise MinimultError(f"link file is not UTF-8 text ({e.reason} at byte {e.start}): {path}") from None
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as a line-aligned corpus counts them: ended by "\n", a "\r" before it dropped."""
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def says_silver(path) -> bool:
+    """Whether a comment line of the file says `silver`."""
+    return any(line.lstrip().startswith("#") and "silver" in line.lower() for line in _lines(_text(path)))
+
+
+def link_format(path) -> str:
+    """"native" when a link line holds a tab (verse<TAB>i<TAB>j), else "pharaoh"."""
+    lines = [line for line in _lines(_text(path)) if line.strip() and not line.lstrip().startswith("#")]
+    return "native" if any("\t" in line for line in lines) else "pharaoh"
+
+
+def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int | None = None) -> Links:
+    """Parse a link file against the verses (pairs) it may name: {verse id: number of words} of each language.
+    A Pharaoh file's line k addresses pair k, its word indices counted from `base` (0 or 1, which must be
+    given); the native format's indices count from 0."""
+    text = _text(path)
+    path = Path(path)
+    if link_format(path) == "pharaoh":
+        return _read_pharaoh(path, text, words_a, words_b, base)
+    if base not in (None, 0):
+        raise MinimultError(f"{path} is a native link file (verse<TAB>i<TAB>j), whose word indices count from 0; "
+                            f"--link-base {base} applies to Pharaoh files")
     rows, silver = [], False
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -90,10 +138,60 @@ def read_links(path, words_a: dict[int, int], words_b: dict[int, int]) -> Links:
             raise MinimultError(f"bad link at {where}: word index out of range (verse {verse} has "
                                 f"{words_a[verse]} words in A and {words_b[verse]} in B, counted from 0)")
         rows.append((verse, a, b, len(fields) == 3 or fields[3].strip() == "S"))
+    return _links(rows, silver, path, "native", 0)
+
+
+def _links(rows, silver: bool, path: Path, kind: str, base: int) -> Links:
     if not rows:
         raise MinimultError(f"link file has no links: {path}")
     v, a, b, s = (np.array(x) for x in zip(*rows))
-    return Links(v.astype(np.int64), a.astype(np.int64), b.astype(np.int64), s.astype(bool), silver, str(path))
+    return Links(v.astype(np.int64), a.astype(np.int64), b.astype(np.int64), s.astype(bool), silver, str(path),
+                 kind, base)
+
+
+def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[int, int], base) -> Links:
+    if base not in (0, 1):
+        raise MinimultError(f"{path} is a Pharaoh link file (i-j per pair): say whether its word indices count from "
+                            f"0 or from 1 (--link-base 0|1; links_base in a manifest)")
+    lines = _lines(text)
+    header = next((i for i, line in enumerate(lines) if not line.lstrip().startswith("#")), len(lines))
+    silver = any("silver" in line.lower() for line in lines[:header])
+    rows = []
+    for pair, line in enumerate(lines[header:], 1):
+        number = header + pair
+        tokens = line.split()
+        where = f"{path}:{number}"
+        if tokens and pair not in words_a:
+            raise MinimultError(f"bad link at {where}: the line addresses pair {pair}, which is not among the run's "
+                                f"development pairs (a Pharaoh file's line k is the pair whose id is k)")
+        for token in tokens:
+            m = PHARAOH.fullmatch(token)
+            if m is None:
+                raise MinimultError(f"bad link at {where}: {token[:30]!r}: use i-j or i-j-S (sure), i?j, ipj or i-j-P "
+                                    f"(possible), ASCII digits counted from {base}")
+            i, j = (int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(5)))
+            sure = (m.group(3) or "S").upper() == "S" if m.group(2) is not None else False
+            if i < base or j < base:
+                raise MinimultError(f"bad link at {where}: {token!r} has index 0 but the file's indices count from 1 "
+                                    f"(--link-base 1)")
+            a, b = i - base, j - base
+            if a >= words_a[pair] or b >= words_b[pair]:
+                raise MinimultError(f"bad link at {where}: {token!r}: word index out of range (pair {pair} has "
+                                    f"{words_a[pair]} words in A and {words_b[pair]} in B, counted from {base})")
+            rows.append((pair, a, b, sure))
+    return _links(rows, silver, path, "pharaoh", base)
+
+
+def write_pharaoh(path: Path, rows, pairs: int, base: int = 0, header: str = "") -> None:
+    """rows: (pair id 1..pairs, a, b, 'S' | 'P') as a Pharaoh file of `pairs` lines (`i-j` sure, `i?j`
+    possible), word indices from `base`; `header` lines first as `# ` comments."""
+    from minimult.data.cache import atomic_write_text
+
+    per = [[] for _ in range(pairs)]
+    for pair, a, b, kind in rows:
+        per[int(pair) - 1].append(f"{int(a) + base}{'-' if kind == 'S' else '?'}{int(b) + base}")
+    lines = [f"# {h}" for h in header.splitlines()] + [" ".join(links) for links in per]
+    atomic_write_text(Path(path), "\n".join(lines) + "\n")
 
 
 def word_first_pieces(word_starts: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ from minimult.data import corpus as corpus_mod
 from minimult.data.cache import cached
 from minimult.errors import MinimultError
 from minimult.data import sources
-from minimult.data.vocab import Encoded, Vocab, shipped_vocab, vocab_digest
+from minimult.data.vocab import Encoded, Vocab, vocab_digest
 
 FORMAT_VERSION = 2  # 2: shipped vocabularies (corpora/vocabularies) replace a fresh, nondeterministic build
 
@@ -49,11 +49,11 @@ def cache_key(cfg) -> dict:
         "train_sentences": cfg.train_sentences,
         "dev_sentences": cfg.dev_sentences,
         "vocab_size": cfg.vocab_size,
-        "fake": cfg.fake,
+        "fake": cfg.source,  # the source's old name: existing entries keep their keys
     }
     if cfg.tokenizer != "wordpiece":  # wordpiece entries keep the key (and so the cache) they always had
         key["tokenizer"] = cfg.tokenizer
-    return sources.get(cfg.fake).cache_key(cfg, key)
+    return sources.get(cfg.source).cache_key(cfg, key)
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
@@ -72,12 +72,12 @@ def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
 
 def _build(cfg, progress: Callable[[str], None]):
     def build(tmp: Path) -> None:
-        source = sources.get(cfg.fake)
+        source = sources.get(cfg.source)
         train, dev = source.corpora(cfg, progress)
         stats = corpus_stats(train, dev)
         text, size = source.training_text(train, cfg), source.vocab_size(cfg)
         # shipped vocabularies are WordPiece lists; char and word vocabularies are built deterministically
-        vocab, where = shipped_vocab(text, size, cfg.fake) if cfg.tokenizer == "wordpiece" else (None, None)
+        vocab, where = source.shipped(text, size, cfg) if cfg.tokenizer == "wordpiece" else (None, None)
         if where is not None:
             progress(f"using the shipped vocabulary {where}")
         elif cfg.tokenizer == "wordpiece":
@@ -121,7 +121,7 @@ def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
     path = Path(path)
     try:
         stats = json.loads((path / "stats.json").read_text())
-        source = sources.get(cfg.fake)
+        source = sources.get(cfg.source)
         vocab = Vocab.load(path, source.vocab_size(cfg))
         return Prepared(path, vocab, Encoded.load(path / "train.npz"), Encoded.load(path / "dev.npz"),
                         {name: Encoded.load(path / f"{name}.npz") for name in source.extra_names(cfg)}, stats, reused)
@@ -156,6 +156,19 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
         lines.append(f"{split} second language: {es['sentences']:,} sentences, {es['words']:,} words, "
                      f"{es['types']:,} types, {es['pieces']:,} pieces; {d['aligned_verses']:,} aligned verses, "
                      f"{d['silver_links']:,} silver links ({d['silver_sure']:,} sure)")
+    par = s.get("parallel")
+    if par:  # the parallel source: every language's text of its own
+        for split, d in par["splits"].items():
+            dropped = d.get("dropped")
+            lines.append(f"{split}: {d['pairs']:,} pairs ({d['format']}"
+                         + (f"; left out, missing in another file: {dropped}" if dropped else "") + "): "
+                         + "; ".join(f"{lang} {x['words']:,} words, {x['types']:,} types, {x['pieces']:,} pieces"
+                                     + (f", {x['unk_rate']:.2%} [UNK]" if x["unk_rate"] else "")
+                                     for lang, x in d["languages"].items()))
+        lines.append(f"vocabularies: " + ", ".join(f"{lang} {n:,} entries" for lang, n in par["vocab_entries"].items())
+                     + f" ({par['words']} words{', lowercased' if par['lowercase'] else ''})")
+        for lang, d in par.get("links", {}).items():
+            lines.append(f"{d['kind']} links of the dev pairs for {lang}: {d['links']:,} ({d['sure']:,} sure) from {d['file']}")
     if "shared_vocab" in s:  # one vocabulary for every language (data.shared_vocab)
         o = s["shared_vocab"]
         lines.append(f"one shared vocabulary: the English training text uses {o['entries_used_by_en']:,} of its entries, "

@@ -12,6 +12,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Callable
 
+import numpy as np
+
 from minimult.data import sources
 from minimult.data.languages import Side, build_sides
 from minimult.data.layout import layouts
@@ -20,7 +22,7 @@ from minimult.data.layout import layouts
 class RunData:
     def __init__(self, cfg, mods, log: Callable[[str], None] | None = None):
         self.cfg, self.mods = cfg, mods
-        self.source = sources.get(cfg.data.fake)
+        self.source = sources.get(cfg.data.source)
         self.layouts = layouts(cfg, self.source, mods)
         self._log = log
         self._prepared = None
@@ -46,12 +48,38 @@ class RunData:
     def dictionary(self) -> list[Side]:
         return self.source.dictionary(self.prepare(), self.cfg.data)
 
-    def task(self):
-        """The training corpus's labelled task (which part of the New Testament each sentence is from);
-        a corpus without verse ids is a clear error (`minimult.data.tasks`)."""
-        from minimult.data.tasks import nt_parts
+    def pair_dictionary(self, k: int) -> list[Side]:
+        """[first language, language k] entries of the dictionary (a source may hold one per pair)."""
+        return self.source.pair_dictionary(self.prepare(), self.cfg.data, k)
 
-        return nt_parts(self.prepare().train.verse_ids, self.source.corpus or self.cfg.data.train)
+    def task(self, directory: str = ""):
+        """The labelled task for transfer: the training corpus's own (which part of the New Testament each
+        sentence is from; a corpus without verse ids is a clear error), or a task directory's
+        (`minimult.data.tasks`), its texts split into words as the run's corpus was."""
+        from minimult.data.tasks import file_task, nt_parts
+
+        if directory:
+            return file_task(directory, self.source.names(self.cfg.data), lambda t: self.source.words(t, self.cfg.data))
+        return nt_parts(self.prepare().train.verse_ids, self.source.corpus_name(self.cfg.data))
+
+    def task_sides(self, task) -> list[dict]:
+        """Per language {split: (Side, labels)} of `task`: the New Testament part task over the training corpus
+        in every language (`views("train-parallel")`), or a task directory's sentences, each language's written
+        with its vocabulary, ids and (the mods' reorder hooks, as for dev data) word order; the first language
+        has train, dev and test, the others test."""
+        from minimult.data.languages import reordered
+        from minimult.data.tasks import FileTask
+        from minimult.evaluate.transfer import task_data
+
+        if not isinstance(task, FileTask):
+            return task_data(task, self.views("train-parallel"), None)
+        names = self.source.names(self.cfg.data)
+        prepared, rng = self.prepare(), np.random.default_rng([self.cfg.train.seed, 1])
+        encode = lambda k, part: self.source.encode(prepared, self.cfg.data, k, task.texts[part])  # noqa: E731
+        first = {split: (encode(0, part), task.labels[part]) for split, part in
+                 (("train", "train"), ("dev", "dev"), ("test", f"test.{names[0]}"))}
+        others = reordered([encode(k, f"test.{name}") for k, name in enumerate(names[1:], 1)], names, self.mods, rng)
+        return [first] + [{"test": (side, task.labels[f"test.{name}"])} for side, name in zip(others, names[1:])]
 
     def random_ids(self):
         return self.source.random_ids(self.prepare(), self.cfg.data)

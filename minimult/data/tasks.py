@@ -1,15 +1,20 @@
-"""A labelled task built from the training corpus itself: which part of the New Testament a sentence
-comes from, read off the verse id (BBCCCVVV) the corpus keeps for every sentence.
+"""Labelled tasks for zero-shot transfer.
 
-Public entry: `nt_parts(verse_ids, corpus) -> LabelledTask`. Five classes by book: the Gospels
-(Matthew-John), Acts, the Pauline letters (Romans-Hebrews: Hebrews goes with Paul as in the
-traditional fourteen-letter corpus and the canon's order, so every class is one run of books), the
-other letters (James-Jude) and Revelation. Every language view and every run of a corpus with verse
-ids has it, with no labelled data to ship.
+The default is built from the training corpus itself: which part of the New Testament a sentence comes
+from, read off the verse id (BBCCCVVV) the corpus keeps for every sentence. Public entry:
+`nt_parts(verse_ids, corpus) -> LabelledTask`. Five classes by book: the Gospels (Matthew-John), Acts,
+the Pauline letters (Romans-Hebrews: Hebrews goes with Paul as in the traditional fourteen-letter corpus
+and the canon's order, so every class is one run of books), the other letters (James-Jude) and
+Revelation. Every language view and every run of a corpus with verse ids has it, with no labelled data
+to ship.
 
 The train/dev/test split is by verse: a hash of the verse id alone puts ~80/10/10% of the verses in
 each, so every sentence of one verse lands in one split, and the split is the same in every language,
 every run and every version of the code (it never depends on the corpus, the seed or numpy).
+
+A task of the user's own is a directory (`file_task(directory, languages, words) -> FileTask`, `minimult
+transfer RUN --task DIR`): train.tsv and dev.tsv in the first language, test.<lang>.tsv per language,
+each line `label<TAB>text`, any number of labels (docs/corpora.md).
 """
 
 from __future__ import annotations
@@ -90,3 +95,111 @@ def nt_parts(verse_ids: np.ndarray, corpus: str) -> LabelledTask:
                             f"among the training ones; {corpus} gives {sizes} sentences and "
                             f"{', '.join(CLASSES[k] for k in trained) or 'no part'} to train on")
     return task
+
+
+# ---------------------------------------------------------------------------------------------
+# A labelled task of the user's own (`minimult transfer RUN --task DIR`).
+
+TASK_VERSION = 1  # bump when how a task directory is read changes
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """A task directory's sentences and labels: `train` and `dev` in the first language, `test` per language
+    (texts as words, labels as indices into `classes`, the training labels in sorted order)."""
+
+    name: str
+    version: int
+    classes: tuple[str, ...]
+    directory: str
+    sha256: str
+    texts: dict[str, list[list[str]]]  # "train", "dev", "test.<lang>"
+    labels: dict[str, np.ndarray]
+
+    def describe(self) -> dict:
+        counts = {part: {c: int((y == j).sum()) for j, c in enumerate(self.classes)} for part, y in self.labels.items()}
+        return {"name": self.name, "version": self.version, "directory": self.directory, "sha256": self.sha256,
+                "classes": list(self.classes), "sentences": {part: len(y) for part, y in self.labels.items()},
+                "class_counts": counts}
+
+    def sizes(self) -> dict[str, int]:
+        return {part: len(y) for part, y in self.labels.items()}
+
+
+def _task_lines(path, words) -> tuple[list[str], list[list[str]]]:
+    """(labels, word lists) of a `label<TAB>text` file; blank lines are skipped, anything else malformed is
+    one error line naming the file and the line."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise MinimultError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    labels, sentences = [], []
+    for i, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        label, tab, rest = line.partition("\t")
+        if not tab or not label.strip() or not rest.strip():
+            raise MinimultError(f"{path}:{i}: {line[:60]!r} is not label<TAB>text")
+        w = words(rest)
+        if not w:
+            raise MinimultError(f"{path}:{i}: the text has no words once tokenized as the run's corpus")
+        labels.append(label.strip())
+        sentences.append(w)
+    if not labels:
+        raise MinimultError(f"{path} holds no labelled sentences")
+    return labels, sentences
+
+
+def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
+    """The task in `directory`: train.tsv and dev.tsv in the first language, test.<lang>.tsv for every one of
+    `languages` (the run's, the first included), each line `label<TAB>text`; `words(text)` splits a text as
+    the run's corpus was split. The classes are train.tsv's labels; a label that only dev or a test file
+    has, a missing file, or a test file for a language the run does not have is one error line."""
+    import hashlib
+    from pathlib import Path
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise MinimultError(f"task directory not found: {d}")
+    first = languages[0]
+    tests = {p.name[len("test."):-len(".tsv")]: p for p in sorted(d.glob("test.*.tsv"))}
+    extra = sorted(set(tests) - set(languages))
+    if extra:
+        raise MinimultError(f"{d}/test.{extra[0]}.tsv: the run has no language {extra[0]!r} (its languages: "
+                            f"{', '.join(languages)})")
+    needed = [("train", d / "train.tsv"), ("dev", d / "dev.tsv")] + [(f"test.{l}", d / f"test.{l}.tsv") for l in languages]
+    missing = next(((part, p) for part, p in needed if not p.is_file()), None)
+    if missing is not None:
+        part, p = missing
+        what = (f"the test sentences of language {part[5:]!r}" if part.startswith("test.")
+                else f"the {part} sentences in the first language ({first})")
+        raise MinimultError(f"{d} has no {p.name}: a task directory holds {what} (train.tsv and dev.tsv in {first}, "
+                            f"test.<lang>.tsv for each of {', '.join(languages)}; label<TAB>text per line)")
+    read = {part: _task_lines(p, words) for part, p in needed}
+    classes = tuple(sorted(set(read["train"][0])))
+    if len(classes) < 2:
+        raise MinimultError(f"{d / 'train.tsv'} has {len(classes)} label ({', '.join(classes)}): classification needs "
+                            f"at least two")
+    index = {c: j for j, c in enumerate(classes)}
+    for part, p in needed[1:]:
+        for i, label in enumerate(read[part][0]):
+            if label not in index:
+                line = _line_of(p, i)
+                raise MinimultError(f"{p}:{line}: label {label!r} is not among train.tsv's labels "
+                                    f"({', '.join(classes)})")
+    digest = hashlib.sha256()
+    for _, p in needed:
+        digest.update(p.name.encode() + b"\0" + p.read_bytes())
+    return FileTask(f"task {d.name}", TASK_VERSION, classes, str(d.resolve()), digest.hexdigest(),
+                    {part: s for part, (_, s) in read.items()},
+                    {part: np.array([index[y] for y in ys], dtype=np.int64) for part, (ys, _) in read.items()})
+
+
+def _line_of(path, i: int) -> int:
+    """The line number of the i-th labelled (non-blank) line of a task file."""
+    lines = path.read_bytes().decode("utf-8-sig").split("\n")
+    return [n for n, line in enumerate(lines, 1) if line.strip()][i]

@@ -169,8 +169,14 @@ def from_pieces(pieces: list[str], size: int) -> Vocab:
 def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[Vocab | None, Path | None]:
     """(the shipped vocabulary for this training text, its file), checked against its recorded sha256;
     (None, None) when none is shipped. Shipped vocabularies make every build on every machine give the
-    same token ids; `ship_vocab` adds one."""
-    path = SHIPPED / f"{vocab_key(sentences, size, source)}.txt"
+    same token ids; `ship_vocab` adds one. `source` "*": one shipped for this text and size by any source
+    (the parallel source reading a built-in source's text from files gets that source's vocabulary)."""
+    if source == "*":
+        key = vocab_key(sentences, size, "")  # "-SIZE-HASH"
+        found = sorted(SHIPPED.glob(f"*{key}.txt")) if SHIPPED.is_dir() else []
+        path = found[0] if found else SHIPPED / f"parallel{key}.txt"
+    else:
+        path = SHIPPED / f"{vocab_key(sentences, size, source)}.txt"
     if not path.is_file():
         return None, None
     index = json.loads((SHIPPED / "index.json").read_text())

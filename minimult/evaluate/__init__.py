@@ -40,9 +40,11 @@ def context(run, model, layers, **options) -> Context:
     options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
     verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, verse_ids=verse_ids,
-                   gold=d.source.gold, languages=d.source.languages(dc.n_langs),
-                   golds=tuple(d.source.gold_of(k) for k in range(dc.n_langs)), **options)
+                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, task_sides=d.task_sides,
+                   verse_ids=verse_ids,
+                   gold=d.source.gold_of(1, dc), languages=d.source.names(dc),
+                   golds=tuple(d.source.gold_of(k, dc) for k in range(dc.n_langs)),
+                   pair_dictionary=d.pair_dictionary if d.source.pair_dictionaries else None, **options)
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -82,7 +84,8 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
                  timings: dict | None = None, precision: str = "fp32", segment: str = "original",
-                 only=None, link_file: str | None = None, attention: str | None = None) -> dict:
+                 only=None, link_file: str | None = None, attention: str | None = None,
+                 link_base: int | None = None) -> dict:
     """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
     subset per split) is given. `attention` (train.attention's values) encodes otherwise than the run
@@ -127,12 +130,12 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
                if segment == "original" else f"transfer fine-tunes the model as trained, not --segment {segment}")
         raise MinimultError(f"--only transfer: {why}")
     if link_file is not None:
-        link_file = _link_file(run, link_file)
+        link_file = _link_file(run, link_file, link_base)
     if transfer is not None:
         from minimult.evaluate.transfer import frozen_layer
 
         frozen_layer(transfer, depth)
-        run.data.task()  # a corpus without verse ids fails before any evaluator runs
+        run.data.task(transfer.task)  # a corpus without verse ids (or a bad task directory) fails before any evaluator
     run.check_not_failed()
     if write:
         run.check_results()  # a damaged results.json or a read-only folder: now, not after the evaluation
@@ -140,7 +143,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         model = with_segment(run.load_model(device, log=log), segment)
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
-                  transfer=transfer, log=log, link_file=link_file, attention=attention)
+                  transfer=transfer, log=log, link_file=link_file, attention=attention, link_base=link_base)
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log, only=only)
@@ -173,9 +176,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     return results
 
 
-def _link_file(run, link_file: str) -> str:
+def _link_file(run, link_file: str, base: int | None = None) -> str:
     """The link file to score against (`silver`: the source's silver development links), refused for runs
-    whose words are not in their original order."""
+    whose words are not in their original order, or a Pharaoh file whose index base is not declared."""
     reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None]
     if reordering:
         raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
@@ -183,9 +186,14 @@ def _link_file(run, link_file: str) -> str:
     if link_file == "silver":
         path = run.data.prepared.path / "silver-dev.links"
         if not path.is_file():
-            raise MinimultError(f"--links silver: the language source {run.cfg.data.fake!r} has no silver links "
-                                f"(--fake en-es does); give a link file")
+            raise MinimultError(f"--links silver: the language source {run.cfg.data.source!r} has no silver links "
+                                f"(--source en-es does); give a link file")
         return str(path)
+    from minimult.data.links import link_format
+
+    if link_format(link_file) == "pharaoh" and base not in (0, 1):
+        raise MinimultError(f"{link_file} is a Pharaoh link file (i-j per pair): say whether its word indices count "
+                            f"from 0 or from 1 (--link-base 0|1)")
     return link_file
 
 
@@ -205,10 +213,13 @@ def summary_table(results: dict) -> str:
     # per unit, then per word (ppl ** (units / word): the one that compares across data.tokenizer's granularities)
     per_word = "".join(f", {name} {ppl[key]:.1f}/word" for name, key in (("train", "train_word"), ("dev", "dev_word"))
                        if ppl.get(key) is not None)
-    lines.append(f"multilinguality µ (layers {pair}) = {f'n/a (needs layers {pair})' if mu is None else f'{mu:.3f}'}   "
+    no_tau = all(results["layers"].get(str(l), {}).get("translation") is None for l in results.get("mu_layers", ()))
+    why = "no dictionary, so no τ" if no_tau and set(map(str, results.get("mu_layers", ()))) <= set(results["layers"]) \
+        else f"needs layers {pair}"
+    lines.append(f"multilinguality µ (layers {pair}) = {f'n/a ({why})' if mu is None else f'{mu:.3f}'}   "
                  f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}"
                  + (f" per unit{per_word}" if per_word else ""))
-    if results.get("alignment_gold", "exact") != "exact":
+    if results.get("alignment_gold", "exact") != "exact" and results.get("gold_links"):
         lines.append(f"alignment scored against {results['alignment_gold']} links ({results.get('gold_links', 0):,} "
                      f"sure links in the dev sentences)")
     if "links" in results:
@@ -218,5 +229,7 @@ def summary_table(results: dict) -> str:
     if "transfer" in results:
         from minimult.evaluate.transfer import table
 
-        lines += ["zero-shot transfer (New Testament part, test split):", table(results["transfer"])]
+        task = results["transfer"].get("task", {}).get("name", "nt-part")
+        lines += [f"zero-shot transfer ({'New Testament part' if task == 'nt-part' else task}, test split):",
+                  table(results["transfer"])]
     return "\n".join(lines)

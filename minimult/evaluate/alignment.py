@@ -9,7 +9,8 @@ def run(ctx) -> dict:
     en, l1 = ctx.dev
     if len(ctx.links) == 0:  # a source without gold for these sentences: nothing to score
         if ctx.log is not None:
-            ctx.log("eval: alignment skipped: the language source gives no gold links for the dev sentences")
+            ctx.log("eval: alignment skipped: the language source gives no gold links for the dev sentences (the "
+                    "parallel source's come from a link file of the dev pairs: [links] in its manifest)")
         return {"layers": {str(l): {"align_precision": None, "align_recall": None, "align_f1": None}
                            for l in ctx.layers}, "dev_sentences": en.num_sentences, "alignment_gold": ctx.gold,
                 "gold_links": 0}

@@ -24,7 +24,8 @@ tokenizer's special ids, positions from 0 and segment 0, as minimult writes its 
 
 Without `shift` there is no gold alignment and no dictionary, so retrieval, word-order distance and
 perplexity run (they need no gold); `link_file` adds word alignment against a link file (the
-`minimult.data.links` format) whose verse id is the pair's 1-based line number. A word is a
+`minimult.data.links` formats: the lab's, whose verse id is the pair's 1-based line number, or Pharaoh's,
+whose line k is line k of the pair, its word indices from `link_base`). A word is a
 whitespace-separated word of a line (as link files count them; per-word perplexity counts them too),
 whatever the tokenizer's pre-tokenizer splits further.
 """
@@ -310,7 +311,7 @@ def shifted_languages(tokenizer, model: HFBert, record: dict, lines, directory):
 
 def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
                 precision: str = "fp32", device: str = "auto", log=print, langs=None, link_file=None,
-                only=None) -> dict:
+                only=None, link_base: int | None = None) -> dict:
     """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring); `only`
     names evaluators (default: every one the pair can give; with `link_file`, word alignment alone)."""
     from minimult.evaluate import evaluate_model, mu_layers
@@ -357,7 +358,8 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     model = with_segment(model, segment).to(dev)
     ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, min(l.max_len for l in layouts), layers,
                   dev, ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision,
-                  link_file=None if link_file is None else str(link_file), log=log, languages=names,
+                  link_file=None if link_file is None else str(link_file), link_base=link_base, log=log,
+                  languages=names,
                   attention=attention,
                   verse_ids=lambda: np.arange(1, len(a_lines) + 1))  # a link file's verse id: the line number
     possible = None if shift else TEXT_EVALUATORS + ("links",)

@@ -1,6 +1,6 @@
 """Word alignment against a link file (`eval --links FILE`): precision, recall, F1 and AER per layer.
 
-The file names verses and word indices (format: `minimult.data.links`). The evaluation is at word
+The file names verses (pairs) and word indices, in the lab's format or Pharaoh's (`minimult.data.links`). The evaluation is at word
 level: a word's vector is the mean of its pieces' vectors, each verse pair is aligned by mutual argmax
 of cosine similarity between word vectors, and the predicted word links are scored against the
 file's sure and possible links (`metrics.link_scores`); a model-free diagonal aligner is scored
@@ -10,9 +10,9 @@ window are left out, and the links on them are counted as `outside_window` and n
 leaves no link at all, every score is null ("nothing to score", said in one line), never F1 0 / AER 1. A file
 whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled silver in the results.
 
-Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses
-(`Source.verse_sentences`) in their original word order. B is language 1 (en-es: Spanish, also in a
-three-language run, whose Fake-English the file does not address).
+Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses or
+lines (`Source.verse_sentences`: en-es, parallel) in their original word order. A is the first language, B
+language 1 (en-es: Spanish, also in a three-language run, whose Fake-English the file does not address).
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ def run(ctx) -> dict:
     if ctx.link_file is None:
         return {}
     if ctx.verse_ids is None:
-        raise MinimultError("--links needs a run whose sentences are whole verses (--fake en-es); this run's "
-                            "language source splits verses into sentences")
+        raise MinimultError("--links needs a run whose sentences are whole verses or lines (--source en-es or "
+                            "parallel); this run's language source splits verses into sentences")
     with ctx.phase("data"):
         sides, verse_ids = ctx.views("dev")[:2], ctx.verse_ids()  # English and language 1: the file's A and B
         firsts = [word_first_pieces(s.word_starts, s.offsets) for s in sides]
         counts = [{int(v): len(f) for v, f in zip(verse_ids, fs)} for fs in firsts]
-        links = read_links(ctx.link_file, counts[0], counts[1])
+        links = read_links(ctx.link_file, counts[0], counts[1], ctx.link_base)
         chosen = np.unique(links.verse_ids)
         row_of = {int(v): i for i, v in enumerate(verse_ids)}
         index = np.array([row_of[int(v)] for v in chosen])
@@ -98,7 +98,9 @@ def run(ctx) -> dict:
         diagonal = metrics.link_scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
     return {"links": {"file": str(Path(ctx.link_file)), "sha256": hashlib.sha256(Path(ctx.link_file).read_bytes()).hexdigest(),
-                      "kind": "silver" if links.silver else "gold", "unit": "word (mean of its pieces), mutual argmax",
+                      "kind": "silver" if links.silver else "gold", "format": links.format,
+                      **({"base": links.base} if links.format == "pharaoh" else {}),
+                      "unit": "word (mean of its pieces), mutual argmax",
                       "verses": int(len(chosen)), "links": int(len(links)), "outside_window": int((~inside).sum()),
                       "layers": layers, "diagonal": diagonal, "layer": int(top), "f1": layers[top]["f1"],
                       "aer": layers[top]["aer"]}}

@@ -162,17 +162,22 @@ class Context:
     precision: str = "fp32"  # of the representations (piece_vectors); perplexity always runs in fp32
     random_ids: torch.Tensor | None = None  # ids a random replacement may draw (perplexity's masking)
     timings: dict | None = None
-    task: Callable | None = None  # () -> the training corpus's labelled task (data.tasks), for transfer
+    task: Callable | None = None  # (directory="") -> the labelled task (data.tasks), for transfer
+    task_sides: Callable | None = None  # task -> per language {split: (Side, labels)} (RunData.task_sides)
     transfer: object | None = None  # a TransferConfig: run zero-shot transfer with it (None: transfer gives nothing)
     log: Callable[[str], None] | None = None  # progress lines of long evaluators (transfer's fine-tuning)
     gold: str = "exact"  # what the views' gold alignment is (the source's `gold`: exact | silver)
     link_file: str | None = None  # a word-alignment link file to score against (evaluate/links.py)
+    link_base: int | None = None  # where a Pharaoh link file's word indices start (0 or 1; data.links)
     verse_ids: Callable[[], np.ndarray] | None = None  # the dev sentences' verse ids, where sentences are verses
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
     languages: tuple[str, ...] = ("en", "fake")  # the languages' names (the source's), for per-pair results
     golds: tuple[str, ...] = ()  # each language's `gold` where they differ (en-es + Fake-English); () = `gold`
     attention: str = "masked"  # how the dev and dictionary sides are encoded (train.attention; `encode_sides`)
+    # k -> [first language, language k] dictionary sides, for a source with a dictionary per language pair
+    # (parallel); None: every pair reads its two languages' entries of `dictionary`
+    pair_dictionary: Callable[[int], list[Side]] | None = None
 
     def phase(self, name: str):
         return phase(self.timings, name)
@@ -246,8 +251,21 @@ class PairContext:
     # the parent's per-language lists restricted to [English, language k]
     dev = _english_and_k("dev")
     dev_vectors = _english_and_k("dev_vectors")
-    dictionary_sides = _english_and_k("dictionary_sides")
-    dictionary_vectors = _english_and_k("dictionary_vectors")
+
+    @cached_property
+    def dictionary_sides(self) -> list[Side]:
+        if self.parent.pair_dictionary is None:
+            return [self.parent.dictionary_sides[0], self.parent.dictionary_sides[self.k]]
+        with self.phase("data"):
+            return self.parent.pair_dictionary(self.k)
+
+    @cached_property
+    def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
+        if self.parent.pair_dictionary is None:
+            return [self.parent.dictionary_vectors[0], self.parent.dictionary_vectors[self.k]]
+        with self.phase("forward_dictionary"):
+            return encode_sides(self.model, self.dictionary_sides, self.layouts, self.layers, self.device,
+                                self.attention, self.precision)
 
     @cached_property
     def links(self) -> np.ndarray:

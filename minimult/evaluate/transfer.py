@@ -1,19 +1,24 @@
-"""Zero-shot cross-lingual transfer (Wu & Dredze 2019; K et al. 2020): fine-tune on English for the New Testament part
-task (`minimult.data.tasks`), test on English and, zero-shot, on the other language; ∆ = English
-accuracy - zero-shot accuracy (K et al. 2020's measure of cross-lingual ability: smaller is better).
+"""Zero-shot cross-lingual transfer (Wu & Dredze 2019; K et al. 2020): fine-tune on the first language
+(English in the built-in sources) for a labelled task, test on it and, zero-shot, on every other language;
+∆ = first-language accuracy - zero-shot accuracy, per language (K et al. 2020's measure of cross-lingual
+ability: smaller is better).
 
-The task's sentences are the run's training corpus in every language, as `views("train-parallel")`
-gives them: the run's ids, layouts and word order (shift-special, lang-pos, inv-order, ... act exactly as
-in training), every sentence in every language (no-parallel and unigram change only what is trained
-on). A sentence's label and split come from its English source sentence. Sequences are cut to the
-model's window.
+The default task is the New Testament part task (`minimult.data.tasks`): its sentences are the run's
+training corpus in every language, as `views("train-parallel")` gives them: the run's ids, layouts and
+word order (shift-special, lang-pos, inv-order, ... act exactly as in training), every sentence in every
+language (no-parallel and unigram change only what is trained on). A sentence's label and split come from
+its English source sentence. A task directory (`transfer.task`, `minimult transfer --task DIR`) gives its
+own sentences instead: train.tsv and dev.tsv in the first language, test.<lang>.tsv per language, each
+language's written as the run wrote it (`RunData.task_sides`). Sequences are cut to the model's window.
 
 Modes (`TransferConfig.mode_list`): `full` fine-tunes every encoder weight, `freeze:N` keeps layers
 0..N fixed (layer 0 = the embeddings, as in Wu & Dredze 2019), both with a linear classifier on the mean-pooled last
 layer: the pooling of retrieval ρ, and a [CLS] vector means nothing in a model trained on MLM alone.
 The MLM (and NSP) heads take no part. `frozen` fits logistic regression (`linear.py`) on the
 mean-pooled vectors of one layer. Accuracies are on the test split, mean ± std over fine-tuning seeds;
-baselines: the training split's majority class, and logistic regression on English word counts.
+baselines: the training split's majority class, and logistic regression on the first language's word
+counts. Results keep language 1's numbers at the top (`zero_shot`, `delta`: the columns) and every
+language's under `languages`.
 
 A standalone evaluator: it runs for `minimult transfer RUN`, and in `minimult eval` and sweeps only for
 runs whose config sets `transfer.enabled` (minutes of fine-tuning per run on a CPU); its block
@@ -54,17 +59,34 @@ def frozen_layer(cfg, depth: int) -> int:
     return layer
 
 
-def task_data(task, sides: list[Side], limit: int) -> list[dict[str, tuple[Side, np.ndarray]]]:
-    """For each language, {split: (its sentences of that split cut to `limit` pieces, their labels)}."""
+def task_data(task, sides: list[Side], limit: int | None) -> list[dict[str, tuple[Side, np.ndarray]]]:
+    """For each language, {split: (its sentences of that split cut to `limit` pieces (None: whole), their
+    labels)}: the New Testament part task, whose labels and split follow each sentence's English source."""
     out = []
     for side in sides:
         known = side.source >= 0
         parts = {}
         for k, name in enumerate(SPLITS):
             index = np.flatnonzero(known & (task.split[np.maximum(side.source, 0)] == k))
-            parts[name] = (truncate(side.subset(index), limit), task.labels[side.source[index]])
+            mine = side.subset(index)
+            parts[name] = (mine if limit is None else truncate(mine, limit), task.labels[side.source[index]])
         out.append(parts)
     return out
+
+
+def cut(data: list[dict], limit: int) -> list[dict]:
+    """`data` (`task_data`'s form) with every sentence cut to `limit` pieces (the model's window)."""
+    return [{split: (truncate(side, limit), labels) for split, (side, labels) in parts.items()} for parts in data]
+
+
+def concat(sides: list[Side]) -> Side:
+    """The sentences of `sides` (one language's) one after another as one Side."""
+    lengths = np.concatenate([s.lengths for s in sides])
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Side(sides[0].lang, np.concatenate([s.ids for s in sides]), offsets,
+                np.concatenate([s.word_starts for s in sides]), np.concatenate([s.source for s in sides]),
+                np.concatenate([s.gold for s in sides]))
 
 
 def accuracy(pred: torch.Tensor, y: np.ndarray) -> float:
@@ -84,25 +106,29 @@ def word_types(side: Side) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(np.arange(side.num_sentences), side.lengths)[first], types.reshape(-1)
 
 
-def bag_of_words(english: Side, task) -> float:
-    """Test accuracy of logistic regression on the word counts of the English sentences (the types of the
-    training split; the L2 strength chosen on dev)."""
+def bag_of_words(first: dict[str, tuple[Side, np.ndarray]], classes: int) -> float:
+    """Test accuracy of logistic regression on the word counts of the first language's sentences ({split:
+    (Side, labels)}, whole sentences; the types of the training split; the L2 strength chosen on dev)."""
+    sides = [first[name][0] for name in SPLITS]
+    english = concat(sides)
+    sentence_split = np.repeat(np.arange(len(SPLITS)), [s.num_sentences for s in sides])
+    labels = np.concatenate([first[name][1] for name in SPLITS])
     sentence, types = word_types(english)
-    split = task.split[english.source[sentence]]
+    split = sentence_split[sentence]
     vocab = np.unique(types[split == 0])
     column = np.full(types.max() + 1, -1)
     column[vocab] = np.arange(len(vocab))
     data = {}
     for k, name in enumerate(SPLITS):
-        rows = np.flatnonzero(task.split[english.source] == k)
+        rows = np.flatnonzero(sentence_split == k)
         row = np.full(english.num_sentences, -1)
         row[rows] = np.arange(len(rows))
         keep = (split == k) & (column[types] >= 0)
         index = torch.as_tensor(np.stack([row[sentence[keep]], column[types[keep]]]))
         x = torch.sparse_coo_tensor(index, torch.ones(index.shape[1]), (len(rows), len(vocab)),
                                     check_invariants=True).coalesce()
-        data[name] = (x, torch.as_tensor(task.labels[english.source[rows]]))
-    clf = fit_logistic(*data["train"], *data["dev"], len(task.classes))
+        data[name] = (x, torch.as_tensor(labels[rows]))
+    clf = fit_logistic(*data["train"], *data["dev"], classes)
     return clf.accuracy(*data["test"])
 
 
@@ -173,69 +199,98 @@ def predict(encoder, head: nn.Linear, side: Side, layouts) -> torch.Tensor:
     return head(sentence_vectors(vectors, side)).argmax(-1)
 
 
-def frozen_row(model, data, layouts, layer: int, classes: int) -> dict:
+def _row(seed, first: float, zero_shot: dict[str, float], dev: float, **extra) -> dict:
+    """One fine-tuning seed's (or the frozen fit's) numbers: the first language's test accuracy (`en`), each other
+    language's zero-shot accuracy and ∆ (`languages`), language 1's also at the top (`zero_shot`, `delta`)."""
+    z = next(iter(zero_shot.values()))
+    return {"seed": seed, "en": first, "zero_shot": z, "delta": first - z, "en_dev": dev, **extra,
+            "languages": {name: {"zero_shot": x, "delta": first - x} for name, x in zero_shot.items()}}
+
+
+def frozen_row(model, data, layouts, layer: int, classes: int, names) -> dict:
     """The frozen mode: logistic regression on the mean-pooled layer-`layer` vectors (one deterministic fit,
-    its L2 strength chosen on English dev)."""
+    its L2 strength chosen on the first language's dev split)."""
     device = next(model.parameters()).device
-    (en, other) = data
+    first = data[0]
 
     def vectors(side):
         return sentence_vectors(piece_vectors(model, side, layouts, [layer], device)[layer], side)
 
-    x = {s: vectors(en[s][0]) for s in SPLITS}
-    y = {s: torch.as_tensor(en[s][1], device=device) for s in SPLITS}
+    x = {s: vectors(first[s][0]) for s in SPLITS}
+    y = {s: torch.as_tensor(first[s][1], device=device) for s in SPLITS}
     clf = fit_logistic(x["train"], y["train"], x["dev"], y["dev"], classes)
-    e = accuracy(clf.predict(x["test"]), en["test"][1])
-    z = accuracy(clf.predict(vectors(other["test"][0])), other["test"][1])
-    return {"seed": None, "en": e, "zero_shot": z, "delta": e - z, "en_dev": clf.dev_accuracy, "l2": clf.l2}
+    e = accuracy(clf.predict(x["test"]), first["test"][1])
+    zero_shot = {name: accuracy(clf.predict(vectors(d["test"][0])), d["test"][1]) for name, d in zip(names[1:], data[1:])}
+    return _row(None, e, zero_shot, clf.dev_accuracy, l2=clf.l2)
 
 
-def fine_tuned_row(model, data, layouts, freeze: int | None, cfg, seed: int, classes: int, log, tag: str) -> dict:
-    """One fine-tuning seed of `full` (freeze None) or `freeze:N`: test accuracies and English dev."""
-    (en, other) = data
-    encoder, head = fine_tune(model, *en["train"], classes, layouts, freeze, cfg, seed, log, tag)
-    e, z, d = (accuracy(predict(encoder, head, side, layouts), labels)
-               for side, labels in (en["test"], other["test"], en["dev"]))
-    return {"seed": seed, "en": e, "zero_shot": z, "delta": e - z, "en_dev": d}
+def fine_tuned_row(model, data, layouts, freeze: int | None, cfg, seed: int, classes: int, log, tag: str,
+                   names) -> dict:
+    """One fine-tuning seed of `full` (freeze None) or `freeze:N`: test accuracies and the first language's dev."""
+    first = data[0]
+    encoder, head = fine_tune(model, *first["train"], classes, layouts, freeze, cfg, seed, log, tag)
+    e, d = (accuracy(predict(encoder, head, side, layouts), labels) for side, labels in (first["test"], first["dev"]))
+    zero_shot = {name: accuracy(predict(encoder, head, part["test"][0], layouts), part["test"][1])
+                 for name, part in zip(names[1:], data[1:])}
+    return _row(seed, e, zero_shot, d)
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float | None]:
+    return float(np.mean(xs)), float(np.std(xs, ddof=1)) if len(xs) > 1 else None
 
 
 def _summary(rows: list[dict]) -> dict:
     """Mean and sample std over seeds (None for one) of each number; ∆ of the means is exactly
-    mean EN - mean zero-shot."""
+    mean EN - mean zero-shot, for language 1 at the top and for every language under `languages`."""
     out = {}
     for key in ("en", "zero_shot", "en_dev", "delta"):
-        xs = [r[key] for r in rows]
-        out[key], out[f"{key}_std"] = float(np.mean(xs)), float(np.std(xs, ddof=1)) if len(xs) > 1 else None
+        out[key], out[f"{key}_std"] = _mean_std([r[key] for r in rows])
     out["delta"] = out["en"] - out["zero_shot"]
+    languages = {}
+    for name in rows[0]["languages"]:
+        z, z_std = _mean_std([r["languages"][name]["zero_shot"] for r in rows])
+        _, d_std = _mean_std([r["languages"][name]["delta"] for r in rows])
+        languages[name] = {"zero_shot": z, "zero_shot_std": z_std, "delta": out["en"] - z, "delta_std": d_std}
+    out["languages"] = languages
     return out
 
 
 def transfer(model, task, sides: list[Side], layouts, max_len: int, cfg,
-             log: Callable[[str], None] = lambda s: None) -> dict:
-    """Every mode of `cfg` on `task` over `sides` ([English, other]): what results["transfer"] holds."""
+             log: Callable[[str], None] = lambda s: None, names=None) -> dict:
+    """Every mode of `cfg` on the New Testament part `task` over `sides` ([first language, others ...])."""
+    return transfer_data(model, task, task_data(task, sides, None), layouts, max_len, cfg, log, names)
+
+
+def transfer_data(model, task, data: list[dict], layouts, max_len: int, cfg,
+                  log: Callable[[str], None] = lambda s: None, names=None) -> dict:
+    """Every mode of `cfg` on `task` given as `data` (per language {split: (Side, labels)}, whole sentences;
+    the first language's train, dev and test, the others' test): what results["transfer"] holds."""
     layer = frozen_layer(cfg, model.cfg.layers)
-    if len(sides) != 2:
-        raise MinimultError(f"transfer compares English with one other language; the run has {len(sides)} languages")
-    data = task_data(task, sides, max_len - 2)
+    if len(data) < 2:
+        raise MinimultError(f"transfer compares the first language with the others; the run has {len(data)} language")
+    names = tuple(names or ("en", "fake") + tuple(f"fake{k}" for k in range(2, len(data))))[:len(data)]
     classes, t0 = len(task.classes), time.time()
+    bag = bag_of_words(data[0], classes)  # whole sentences, as the model's window does not bind it
+    data = cut(data, max_len - 2)
     majority = int(np.bincount(data[0]["train"][1], minlength=classes).argmax())
     baselines = {"majority": float((data[0]["test"][1] == majority).mean()), "majority_class": task.classes[majority],
-                 "bag_of_words": bag_of_words(sides[0], task)}
-    log(f"transfer: {task.name} task, {task.sizes()} sentences per split; baselines: majority "
-        f"{baselines['majority']:.3f}, English bag of words {baselines['bag_of_words']:.3f} ({time.time() - t0:.1f} s)")
+                 "bag_of_words": bag}
+    log(f"transfer: {task.name} task, {task.sizes()} sentences; baselines: majority "
+        f"{baselines['majority']:.3f}, {names[0]} bag of words {baselines['bag_of_words']:.3f} ({time.time() - t0:.1f} s)")
     modes = {}
     for mode, freeze in cfg.mode_list():
         t0 = time.time()
         if mode == "frozen":
-            rows = [frozen_row(model, data, layouts, layer, classes)]
+            rows = [frozen_row(model, data, layouts, layer, classes, names)]
         else:
-            rows = [fine_tuned_row(model, data, layouts, freeze, cfg, seed, classes, log, f"{mode} seed {seed}")
+            rows = [fine_tuned_row(model, data, layouts, freeze, cfg, seed, classes, log, f"{mode} seed {seed}", names)
                     for seed in range(cfg.seeds)]
         m = modes[mode] = {**_summary(rows), **({"layer": layer} if mode == "frozen" else {}), "runs": rows,
                            "seconds": time.time() - t0}
-        log(f"transfer {mode}: EN {m['en']:.3f}, zero-shot {m['zero_shot']:.3f}, ∆ {m['delta']:.3f} "
-            f"({m['seconds']:.1f} s)")
-    return with_headline({"task": task.describe(),
+        log(f"transfer {mode}: {names[0]} {m['en']:.3f}, zero-shot "
+            + ", ".join(f"{n} {x['zero_shot']:.3f} (∆ {x['delta']:.3f})" for n, x in m["languages"].items())
+            + f" ({m['seconds']:.1f} s)")
+    return with_headline({"task": task.describe(), "languages": list(names),
                           "settings": {k: getattr(cfg, k) for k in ("modes", "seeds", "epochs", "batch_size", "lr",
                                                                    "weight_decay", "warmup")},
                           "baselines": baselines, "modes": modes})
@@ -250,9 +305,17 @@ def with_headline(t: dict) -> dict:
     return {**t, "headline": head, "en_acc": m["en"], "zero_shot_acc": m["zero_shot"], "delta": m["delta"]}
 
 
+def _task_identity(t: dict) -> tuple:
+    task = t.get("task") or {}
+    return task.get("name"), task.get("version"), task.get("sha256"), tuple(task.get("classes") or ())
+
+
 def combine(before: dict, latest: dict) -> dict:
-    """A later transfer of the same steps adds its modes to the earlier ones (a mode run again is
-    replaced); the headline follows `with_headline`, settings.modes lists every mode held."""
+    """A later transfer of the same steps on the same task adds its modes to the earlier ones (a mode run
+    again is replaced); on another task it replaces them. The headline follows `with_headline`,
+    settings.modes lists every mode held."""
+    if _task_identity(before) != _task_identity(latest):
+        return with_headline(latest)
     modes = {**before.get("modes", {}), **latest.get("modes", {})}
     both = {**before, **latest, "modes": modes}
     both["settings"] = {**latest.get("settings", {}), "modes": ",".join(modes)}
@@ -260,28 +323,39 @@ def combine(before: dict, latest: dict) -> dict:
 
 
 def evaluate(ctx) -> dict:
-    """The evaluator: {"transfer": ...} when the context asks for transfer (`ctx.transfer`), else {}."""
+    """The evaluator: {"transfer": ...} when the context asks for transfer (`ctx.transfer`), else {}; the
+    task is the New Testament part task, or `transfer.task`'s directory."""
     if ctx.transfer is None:
         return {}
     with ctx.phase("transfer"):
-        sides = ctx.views("train-parallel")
-        return {"transfer": transfer(ctx.model, ctx.task(), sides, ctx.layouts, ctx.max_len, ctx.transfer,
-                                     ctx.log or (lambda s: None))}
+        task = ctx.task(ctx.transfer.task)
+        if ctx.task_sides is not None:
+            data = ctx.task_sides(task)
+        else:
+            data = task_data(task, ctx.views("train-parallel"), None)
+        return {"transfer": transfer_data(ctx.model, task, data, ctx.layouts, ctx.max_len, ctx.transfer,
+                                          ctx.log or (lambda s: None), ctx.languages)}
 
 
 def table(t: dict) -> str:
-    """The modes as rows: EN and zero-shot accuracy and ∆ (mean ± std over seeds), with the baselines."""
+    """The modes as rows: the first language's and each other language's zero-shot accuracy and ∆ (mean ±
+    std over seeds), with the baselines."""
     def pm(m, k):
         return f"{m[k]:.3f}" + (f" ± {m[k + '_std']:.3f}" if m.get(k + "_std") is not None else "")
 
-    rows = [("mode", "EN acc", "zero-shot acc", "∆", "seeds")]
-    rows += [(mode, pm(m, "en"), pm(m, "zero_shot"), pm(m, "delta"), str(len(m["runs"])))
-             for mode, m in t["modes"].items()]
+    names = t.get("languages") or ["en", "other"]
+    rows = [("mode", f"{names[0]} acc") + tuple(x for n in names[1:] for x in (f"zero-shot {n} acc", f"∆ {n}"))
+            + ("seeds",)]
+    for mode, m in t["modes"].items():
+        per = m.get("languages") or {names[1]: m}
+        rows.append((mode, pm(m, "en")) + tuple(x for n in names[1:] for x in (pm(per[n], "zero_shot"), pm(per[n], "delta")))
+                    + (str(len(m["runs"])),))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    b = t["baselines"]
+    b, sizes = t["baselines"], t["task"]["sentences"]
+    tests = sizes["test"] if "test" in sizes else sizes.get(f"test.{names[0]}", 0)
     lines.append(f"baselines (test): majority class ({b['majority_class']}) {b['majority']:.3f}, "
-                 f"English bag of words {b['bag_of_words']:.3f}; {t['task']['sentences']['test']:,} test sentences")
+                 f"{names[0]} bag of words {b['bag_of_words']:.3f}; {tests:,} {names[0]} test sentences")
     return "\n".join(lines)
 
 
@@ -296,7 +370,7 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
     run = run if isinstance(run, Run) else Run.open(run)
     cfg = cfg or run.cfg.transfer
     frozen_layer(cfg, run.cfg.model.layers)  # before loading anything
-    run.data.task()  # a corpus without verse ids fails here, before the model loads
+    run.data.task(cfg.task)  # a corpus without verse ids, or a bad task directory, fails here, before the model loads
     if write:
         run.check_results()  # a damaged results.json fails now, not after minutes of fine-tuning
     model = run.load_model(device, log=log)
@@ -313,8 +387,10 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
 
 
 register(Evaluator(
-    "transfer", "zero-shot transfer on the New Testament part task: EN accuracy, zero-shot accuracy and ∆",
-    version=1, order=97, run=evaluate, standalone=True, combine=combine,
+    "transfer", "zero-shot transfer on the New Testament part task (or a task directory): first-language accuracy, "
+    "zero-shot accuracy and ∆",
+    version=2,  # 2: any number of languages (∆ per language), task directories; the NT numbers are unchanged
+    order=97, run=evaluate, standalone=True, combine=combine,
     columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
              Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
              Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆"))))

@@ -8,7 +8,8 @@ from minimult.evaluate.registry import Column, Evaluator, register
 def run(ctx) -> dict:
     en, _ = ctx.dictionary_sides
     if en.num_sentences <= 1 and ctx.log is not None:
-        ctx.log(f"eval: translation skipped: the language source's dictionary has {en.num_sentences} entries")
+        ctx.log(f"eval: translation skipped: the language source's dictionary has {en.num_sentences} entries (the "
+                f"parallel source's: [dictionary] files or dictionary = \"identical\" in its manifest)")
     out = {}
     for l in ctx.layers:
         if en.num_sentences > 1:

@@ -31,17 +31,17 @@ def _language_name(raw: str) -> str:
 
 
 def _named_language(cfg, name) -> None:
-    """inv-order=NAME: NAME is one of the run's languages, and not English (the reference order)."""
+    """inv-order=NAME: NAME is one of the run's languages, and not the first (English: the reference order)."""
     if name is None:
         return
     from minimult.data import sources
 
-    names = sources.get(cfg.data.fake).languages(cfg.data.n_langs)
+    names = sources.get(cfg.data.source).names(cfg.data)
     if name not in names[1:]:
-        why = "English keeps its order (it is what the others align to)" if name == names[0] else \
-            "no such language in this run"
+        why = (f"the first language ({names[0]}) keeps its order (it is what the others align to)"
+               if name == names[0] else "no such language in this run")
         raise MinimultError(f"inv-order={name}: {why}; name one of {', '.join(names[1:])} "
-                            f"(--fake {cfg.data.fake}, data.n_langs={cfg.data.n_langs})")
+                            f"(--source {cfg.data.source}, data.n_langs={cfg.data.n_langs})")
 
 
 # inv-order alone reverses every language but English; inv-order=NAME only that one (Dufter & Schütze

@@ -80,10 +80,10 @@ def position_figure(run: Run, group: Group, out: Path) -> Path | None:
 
 
 def shares_vocabulary(data_cfg: dict) -> bool:
-    """Whether the run's language source (`data.fake`) puts every language in one id block, so the token
+    """Whether the run's language source (`data.source`) puts every language in one id block, so the token
     table has no English and second-language blocks to compare. An unknown source counts as shared:
     no figure rather than a wrong one."""
-    name = data_cfg.get("fake")
+    name = data_cfg.get("source", data_cfg.get("fake"))  # runs made before the rename say `fake`
     if name is None:
         return False
     from minimult.data import sources

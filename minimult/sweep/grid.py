@@ -17,7 +17,7 @@ Public entry: `load_grid(path) -> Grid`. A grid file looks like
     id = "5"                        # the paper's ID (a string: "21b" is one)
     name = "lang-pos;shift-special" # the paper's description
     mods = "lang-pos,shift-special" # as `minimult pretrain --mods` takes them; "" = original
-    overrides = { "data.fake" = "unicode" }   # optional, this setting only
+    overrides = { "data.source" = "unicode" } # optional, this setting only
     needs_gpu = true                # optional: a sweep on a machine without CUDA leaves it out
                                     # unless --only names it (e.g. overparam: days on a CPU)
     paper = { mu = 0.20, align_f1_L0 = 0.62, ppl_dev = 205 }  # optional: the published numbers

@@ -76,10 +76,14 @@ def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
 def _absolute_files(values: dict) -> dict:
     """Corpus files given by a relative path become absolute, so runs and workers do not depend on
     the current directory (built-in corpus names are left alone)."""
+    from minimult.data.parallel import absolute
+
     out = dict(values)
     for key in ("data.train", "data.dev"):
         if key in out and isinstance(out[key], str) and Path(out[key]).is_file():
             out[key] = str(Path(out[key]).resolve())
+    if isinstance(out.get("data.files"), str):  # the parallel source's NAME=PATH list or manifest
+        out["data.files"] = absolute(out["data.files"])
     return out
 
 

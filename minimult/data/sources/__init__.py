@@ -1,6 +1,6 @@
 """Language sources: where each language's text, vocabulary, ids and gold alignment come from.
 
-A `Source` owns, for its languages (0 = English, 1.. the others):
+A `Source` owns, for its languages (0 = the first language, English in the built-in sources; 1.. the others):
 - the vocabulary it trains (`train_vocab`) and any extra encoded text it keeps (`write_extra`, `extra`),
 - its languages' names (`languages`: how many it can give, which ones, what they are called) and
   whether all of them share one vocabulary and id block (`shares_vocabulary`),
@@ -10,10 +10,13 @@ A `Source` owns, for its languages (0 = English, 1.. the others):
 - how text in each language becomes its ids outside the lab (`text_inputs`: which tokenizer, whether
   the text is written in a shifted script), which an HF export records for `eval --hf --langs`,
 - optionally its own corpora (`corpora`, with `cache_key` naming what they are read from; `check`
-  refuses settings that do not apply) and how its ids are shown (`display`).
+  refuses settings that do not apply) and how its ids are shown (`display`),
+- how any text in one of its languages becomes that language's ids (`words`, `encode`: a labelled task's
+  sentences for `minimult transfer --task`).
 
 Sources register on import of their module; this package imports every module in it, so adding a
-source is one file (copy `shift.py`) plus its test. `data.fake` in the config names the source.
+source is one file (copy `shift.py`) plus its test. `data.source` in the config (`--source`; its old
+name `data.fake` / `--fake` still reads) names the source.
 """
 
 from __future__ import annotations
@@ -38,11 +41,27 @@ class Source:
     max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
     shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
     corpus: str | None = None  # how messages name the training corpus when it is not data.train's (en-es)
+    reads_files: bool = False  # whether data.files applies (the parallel source's language files)
+    pair_dictionaries: bool = False  # a dictionary per language pair (`pair_dictionary`), not one for all
 
     def languages(self, n_langs: int) -> tuple[str, ...]:
         """The names of a run's `n_langs` languages (data.n_langs), English ("en") first: what
         `inv-order=NAME` and the per-pair results (`en-es`) call them."""
         return ("en", "fake") + tuple(f"fake{k}" for k in range(2, n_langs))
+
+    def names(self, data_cfg) -> tuple[str, ...]:
+        """The names of a run's languages, the first language first (a source whose names come from its
+        settings, as parallel's from data.files, overrides this; the others name them by number)."""
+        return self.languages(data_cfg.n_langs)
+
+    def corpus_name(self, data_cfg) -> str:
+        """How messages name the training corpus."""
+        return self.corpus or data_cfg.train
+
+    def derive(self, current, changes: dict) -> dict:
+        """`changes` (data.* overrides about to be applied to `current`) with what this source derives from
+        them added (parallel: data.n_langs from its files when not given); default: unchanged."""
+        return changes
 
     def shares_vocabulary(self, data_cfg) -> bool:
         """One vocabulary and id block for every language (shift-special has nothing to shift)."""
@@ -51,22 +70,63 @@ class Source:
     def check_languages(self, data_cfg) -> None:
         """Refuse a number of languages or a vocabulary choice the source cannot give (one line)."""
         if self.max_langs is not None and data_cfg.n_langs > self.max_langs:
-            raise MinimultError(f"--fake {self.name} gives at most {self.max_langs} languages "
+            raise MinimultError(f"--source {self.name} gives at most {self.max_langs} languages "
                                 f"({', '.join(self.languages(self.max_langs))}); "
                                 f"got data.n_langs={data_cfg.n_langs}")
         if data_cfg.shared_vocab and not (self.shared_vocabulary or self.shared_option):
-            raise MinimultError(f"--shared-vocab does not apply to --fake {self.name}: its languages are one "
-                                f"vocabulary's ids moved into blocks of their own (--fake unicode learns one "
-                                f"vocabulary over English and a shifted script; --fake en-es can share one)")
+            raise MinimultError(f"--shared-vocab does not apply to --source {self.name}: its languages are one "
+                                f"vocabulary's ids moved into blocks of their own (--source unicode learns one "
+                                f"vocabulary over English and a shifted script; --source en-es and parallel can "
+                                f"share one)")
+        if data_cfg.files and not self.reads_files:
+            raise MinimultError(f"--files (data.files) names the parallel source's language files; --source "
+                                f"{self.name} does not read them (use --source parallel)")
 
     def text_inputs(self, data_cfg) -> dict[str, dict]:
         """Per language name: `tokenizer`, the run folder's sub-folder holding that language's tokenizer.json
         ("" = the run's own), and `unicode_shift`, whether the language is English text written in the
         code-point-shifted script before tokenizing. Default: every language is text for the run's
         tokenizer as it is (Fake-English by id shift reads English text; its offset is the layout's)."""
-        return {lang: {"tokenizer": "", "unicode_shift": False} for lang in self.languages(data_cfg.n_langs)}
+        return {lang: {"tokenizer": "", "unicode_shift": False} for lang in self.names(data_cfg)}
 
-    def gold_of(self, lang: int) -> str:
+    def words(self, text: str, data_cfg) -> list[str]:
+        """The words of one line of text in this source's languages, as its corpora were split into words
+        (the built-in corpora: NLTK's tokenizer after `corpus.normalise`)."""
+        from minimult.data.corpus import normalise, words
+
+        return words(normalise(text))
+
+    def encode(self, prepared, data_cfg, lang: int, sentences: list[list[str]]):
+        """Word-tokenized `sentences` of language `lang` as that language's Side (its vocabulary, its id
+        offset, English text shifted where the language is written in a shifted script), with no gold
+        alignment: how a labelled task's text reads as the run trained on that language."""
+        import numpy as np
+
+        from minimult.data.languages import Side
+        from minimult.data.sources.unicode import shift_text
+        from minimult.data.vocab import Vocab
+
+        spec = self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]
+        vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.size) if spec["tokenizer"] \
+            else prepared.vocab
+        if spec["unicode_shift"]:
+            sentences = [[shift_text(w) for w in s] for s in sentences]
+        enc = vocab.encode(sentences, np.arange(len(sentences)))
+        return Side(lang, enc.ids.astype(np.int32) + self.id_offset(lang, data_cfg), enc.offsets, enc.word_starts,
+                    np.full(len(sentences), -1), np.full(len(enc.ids), -1))
+
+    def shipped(self, text: list[list[str]], size: int, data_cfg):
+        """(the shipped WordPiece vocabulary for this training text, its file) or (None, None)."""
+        from minimult.data.vocab import shipped_vocab
+
+        return shipped_vocab(text, size, self.name)
+
+    def pair_dictionary(self, prepared, data_cfg, k: int) -> list:
+        """[first language, language k] dictionary sides (default: those two of `dictionary`)."""
+        d = self.dictionary(prepared, data_cfg)
+        return [d[0], d[k]]
+
+    def gold_of(self, lang: int, data_cfg=None) -> str:
         """What language `lang`'s gold alignment to English is (`gold` unless a language differs)."""
         return self.gold
 
@@ -140,7 +200,7 @@ def register(source: Source) -> Source:
 
 def get(name: str) -> Source:
     if name not in REGISTRY:
-        raise MinimultError(f"unknown --fake {name!r}: use {' or '.join(REGISTRY)}")
+        raise MinimultError(f"unknown --source {name!r}: use {' or '.join(REGISTRY)}")
     return REGISTRY[name]
 
 

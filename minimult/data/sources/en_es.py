@@ -110,7 +110,7 @@ class EnEs(Source):
     def languages(self, n_langs: int) -> tuple[str, ...]:
         return ("en", "es", "fake")[:n_langs]
 
-    def gold_of(self, lang: int) -> str:
+    def gold_of(self, lang: int, data_cfg=None) -> str:
         return "silver" if lang == 1 else "exact"  # Fake-English's gold holds by construction
 
     def with_fake_text(self, data_cfg) -> bool:
@@ -122,7 +122,7 @@ class EnEs(Source):
         inputs = {"en": {"tokenizer": "", "unicode_shift": False},
                   "es": {"tokenizer": "es" if own else "", "unicode_shift": False},
                   "fake": {"tokenizer": "", "unicode_shift": self.with_fake_text(data_cfg)}}
-        return {lang: inputs[lang] for lang in self.languages(data_cfg.n_langs)}
+        return {lang: inputs[lang] for lang in self.names(data_cfg)}
 
     def extra_names(self, data_cfg) -> tuple[str, ...]:
         return self.extra + (("train_fake", "dev_fake") if self.with_fake_text(data_cfg) else ())
@@ -132,12 +132,12 @@ class EnEs(Source):
 
         default = DataConfig()
         if (data_cfg.train, data_cfg.dev) != (default.train, default.dev):
-            raise MinimultError("--fake en-es reads its own verse-aligned Bibles (KJV and RV1909 New Testament "
+            raise MinimultError("--source en-es reads its own verse-aligned Bibles (KJV and RV1909 New Testament "
                                 "for training, Old Testament for development); --train-file and --dev-file do "
                                 "not apply (data.train_sentences and data.dev_sentences do)")
         if data_cfg.tokenizer != "wordpiece":
-            raise MinimultError(f"--fake en-es builds WordPiece vocabularies only so far (got --tokenizer "
-                                f"{data_cfg.tokenizer}): char and word units work with --fake shift or unicode")
+            raise MinimultError(f"--source en-es builds WordPiece vocabularies only so far (got --tokenizer "
+                                f"{data_cfg.tokenizer}): char and word units work with --source shift, unicode or parallel")
 
     def cache_key(self, data_cfg, key: dict) -> dict:
         from minimult.data import sword

@@ -61,7 +61,7 @@ class Unicode(Source):
         return 0
 
     def text_inputs(self, data_cfg) -> dict[str, dict]:
-        return {lang: {"tokenizer": "", "unicode_shift": k > 0} for k, lang in enumerate(self.languages(data_cfg.n_langs))}
+        return {lang: {"tokenizer": "", "unicode_shift": k > 0} for k, lang in enumerate(self.names(data_cfg))}
 
     def training_text(self, train, data_cfg):
         return train.sentences + [[shift_text(w) for w in s] for s in train.sentences]

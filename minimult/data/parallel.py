@@ -1,0 +1,371 @@
+"""Parallel text from the user's own files: N named languages, line-aligned or keyed, read into sentence
+pairs for the `parallel` language source (formats and limits: docs/corpora.md).
+
+Public entries: `parse_spec(text) -> Spec` (`en=a.txt,el=b.txt`, or a TOML manifest), `absolute(text)`
+(the same spec with absolute paths, as run configs keep it), `read_corpora(spec, ...) -> (train, dev)` and
+`read_dictionary(path, ...)`.
+
+Reading is strict, because a pair that is silently shifted by one line ruins every number: a file that is
+missing, not UTF-8, binary, holds an empty line, or (keyed) a line without text or an id twice, and files
+that do not pair up (unequal line counts; keyed ids missing in another file, unless the manifest says
+`missing = "drop"`) are each one error line naming the file and the line. Lines end at "\\n" (a "\\r"
+before it is dropped), so line k is what `sed -n kp` and a Pharaoh link file's line k mean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from minimult.data.corpus import MAX_LINE_CHARS, Corpus
+from minimult.errors import MinimultError
+
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a language's name: also its tokenizer's sub-folder
+KEYED = re.compile(r"([0-9]{1,18})\t(.*)")  # ID<TAB>text (ASCII digits: BBCCCVVV verse ids, line numbers)
+WORDS = ("whitespace", "nltk")
+FORMATS = ("auto", "lines", "keyed")
+MISSING = ("error", "drop")
+MANIFEST_KEYS = ("languages", "first", "dev", "dev_share", "words", "lowercase", "format", "missing", "dictionary",
+                 "links", "links_base")
+DEV_SHARE = 0.1  # without dev files, the last tenth of the pairs is the development set
+RECIPE_VERSION = 1  # bump when the pairs a spec yields change (part of the prepared cache key)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What `data.files` names: the languages (the first language first) and how their files are read."""
+
+    languages: tuple[str, ...]
+    train: tuple[Path, ...]  # one file per language
+    dev: tuple[Path, ...] | None = None  # dev files per language; None: the last `dev_share` of the pairs
+    dev_share: float = DEV_SHARE
+    words: str = "whitespace"  # whitespace | nltk (corpus.words after corpus.normalise)
+    lowercase: bool = False
+    format: str = "auto"  # auto | lines | keyed
+    missing: str = "error"  # keyed files: an id missing in another file is an error, or its pair is left out
+    dictionary: str | dict[str, Path] | None = None  # "identical", or a word<TAB>word file per other language
+    links: dict[str, Path] = field(default_factory=dict)  # a link file of the dev pairs per other language
+    links_base: int | None = None  # 0 or 1: where a Pharaoh link file's word indices start
+    origin: str = ""  # the manifest's path, or "" for an inline spec
+
+    def describe(self) -> str:
+        return self.origin or ",".join(f"{n}={p}" for n, p in zip(self.languages, self.train))
+
+    def key(self) -> dict:
+        """What the prepared data depend on: the files' contents and the reading settings (not the paths)."""
+        return {"recipe": RECIPE_VERSION, "languages": list(self.languages),
+                "train": [_digest(p) for p in self.train], "dev": [_digest(p) for p in self.dev] if self.dev else None,
+                "dev_share": None if self.dev else self.dev_share, "words": self.words, "lowercase": self.lowercase,
+                "format": self.format, "missing": self.missing,
+                "links": {n: _digest(p) for n, p in sorted(self.links.items())},
+                "links_base": self.links_base}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else f"missing:{path}"
+
+
+def _name(name: str, where: str) -> str:
+    if not NAME.fullmatch(name):
+        raise MinimultError(f"{where}: {name!r} is not a language name (a letter, then letters, digits, - or _; "
+                            f"at most 32): it names the language's results and its tokenizer's folder")
+    return name
+
+
+def _check_names(names: list[str], where: str) -> None:
+    for n in names:
+        _name(n, where)
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise MinimultError(f"{where}: language {twice!r} is named twice; every language has one file")
+    if len(names) < 2:
+        raise MinimultError(f"{where}: names {len(names)} language(s); a run needs at least two")
+
+
+def is_manifest(text: str) -> bool:
+    return "=" not in text and text.strip().lower().endswith(".toml")
+
+
+def parse_spec(text: str) -> Spec:
+    """`NAME=PATH,NAME=PATH,...` (paths relative to the current folder) or a TOML manifest's path."""
+    text = text.strip()
+    if not text:
+        raise MinimultError("--source parallel reads the files named by --files (data.files): NAME=PATH,NAME=PATH,... "
+                            "or a .toml manifest (docs/corpora.md)")
+    if is_manifest(text):
+        return _manifest(Path(text))
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    pairs = [item.partition("=") for item in items]
+    bad = next((item for item, (n, eq, p) in zip(items, pairs) if not eq or not n.strip() or not p.strip()), None)
+    if bad is not None:
+        raise MinimultError(f"data.files {text!r}: {bad!r} is not NAME=PATH; give NAME=PATH,NAME=PATH,... (the first "
+                            f"the first language) or a .toml manifest")
+    names = [n.strip() for n, _, _ in pairs]
+    _check_names(names, f"data.files {text!r}")
+    return Spec(tuple(names), tuple(Path(p.strip()) for _, _, p in pairs))
+
+
+def _manifest(path: Path) -> Spec:
+    import tomllib
+
+    if not path.is_file():
+        raise MinimultError(f"manifest not found: {path}")
+    try:
+        m = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise MinimultError(f"cannot read the manifest {path}: {e}") from None
+    where = f"manifest {path}"
+    unknown = sorted(set(m) - set(MANIFEST_KEYS))
+    if unknown:
+        raise MinimultError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(MANIFEST_KEYS)}")
+
+    def table(key: str, required: bool = False) -> dict[str, Path]:
+        value = m.get(key)
+        if value is None and not required:
+            return {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise MinimultError(f"{where}: [{key}] must be a table of NAME = \"file\" lines")
+        return {_name(n, where): path.parent / v for n, v in value.items()}
+
+    files = table("languages", required=True)
+    names = list(files)
+    _check_names(names, where)
+    first = m.get("first", names[0])
+    if first not in files:
+        raise MinimultError(f"{where}: first = {first!r} is not one of its languages ({', '.join(names)})")
+    names = [first] + [n for n in names if n != first]
+    dev = table("dev")
+    if dev and set(dev) != set(names):
+        raise MinimultError(f"{where}: [dev] names {', '.join(dev)}; it needs a file for every language "
+                            f"({', '.join(names)}) or none (dev_share)")
+    if dev and "dev_share" in m:
+        raise MinimultError(f"{where}: dev files and dev_share contradict each other; give one")
+    share = m.get("dev_share", DEV_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise MinimultError(f"{where}: dev_share must be a number between 0 and 1, got {share!r}")
+    options = {}
+    for key, valid in (("words", WORDS), ("format", FORMATS), ("missing", MISSING)):
+        if key in m and m[key] not in valid:
+            raise MinimultError(f"{where}: {key} = {m[key]!r}; valid: {', '.join(valid)}")
+        if key in m:
+            options[key] = m[key]
+    if "lowercase" in m and not isinstance(m["lowercase"], bool):
+        raise MinimultError(f"{where}: lowercase must be true or false")
+    dictionary = m.get("dictionary")
+    if isinstance(dictionary, str) and dictionary != "identical":
+        raise MinimultError(f"{where}: dictionary = {dictionary!r}: give \"identical\" or a [dictionary] table of "
+                            f"word<TAB>word files per language")
+    if isinstance(dictionary, dict):
+        dictionary = table("dictionary")
+    others = set(names[1:])
+    for key, given in (("dictionary", dictionary if isinstance(dictionary, dict) else {}), ("links", table("links"))):
+        if set(given) - others:
+            raise MinimultError(f"{where}: [{key}] names {sorted(set(given) - others)[0]!r}; its entries pair the first "
+                                f"language ({first}) with another: {', '.join(names[1:])}")
+    base = m.get("links_base")
+    if base is not None and base not in (0, 1):
+        raise MinimultError(f"{where}: links_base must be 0 or 1 (where a Pharaoh file's word indices start)")
+    return Spec(tuple(names), tuple(files[n] for n in names), tuple(dev[n] for n in names) if dev else None,
+                float(share), lowercase=bool(m.get("lowercase", False)), dictionary=dictionary or None,
+                links=table("links"), links_base=base, origin=str(path), **options)
+
+
+def absolute(text: str) -> str:
+    """The spec with absolute paths (a run's config must not depend on the folder it was started from)."""
+    if not text.strip() or is_manifest(text):
+        return str(Path(text.strip()).resolve()) if text.strip() else text
+    spec = parse_spec(text)
+    return ",".join(f"{n}={p.resolve()}" for n, p in zip(spec.languages, spec.train))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the files.
+
+
+@dataclass(frozen=True)
+class ParallelCorpus(Corpus):
+    """The first language's sentences (`sentences`) and every other language's (`others`), pair by pair;
+    `verse_ids` is each pair's id: its line number (line-aligned) or its key (keyed)."""
+
+    others: list[list[list[str]]] = field(default_factory=list)  # [language 1.., sentence, word]
+    stats: dict = field(default_factory=dict)
+
+    def language(self, k: int) -> list[list[str]]:
+        return self.sentences if k == 0 else self.others[k - 1]
+
+    def take(self, index: list[int], name: str) -> "ParallelCorpus":
+        return ParallelCorpus(name, [self.sentences[i] for i in index], [self.verse_ids[i] for i in index],
+                              [[o[i] for i in index] for o in self.others], self.stats)
+
+
+def _lines(path: Path, lang: str) -> list[str]:
+    """The file's lines (trailing empty lines dropped), or one error line naming the file and the line."""
+    if not path.is_file():
+        raise MinimultError(f"file not found: {path} (language {lang})")
+    data = path.read_bytes()
+    line_of = lambda byte: data[:byte].count(b"\n") + 1  # noqa: E731
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise MinimultError(f"{path}:{line_of(nul)}: a NUL byte: a binary file, not UTF-8 text (language {lang})")
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark would stick to the first word
+    except UnicodeDecodeError as e:
+        raise MinimultError(f"{path}:{line_of(e.start)}: not UTF-8 ({e.reason} at byte {e.start}) "
+                            f"(language {lang})") from None
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise MinimultError(f"{path} is empty (language {lang})")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            raise MinimultError(f"{path}:{i}: empty line (language {lang}): every line is one sentence of a pair; "
+                                f"leave a pair out of every file, not one")
+        if len(line) > MAX_LINE_CHARS:
+            raise MinimultError(f"{path}:{i}: {len(line):,} characters: a line holds one sentence (at most "
+                                f"{MAX_LINE_CHARS:,} characters) (language {lang})")
+    return lines
+
+
+def _keyed(path: Path, lang: str, lines: list[str]) -> dict[int, tuple[int, str]]:
+    """{id: (line number, text)} of a keyed file; an id twice or a key without text is one error line."""
+    out: dict[int, tuple[int, str]] = {}
+    for i, line in enumerate(lines, 1):
+        m = KEYED.fullmatch(line)
+        if m is None:
+            raise MinimultError(f"{path}:{i}: no ID<TAB> at the start of the line, while the file is read as keyed "
+                                f"(language {lang}): give every line its id, or none (line-aligned)")
+        key, text = int(m.group(1)), m.group(2).strip()
+        if not text:
+            raise MinimultError(f"{path}:{i}: id {key} has no text (language {lang})")
+        if key in out:
+            raise MinimultError(f"{path}:{i}: id {key} again (first at line {out[key][0]}) (language {lang}): "
+                                f"every id is one pair")
+        out[key] = (i, text)
+    return out
+
+
+def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> tuple[list[int], list[list[str]], list[list[int]], dict]:
+    """(pair ids, per language its texts, per language the line numbers, stats) of one set of files."""
+    names = spec.languages
+    lines = [_lines(p, n) for p, n in zip(paths, names)]
+    keyed = [all(KEYED.fullmatch(line) for line in ls) for ls in lines]
+    mode = spec.format if spec.format != "auto" else ("keyed" if all(keyed) else "lines")
+    if spec.format == "auto" and any(keyed) and not all(keyed):
+        k = keyed.index(False)
+        first = next(i for i, line in enumerate(lines[k], 1) if not KEYED.fullmatch(line))
+        key = keyed.index(True)
+        raise MinimultError(f"{paths[k]}:{first}: no ID<TAB> at the start of the line, while {paths[key]} "
+                            f"(language {names[key]}) is keyed: give every file's lines their ids, or none "
+                            f"(language {names[k]})")
+    if mode == "lines":
+        counts = [len(ls) for ls in lines]
+        if len(set(counts)) > 1:
+            short, long = counts.index(min(counts)), counts.index(max(counts))
+            raise MinimultError(f"{paths[long]} has {counts[long]:,} lines and {paths[short]} {counts[short]:,}: "
+                                f"line-aligned files pair line k of every file, so {paths[long]}:{counts[short] + 1} "
+                                f"has no partner (languages {names[long]}, {names[short]})")
+        n = counts[0]
+        return list(range(1, n + 1)), [ls for ls in lines], [list(range(1, n + 1)) for _ in lines], {"format": "lines"}
+    tables = [_keyed(p, n, ls) for p, n, ls in zip(paths, names, lines)]
+    everywhere = set(tables[0]).intersection(*tables[1:])
+    dropped = {}
+    for k, (table, path, name) in enumerate(zip(tables, paths, names)):
+        alone = [key for key in table if key not in everywhere]
+        if not alone:
+            continue
+        if spec.missing == "error":
+            key = alone[0]
+            lacking = next(j for j, t in enumerate(tables) if key not in t)
+            raise MinimultError(f"{path}:{table[key][0]}: id {key} (language {name}) has no line in {paths[lacking]} "
+                                f"(language {names[lacking]}): keyed files hold the same ids (missing = \"drop\" in a "
+                                f"manifest keeps the ids every file has)")
+        dropped[name] = len(alone)
+        log(f"note: {path}: {len(alone):,} id(s) (the first {alone[0]} at line {table[alone[0]][0]}) are missing in "
+            f"another language's file: their pairs are left out (missing = \"drop\")")
+    ids = [key for key in tables[0] if key in everywhere]  # the first language's order
+    return (ids, [[t[key][1] for key in ids] for t in tables], [[t[key][0] for key in ids] for t in tables],
+            {"format": "keyed", **({"dropped": dropped} if dropped else {})})
+
+
+def tokenize(text: str, words: str, lowercase: bool) -> list[str]:
+    """A line's words: split at whitespace, or NLTK's tokenizer after `corpus.normalise` (as the built-in
+    corpora); lowercased first when asked."""
+    from minimult.data.corpus import normalise, words as nltk_words
+
+    text = text.lower() if lowercase else text
+    return text.split() if words == "whitespace" else nltk_words(normalise(text))
+
+
+def _corpus(spec: Spec, paths, name: str, log) -> ParallelCorpus:
+    ids, texts, numbers, stats = _pairs(spec, paths, log)
+    sentences = []
+    for path, lang, ts, ns in zip(paths, spec.languages, texts, numbers):
+        mine = []
+        for text, number in zip(ts, ns):
+            w = tokenize(text, spec.words, spec.lowercase)
+            if not w:
+                raise MinimultError(f"{path}:{number}: no words left after {spec.words} tokenization (language {lang})")
+            mine.append(w)
+        sentences.append(mine)
+    return ParallelCorpus(name, sentences[0], ids, sentences[1:], stats)
+
+
+def read_corpora(spec: Spec, train_limit: int | None = None, dev_limit: int | None = None,
+                 log: Callable[[str], None] = lambda s: None) -> tuple[ParallelCorpus, ParallelCorpus]:
+    """(training pairs, development pairs): the dev files', or the last `dev_share` of the training files'
+    pairs; each cut to its first `limit` pairs when given (data.train_sentences, data.dev_sentences)."""
+    everything = _corpus(spec, spec.train, "train", log)
+    if spec.dev:
+        train, dev = everything, _corpus(spec, spec.dev, "dev", log)
+    else:
+        n = len(everything)
+        n_dev = round(spec.dev_share * n)
+        if n_dev < 2 or n - n_dev < 2:
+            raise MinimultError(f"{spec.describe()}: {n:,} pairs at dev_share {spec.dev_share:g} leave {n - n_dev:,} "
+                                f"for training and {n_dev:,} for development; each needs at least 2 (give dev files)")
+        train, dev = everything.take(list(range(n - n_dev)), "train"), everything.take(list(range(n - n_dev, n)), "dev")
+    names = "+".join(spec.languages)
+    train = train.take(list(range(min(train_limit or len(train), len(train)))), f"{names} train")
+    dev = dev.take(list(range(min(dev_limit or len(dev), len(dev)))), f"{names} dev")
+    for c in (train, dev):
+        if len(c) < 2:
+            raise MinimultError(f"{spec.describe()}: the {c.name} set has {len(c)} pair(s); at least 2 are needed")
+    for path, lang in ((path, lang) for _, path, lang in sorted(_dictionaries(spec))):
+        read_dictionary(path, lang, spec)  # a malformed dictionary fails now, before training
+    return train, dev
+
+
+def _dictionaries(spec: Spec):
+    if isinstance(spec.dictionary, dict):
+        for k, lang in enumerate(spec.languages[1:], 1):
+            if lang in spec.dictionary:
+                yield k, spec.dictionary[lang], lang
+
+
+def read_dictionary(path: Path, lang: str, spec: Spec) -> list[tuple[str, str]]:
+    """(first-language word, language-`lang` word) pairs of a `word<TAB>word` file (lines starting with #
+    and blank lines skipped), lowercased with the corpus; a malformed line is one error naming it."""
+    if not path.is_file():
+        raise MinimultError(f"dictionary file not found: {path} (language {lang})")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise MinimultError(f"dictionary {path} is not UTF-8 ({e.reason} at byte {e.start})") from None
+    out = []
+    for i, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2 or not all(f.strip() and len(f.split()) == 1 for f in fields):
+            raise MinimultError(f"{path}:{i}: {line[:60]!r} is not word<TAB>word (one word each: the first "
+                                f"language's, then {lang}'s)")
+        a, b = (f.strip().lower() if spec.lowercase else f.strip() for f in fields)
+        out.append((a, b))
+    if not out:
+        raise MinimultError(f"dictionary {path} has no word pairs (language {lang})")
+    return out

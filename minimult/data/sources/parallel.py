@@ -1,0 +1,283 @@
+"""The user's own languages: N >= 2 named files of parallel text (`--source parallel --files en=a.txt,el=b.txt`
+or a TOML manifest; reading: `minimult.data.parallel`, formats and limits: docs/corpora.md).
+
+The first language's sentences are the prepared corpus's (`train.npz`, `dev.npz`, the root vocabulary);
+every other language keeps its encoded text (`train_NAME.npz`, `dev_NAME.npz`) and, with a vocabulary of
+its own (the default: `data.tokenizer` units, `data.vocab_size` entries, at id offset k x vocab_size), its
+tokenizer in the cache entry's `NAME/` folder, which runs and exports copy. `data.shared_vocab` trains one
+vocabulary of n_langs x vocab_size entries over every language's text instead (one id block). A WordPiece
+vocabulary shipped for exactly a language's training text (by any source: `corpora/vocabularies`) is used
+rather than trained again, so the same verses read from files get the ids `--source en-es` gives them.
+
+What the evaluators get: retrieval, word order, perplexity and the language-ID probe on the dev pairs;
+alignment F1 only where the manifest gives a link file of the dev pairs for that language (`[links]`: its
+sure links become the gold of each word's first piece, as en-es's silver links); τ only with a dictionary
+(`[dictionary]` files of word<TAB>word, or `dictionary = "identical"`: entries spelled alike in both
+vocabularies), one per language pair. Each pair's id is its line number (line-aligned) or its key
+(keyed), which is what link files address (`eval --links`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from minimult.data.languages import Side, english_side
+from minimult.data.parallel import Spec, absolute, parse_spec, read_corpora, read_dictionary, tokenize
+from minimult.data.sources import Source, register
+from minimult.data.sources.shift import one_piece_sides
+from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_vocab
+from minimult.errors import MinimultError
+
+
+@lru_cache(maxsize=32)
+def _spec(files: str, stamp: float) -> Spec:
+    return parse_spec(files)
+
+
+def spec_of(data_cfg) -> Spec:
+    """The parsed data.files (a manifest is read again when it changes)."""
+    from pathlib import Path
+
+    from minimult.data.parallel import is_manifest
+
+    path = Path(data_cfg.files.strip())
+    stamp = path.stat().st_mtime if is_manifest(data_cfg.files) and path.is_file() else 0.0
+    return _spec(data_cfg.files, stamp)
+
+
+class Parallel(Source):
+    name = "parallel"
+    description = "your own parallel files: N named languages, line-aligned or keyed (--files, data.files)"
+    verse_sentences = True  # a sentence is one pair's line: link files address pairs by id
+    gold = "gold"
+    max_langs = None
+    shared_option = True
+    reads_files = True
+    pair_dictionaries = True  # a dictionary per language pair (Context.pair_dictionary)
+
+    def languages(self, n_langs: int) -> tuple[str, ...]:
+        return tuple(f"lang{k}" for k in range(n_langs))  # only when no files are named (messages)
+
+    def names(self, data_cfg) -> tuple[str, ...]:
+        return spec_of(data_cfg).languages
+
+    def derive(self, current, changes: dict) -> dict:
+        """--files alone sets data.n_langs to the number of languages it names."""
+        if changes.get("files") and "n_langs" not in changes:
+            return {**changes, "n_langs": len(parse_spec(changes["files"]).languages)}
+        return changes
+
+    def corpus_name(self, data_cfg) -> str:
+        return spec_of(data_cfg).describe()
+
+    def check(self, data_cfg) -> None:
+        from minimult.config import DataConfig
+
+        spec = spec_of(data_cfg)
+        default = DataConfig()
+        if (data_cfg.train, data_cfg.dev) != (default.train, default.dev):
+            raise MinimultError("--source parallel reads the files named by --files (data.files); --train-file and "
+                                "--dev-file do not apply (dev files or dev_share go into a manifest)")
+        if data_cfg.n_langs != len(spec.languages):
+            raise MinimultError(f"data.files names {len(spec.languages)} languages ({', '.join(spec.languages)}); got "
+                                f"data.n_langs={data_cfg.n_langs} (leave --langs out: the files set it)")
+
+    def cache_key(self, data_cfg, key: dict) -> dict:
+        key = {**key, "train": "parallel", "dev": "parallel", "version": self.version,
+               "parallel": spec_of(data_cfg).key(), "n_langs": data_cfg.n_langs}
+        return {**key, "shared_vocab": True} if self.shares_vocabulary(data_cfg) else key
+
+    def corpora(self, data_cfg, progress):
+        spec = spec_of(data_cfg)
+        progress(f"reading {len(spec.languages)} languages' files ({spec.describe()}) ...")
+        return read_corpora(spec, data_cfg.train_sentences or None, data_cfg.dev_sentences or None, progress)
+
+    def words(self, text: str, data_cfg) -> list[str]:
+        spec = spec_of(data_cfg)
+        return tokenize(text, spec.words, spec.lowercase)
+
+    # --- vocabularies and ids ---
+
+    def vocab_size(self, data_cfg) -> int:
+        return data_cfg.vocab_size * (data_cfg.n_langs if self.shares_vocabulary(data_cfg) else 1)
+
+    def id_offset(self, lang: int, data_cfg) -> int:
+        return 0 if self.shares_vocabulary(data_cfg) else lang * data_cfg.vocab_size
+
+    def training_text(self, train, data_cfg):
+        if not self.shares_vocabulary(data_cfg):
+            return train.sentences
+        return [s for k in range(data_cfg.n_langs) for s in train.language(k)]
+
+    def shipped(self, text, size, data_cfg):
+        return shipped_vocab(text, size, "*")  # shipped for this text by any source (en-es's verses from files)
+
+    def text_inputs(self, data_cfg) -> dict[str, dict]:
+        own = not self.shares_vocabulary(data_cfg)
+        return {lang: {"tokenizer": lang if own and k else "", "unicode_shift": False}
+                for k, lang in enumerate(self.names(data_cfg))}
+
+    def extra_names(self, data_cfg) -> tuple[str, ...]:
+        return tuple(f"{split}_{lang}" for lang in self.names(data_cfg)[1:] for split in ("train", "dev"))
+
+    def language_vocab(self, prepared, data_cfg, k: int) -> Vocab:
+        if k == 0 or self.shares_vocabulary(data_cfg):
+            return prepared.vocab
+        return _load_vocab(str(prepared.path / self.names(data_cfg)[k]), data_cfg.vocab_size)
+
+    def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict:
+        from minimult.data.links import write_links
+        from tokenizers import normalizers
+
+        spec = spec_of(data_cfg)
+        names = spec.languages
+        shared = self.shares_vocabulary(data_cfg)
+        vocabs = [vocab]
+        for k, lang in enumerate(names[1:], 1):
+            if shared:
+                vocabs.append(vocab)
+                continue
+            text = train.language(k)
+            mine = shipped_vocab(text, vocab.size, "*")[0] if data_cfg.tokenizer == "wordpiece" else None
+            mine = mine or train_vocab(data_cfg.tokenizer, text, vocab.size)
+            vocabs.append(mine)
+        if spec.lowercase:  # the tokenizers lowercase raw text too, as the corpus was (an export reads raw text)
+            for v in vocabs:
+                v.tokenizer.normalizer = normalizers.Lowercase()
+        for lang, v in zip(names[1:], vocabs[1:]):
+            if not shared:
+                (tmp / lang).mkdir()
+                v.save(tmp / lang)
+        stats = {"parallel": {"languages": list(names), "files": spec.describe(), "words": spec.words,
+                              "lowercase": spec.lowercase, "splits": {}}}
+        for split, corpus in (("train", train), ("dev", dev)):
+            encoded = [v.encode(corpus.language(k), corpus.verse_ids) for k, v in enumerate(vocabs)]
+            for lang, enc in zip(names[1:], encoded[1:]):
+                enc.save(tmp / f"{split}_{lang}.npz")
+            (tmp / f"pairs-{split}.tsv").write_text(
+                "".join("\t".join([str(i)] + [" ".join(corpus.language(k)[s]) for k in range(len(names))]) + "\n"
+                        for s, i in enumerate(corpus.verse_ids)), encoding="utf-8")
+            stats["parallel"]["splits"][split] = {
+                "pairs": len(corpus), **corpus.stats,
+                "languages": {lang: {"words": sum(map(len, corpus.language(k))),
+                                     "types": len({w for s in corpus.language(k) for w in s}),
+                                     "pieces": int(len(encoded[k].ids)), "unk_rate": float(np.mean(encoded[k].ids == 1))}
+                              for k, lang in enumerate(names)}}
+            if split == "dev":
+                for k, lang in enumerate(names[1:], 1):
+                    if lang in spec.links:
+                        links = self._dev_links(spec, lang, corpus, k)
+                        np.save(tmp / f"dev_{lang}_gold.npy", _sure_gold(encoded[0], encoded[k], corpus.verse_ids, links))
+                        write_links(tmp / f"links-dev-{lang}.links",
+                                    [(int(v), int(a), int(b), "S" if s else "P")
+                                     for v, a, b, s in zip(links.verse_ids, links.a, links.b, links.sure)],
+                                    f"{'silver' if links.silver else 'gold'} links of {spec.links[lang]} in the native "
+                                    f"format\npair id<TAB>index_in_A ({names[0]})<TAB>index_in_B ({lang})<TAB>S|P")
+                        stats["parallel"].setdefault("links", {})[lang] = {
+                            "file": str(spec.links[lang]), "links": len(links), "sure": int(links.sure.sum()),
+                            "kind": "silver" if links.silver else "gold"}
+        stats["parallel"]["vocab_entries"] = {lang: len(v) for lang, v in zip(names, vocabs)}
+        return stats
+
+    @staticmethod
+    def _dev_links(spec: Spec, lang: str, dev, k: int):
+        from minimult.data.links import read_links
+
+        counts = [{int(i): len(s) for i, s in zip(dev.verse_ids, dev.language(j))} for j in (0, k)]
+        return read_links(spec.links[lang], counts[0], counts[1], spec.links_base)
+
+    def gold_of(self, lang: int, data_cfg=None) -> str:
+        """Language `lang`'s gold: its link file's kind (silver when a comment says so), "none" without one."""
+        if data_cfg is None or lang == 0:
+            return self.gold
+        from minimult.data.links import says_silver
+
+        spec = spec_of(data_cfg)
+        path = spec.links.get(spec.languages[lang])
+        return "none" if path is None else "silver" if says_silver(path) else "gold"
+
+    # --- views ---
+
+    def views(self, prepared, split, data_cfg):
+        sides = [english_side(prepared.encoded(split))]
+        for k, lang in enumerate(self.names(data_cfg)[1:], 1):
+            enc = prepared.extra[f"{split}_{lang}"]
+            gold_file = prepared.path / f"dev_{lang}_gold.npy"
+            gold = np.load(gold_file) if split == "dev" and gold_file.is_file() else np.full(len(enc.ids), -1)
+            sides.append(Side(k, enc.ids.astype(np.int32) + self.id_offset(k, data_cfg), enc.offsets, enc.word_starts,
+                              np.arange(len(enc)), gold))
+        return sides
+
+    def pair_dictionary(self, prepared, data_cfg, k: int) -> list:
+        """The first language's and language k's dictionary: word pairs of the dictionary file whose words are
+        one unit each in their vocabularies, or (identical) every non-special unit spelled alike in both,
+        word-initial forms only; no dictionary: no entries (τ is then not measured)."""
+        spec = spec_of(data_cfg)
+        lang = spec.languages[k]
+        first, mine = self.language_vocab(prepared, data_cfg, 0), self.language_vocab(prepared, data_cfg, k)
+        if spec.dictionary == "identical":
+            entries = [(first.index[p], mine.index[p]) for p in first.pieces[N_SPECIAL:]
+                       if p in mine.index and not (first.continuation and p.startswith(first.continuation))]
+        elif isinstance(spec.dictionary, dict) and lang in spec.dictionary:
+            entries = []
+            for a, b in read_dictionary(spec.dictionary[lang], lang, spec):
+                ia, ib = first.index.get(a), mine.index.get(b)
+                if ia is not None and ib is not None and ia >= N_SPECIAL and ib >= N_SPECIAL \
+                        and not any(v.continuation and w.startswith(v.continuation) for v, w in ((first, a), (mine, b))):
+                    entries.append((ia, ib))
+            entries = list(dict.fromkeys(entries))
+        else:
+            entries = []
+        en = np.array([a for a, _ in entries], dtype=np.int32)
+        other = np.array([b for _, b in entries], dtype=np.int32) + self.id_offset(k, data_cfg)
+        return one_piece_sides([en, other])
+
+    def dictionary(self, prepared, data_cfg):
+        """Entries of the first language that every other language's pair dictionary translates (entry i
+        of each side translates entry i of every other); pairwise evaluators read `pair_dictionary`."""
+        pairs = [self.pair_dictionary(prepared, data_cfg, k) for k in range(1, data_cfg.n_langs)]
+        if len(pairs) == 1:
+            return pairs[0]
+        maps = [dict(zip(p[0].ids.tolist(), p[1].ids.tolist())) for p in pairs]
+        common = [i for i in dict.fromkeys(pairs[0][0].ids.tolist()) if all(i in m for m in maps)]
+        return one_piece_sides([np.array(common, dtype=np.int32)]
+                               + [np.array([m[i] for i in common], dtype=np.int32) for m in maps])
+
+    def random_ids(self, prepared, data_cfg):
+        import torch
+
+        if self.shares_vocabulary(data_cfg):
+            return torch.arange(N_SPECIAL, len(prepared.vocab))
+        return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k))) + k * data_cfg.vocab_size
+                          for k in range(data_cfg.n_langs)])
+
+    def display(self, prepared, data_cfg, ids) -> list[str]:
+        """Each id as its language's piece (one shared vocabulary: that vocabulary's)."""
+        if self.shares_vocabulary(data_cfg):
+            return prepared.vocab.display(ids)
+        V = data_cfg.vocab_size
+        return [self.language_vocab(prepared, data_cfg, int(i) // V).pieces[int(i) % V] for i in ids]
+
+
+@lru_cache(maxsize=16)
+def _load_vocab(path: str, size: int) -> Vocab:
+    return Vocab.load(path, size)
+
+
+def _sure_gold(first, other, pair_ids, links) -> np.ndarray:
+    """(P,) gold of the other language's pieces from a link file's sure links (`en_es.silver_gold`'s rule: a
+    word's first piece to the first piece of the word it links to, the lowest index when several)."""
+    from minimult.data.sources.en_es import silver_gold
+
+    row = {int(v): s for s, v in enumerate(pair_ids)}
+    per = [[] for _ in pair_ids]
+    for v, a, b, s in zip(links.verse_ids, links.a, links.b, links.sure):
+        per[row[int(v)]].append((int(a), int(b), "S" if s else "P"))
+    return silver_gold(first, other, per)
+
+
+register(Parallel())
+
+__all__ = ["Parallel", "absolute", "spec_of"]
