@@ -546,6 +546,29 @@ def corpus_stats(testament, json_path):
         write_json(Path(json_path), {"rows": rows})
 
 
+@main.command()
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--train-verses", type=int, default=0, show_default=True,
+              help="The first N aligned New Testament verses (0 = all).")
+@click.option("--dev-verses", type=int, default=10_000, show_default=True,
+              help="The first N aligned Old Testament verses (en-es's data.dev_sentences).")
+@_fail_cleanly
+def verses(out, train_verses, dev_verses):
+    """Write the English and Spanish verses --source en-es reads (SWORD modules KJV and RV1909) into OUT as
+    files the parallel source reads: keyed training verses, line-aligned dev verses, the silver dictionary,
+    the silver links of the dev verses (Pharaoh) and corpus.toml naming them (--files OUT/corpus.toml)."""
+    from pathlib import Path
+
+    from minimult.data.sources.en_es import write_files
+
+    if train_verses < 0 or dev_verses < 2:
+        raise MinimultError("--train-verses must be >= 0 (0 = all) and --dev-verses >= 2")
+    counts = write_files(Path(out), train_verses or None, dev_verses, progress=lambda s: click.echo(s, err=True))
+    click.echo(f"wrote {counts['train_verses']:,} training and {counts['dev_verses']:,} dev verse pairs, "
+               f"{counts['dictionary_pairs']:,} dictionary pairs and {counts['silver_dev_links']:,} silver dev links "
+               f"to {out}; train with --files {Path(out) / 'corpus.toml'}")
+
+
 @main.command(name="mods")
 def list_mods():
     """List the registered mods with their versions."""

@@ -37,7 +37,7 @@ def test_prepare_prints_statistics_and_examples(tmp_path, monkeypatch):
     assert train_row.split()[2:4] == ["400", "8,830"] and dev_row.split()[2:4] == ["200", "5,017"]
     assert "vocabulary: 256 WordPiece entries" in out
     en = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  en: ")]
-    l1 = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  L1: ")]
+    l1 = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  fake: ")]
     assert len(en) == len(l1) == 3
     for e, f in zip(en, l1):
         assert not any(t.startswith("::") for t in e)
@@ -54,7 +54,7 @@ def test_prepare_previews_mods():
     result = run(*TINY, "--mods", "inv-order", "--examples", "2")
     assert result.exit_code == 0, result.output
     en = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  en: ")]
-    l1 = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  L1: ")]
+    l1 = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  fake: ")]
     assert len(en) == 2 and "examples (inv-order):" in result.stdout
     for e, f in zip(en, l1):
         assert f == ["::" + t for t in reversed(e)]

@@ -248,7 +248,7 @@ def _keyed(path: Path, lang: str, lines: list[str]) -> dict[int, tuple[int, str]
     return out
 
 
-def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> tuple[list[int], list[list[str]], list[list[int]], dict]:
+def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> tuple[list, list, list, dict]:
     """(pair ids, per language its texts, per language the line numbers, stats) of one set of files."""
     names = spec.languages
     lines = [_lines(p, n) for p, n in zip(paths, names)]

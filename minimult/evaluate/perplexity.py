@@ -5,7 +5,11 @@ Perplexity per unit depends on the units (data.tokenizer: a character is easier 
 so each split also gets a perplexity per word, comparable across granularities: the mean NLL per unit
 times the units per word, exp(NLL per unit x units / words) = ppl ** (units / words), with units and
 words counted on the split's English sentences inside the model's window (English keeps its word
-boundaries under every mod). An [UNK] counts as one unit of one word."""
+boundaries under every mod). An [UNK] counts as one unit of one word.
+
+Each split's perplexity is also given per language (`train_languages`, `dev_languages`: {name: perplexity
+per unit}), from the same masked tokens, each scored with the language of its sequence; the pooled number
+is the one it always was."""
 
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     gen.manual_seed(PPL_SEED)
     random_ids = random_ids.to(device)
     nll, count = 0.0, 0
+    n_langs = len(layouts)
+    lang_nll, lang_count = torch.zeros(n_langs, dtype=torch.float64), torch.zeros(n_langs, dtype=torch.long)
     for i in range(0, len(order), batch_size):
         b = seqs.batch(order[i : i + batch_size])
         m = mask_batch(b.input_ids, b.maskable, seqs.mask_id[b.lang], random_ids, cfg, gen)
@@ -54,7 +60,13 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
         logits = model.mlm_logits(hidden.flatten(0, 1)[m.selected]).float()
         nll += float(torch.nn.functional.cross_entropy(logits, m.targets, reduction="sum"))
         count += len(m.targets)
-    return {"perplexity": metrics.perplexity(nll, count), "masked_tokens": count, "sequences": len(order)}
+        # the same losses per language (each selected token's row's): the pooled sum above is left as it was
+        token_lang = b.lang[m.selected // m.input_ids.shape[1]].cpu()
+        losses = torch.nn.functional.cross_entropy(logits, m.targets, reduction="none").double().cpu()
+        lang_nll.index_add_(0, token_lang, losses)
+        lang_count += torch.bincount(token_lang, minlength=n_langs)
+    return {"perplexity": metrics.perplexity(nll, count), "masked_tokens": count, "sequences": len(order),
+            "languages": [metrics.perplexity(float(x), int(n)) if n else None for x, n in zip(lang_nll, lang_count)]}
 
 
 def units_per_word(sides, layouts) -> float:
@@ -79,8 +91,10 @@ def run(ctx) -> dict:
     for split in ctx.ppl_splits:  # a forward pass of its own: the inputs are masked
         sides = ctx.views(split)
         with ctx.phase(f"perplexity_{split}"):
-            out[split] = mlm_perplexity(ctx.model, sides, ctx.layouts, ctx.random_ids, ctx.device,
-                                        ctx.ppl_sentences, attention=ctx.attention)["perplexity"]
+            scored = mlm_perplexity(ctx.model, sides, ctx.layouts, ctx.random_ids, ctx.device, ctx.ppl_sentences,
+                                    attention=ctx.attention)
+        out[split] = scored["perplexity"]
+        out[f"{split}_languages"] = dict(zip(ctx.languages, scored["languages"]))  # the same masks, per language
         out[f"{split}_word"] = out[split] ** units_per_word(sides, ctx.layouts)
         if split == "train" and not _same(parallel := ctx.views("train-parallel"), sides):
             with ctx.phase("perplexity_train_parallel"):
@@ -93,7 +107,7 @@ def run(ctx) -> dict:
 
 register(Evaluator(
     "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data, per unit "
-    "and per word", version=3,  # 3: per-word columns (the per-unit numbers are unchanged)
+    "and per word, and per language", version=4,  # 4: per-language numbers (the pooled ones are unchanged)
     order=90, run=run,
     columns=(Column("train", "ppl train", group="perplexity", kind="perplexity", higher_is_better=False, table=True),
              Column("train_parallel", "ppl train (whole parallel)", group="perplexity", kind="perplexity",

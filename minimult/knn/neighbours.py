@@ -138,6 +138,15 @@ def _key(prepared, cfg, k, sides) -> dict:
            "version": 2}  # 2: fastText rows all initialised from the seed
     if cfg.knn.seed_dictionary != "unsupervised":  # the default keeps the keys of tables built before the option
         key["seed_dictionary"] = cfg.knn.seed_dictionary
+    from minimult.data import sources
+
+    source = sources.get(cfg.data.source)
+    if cfg.knn.seed_dictionary == "dictionary" and source.pair_dictionaries:  # read from files, not the cache entry
+        h = hashlib.sha256()
+        for j in range(1, cfg.data.n_langs):
+            for side in source.pair_dictionary(prepared, cfg.data, j):
+                h.update(side.ids.astype(np.int64).tobytes())
+        key["dictionary"] = h.hexdigest()[:16]
     return key
 
 
@@ -166,8 +175,13 @@ def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Calla
 
     def build(tmp: Path) -> None:
         tables, infos = [], []
+        names = source.names(cfg.data)
         for j in range(1, len(sides)):
             pair_dictionary = source.pair_dictionary(prepared, cfg.data, j)
+            if cfg.knn.seed_dictionary == "dictionary" and pair_dictionary[0].num_sentences == 0:
+                raise MinimultError(f"knn.seed_dictionary=dictionary: the source has no dictionary for {names[0]}-"
+                                    f"{names[j]} (the parallel source's: [dictionary] in its manifest); use "
+                                    f"identical or unsupervised")
             seeding = None if cfg.knn.seed_dictionary == "unsupervised" else (
                 lambda ids, d=pair_dictionary: seed_translations(cfg.knn.seed_dictionary, prepared, source, cfg.data, ids, d))
             en, l1, info = build_mapping(prepared, (sides[0], sides[j]), cfg.train.seed, cfg.knn.dim, log, seeding)

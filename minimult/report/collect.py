@@ -166,9 +166,9 @@ def current_config(config: dict) -> dict:
 def _fingerprint(config: dict) -> str:
     """The configuration without seed, device and transfer settings (how a run is evaluated, not trained;
     runs made before the section existed have none): runs that differ only there are one setting."""
-    from minimult.config import EVALUATION_SECTIONS
+    from minimult.config import EVALUATION_SECTIONS, comparable
 
-    c = current_config(config)
+    c = comparable(current_config(config))  # data.source under its old name: fingerprints from before the rename hold
     c.get("train", {}).pop("seed", None)
     c.get("train", {}).pop("device", None)
     for section in EVALUATION_SECTIONS:

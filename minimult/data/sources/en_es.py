@@ -76,9 +76,9 @@ def silver_gold(en_enc, es_enc, links: list[list[tuple[int, int, str]]]) -> np.n
     return gold
 
 
-def silver_dictionary(train: AlignedCorpus, en_vocab: Vocab, es_vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
-    """(English ids, Spanish ids) of word pairs that are one piece each and each other's most frequent
-    sure-link partner, seen at least MIN_DICTIONARY_COUNT times; ids within each language's block."""
+def silver_word_pairs(train: AlignedCorpus) -> list[tuple[str, str]]:
+    """(English word, Spanish word) pairs, sorted, that are each other's most frequent sure-link partner, seen at
+    least MIN_DICTIONARY_COUNT times (before any vocabulary decides which are one piece)."""
     pairs = Counter((en[a], es[b]) for en, es, verse in zip(train.sentences, train.second, train.links)
                     for a, b, kind in verse if kind == "S")
     best_en: dict[str, tuple[int, str]] = {}
@@ -88,9 +88,13 @@ def silver_dictionary(train: AlignedCorpus, en_vocab: Vocab, es_vocab: Vocab) ->
             best_en[e] = (n, s)
         if n > best_es.get(s, (0, ""))[0]:
             best_es[s] = (n, e)
-    entries = sorted((e, s) for e, (n, s) in best_en.items()
-                     if n >= MIN_DICTIONARY_COUNT and best_es[s][1] == e
-                     and e in en_vocab.index and s in es_vocab.index)
+    return sorted((e, s) for e, (n, s) in best_en.items() if n >= MIN_DICTIONARY_COUNT and best_es[s][1] == e)
+
+
+def silver_dictionary(train: AlignedCorpus, en_vocab: Vocab, es_vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
+    """(English ids, Spanish ids) of the silver word pairs (`silver_word_pairs`) that are one piece each; ids
+    within each language's block."""
+    entries = [(e, s) for e, s in silver_word_pairs(train) if e in en_vocab.index and s in es_vocab.index]
     en_ids = np.array([en_vocab.index[e] for e, _ in entries], dtype=np.int32)
     es_ids = np.array([es_vocab.index[s] for _, s in entries], dtype=np.int32)
     return en_ids, es_ids
@@ -259,6 +263,61 @@ class EnEs(Source):
         es = self.spanish_vocab(prepared, data_cfg)
         V = data_cfg.vocab_size
         return [es.display([i])[0] if int(i) // V == 1 else prepared.vocab.display([i])[0] for i in ids]
+
+
+def write_files(out, train_verses: int | None = None, dev_verses: int | None = 10_000,
+                progress=lambda s: None) -> dict:
+    """The verses `--source en-es` reads, as files the parallel source reads (the worked example in
+    docs/corpora.md): `en.train.txt` and `es.train.txt` keyed by verse id (the aligned New Testament verses,
+    the first `train_verses`), `en.dev.txt` and `es.dev.txt` line-aligned (the first `dev_verses` aligned Old
+    Testament verses), each verse its words joined by spaces; `en-es.dict`, the silver dictionary's word
+    pairs; `silver-dev.pharaoh`, the silver links of the dev verses (0-based, `i?j` possible); and
+    `corpus.toml`, the manifest that names them. Returns counts of what was written."""
+    from pathlib import Path
+
+    from minimult.data.cache import atomic_write_text
+    from minimult.data.links import write_pharaoh
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
+    train = aligned_corpus("kjv+rv1909-nt", "new", train_verses)
+    progress("reading the KJV and RV1909 Old Testaments (SWORD modules) ...")
+    dev = aligned_corpus("kjv+rv1909-ot", "old", dev_verses)
+    for corpus in (train, dev):
+        for words in (*corpus.sentences, *corpus.second):
+            if " ".join(words).split() != words:  # a word holding whitespace would not read back as one
+                raise MinimultError(f"a verse of {corpus.name} has a word with whitespace in it: {words[:8]}")
+    for lang, texts in (("en", "sentences"), ("es", "second")):
+        atomic_write_text(out / f"{lang}.train.txt", "".join(f"{v}\t{' '.join(w)}\n" for v, w in
+                                                           zip(train.verse_ids, getattr(train, texts))))
+        atomic_write_text(out / f"{lang}.dev.txt", "".join(f"{' '.join(w)}\n" for w in getattr(dev, texts)))
+    pairs = silver_word_pairs(train)
+    atomic_write_text(out / "en-es.dict", "".join(f"{e}\t{s}\n" for e, s in pairs))
+    write_pharaoh(out / "silver-dev.pharaoh", [(k, a, b, kind) for k, verse in enumerate(dev.links, 1)
+                                               for a, b, kind in verse], len(dev), 0,
+                  "silver links: shared Strong's numbers between KJV and RV1909 words (minimult.data.sword)")
+    atomic_write_text(out / "corpus.toml", """# English (KJV) and Spanish (RV1909) verses from the SWORD modules, as
+# --source en-es reads them (written by `minimult verses`): training verses keyed by verse id, dev verses
+# line by line
+links_base = 0
+
+[languages]
+en = "en.train.txt"
+es = "es.train.txt"
+
+[dev]
+en = "en.dev.txt"
+es = "es.dev.txt"
+
+[dictionary]
+es = "en-es.dict"
+
+[links]
+es = "silver-dev.pharaoh"
+""")
+    return {"train_verses": len(train), "dev_verses": len(dev), "dictionary_pairs": len(pairs),
+            "silver_dev_links": sum(map(len, dev.links))}
 
 
 register(EnEs())

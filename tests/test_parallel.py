@@ -1,0 +1,588 @@
+"""The parallel source (`--source parallel --files ...`): the user's own files of N languages, line-aligned or
+keyed, inline or by a TOML manifest; their errors (one line naming the file and the line, nothing written);
+runs of three languages; Pharaoh link files; transfer on a task directory; exports read by `eval --hf --langs`;
+and the source's name under its new key (`data.source`) with the old one (`data.fake`) still read.
+
+Every file is written here: the first 120 sentences of the tiny corpus as English, and two languages made
+from them, `xx` (every letter moved three places on: the same words in the same order, spelled otherwise,
+so the gold links are word i to word i and the dictionary is each word's enciphered spelling) and `yy`
+(every sentence's words reversed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import ROOT, TINY_DEV, TINY_TRAIN
+from minimult.cli import main
+from minimult.config import RunConfig, comparable, resolve
+from minimult.data.parallel import parse_spec, read_corpora
+from minimult.data.run_data import RunData
+from minimult.errors import MinimultError
+from minimult.runs import Run
+from test_real_languages import fixture_modules  # noqa: F401  (a fixture: the SWORD modules from the fixture)
+
+ENGLISH = (ROOT / "corpora" / "tiny" / "train.txt").read_text(encoding="utf-8").splitlines()[:120]
+_ROT = str.maketrans(string.ascii_lowercase + string.ascii_uppercase,
+                     string.ascii_lowercase[3:] + string.ascii_lowercase[:3] + string.ascii_uppercase[3:]
+                     + string.ascii_uppercase[:3])
+quiet = lambda s: None  # noqa: E731
+
+
+def cipher(text: str) -> str:
+    return text.translate(_ROT)
+
+
+def reverse(text: str) -> str:
+    return " ".join(reversed(text.split()))
+
+
+def write(path: Path, lines) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def lines(tmp_path):
+    """Line-aligned en, xx, yy files: {name: path}."""
+    return {name: write(tmp_path / f"{name}.txt", [f(line) for line in ENGLISH])
+            for name, f in (("en", str), ("xx", cipher), ("yy", reverse))}
+
+
+def inline(files: dict) -> str:
+    return ",".join(f"{name}={path}" for name, path in files.items())
+
+
+def settings(files: str, **more) -> dict:
+    return {"data.source": "parallel", "data.files": files, "data.vocab_size": 256, **more}
+
+
+def manifest(tmp_path, text: str) -> str:
+    path = tmp_path / "corpus.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def three_languages(tmp_path) -> str:
+    """A manifest of en, xx, yy with dev files (the last 20 sentences), a dictionary for xx (each of its 80 most
+    frequent English words and its enciphered spelling) and xx's gold links of the dev pairs (Pharaoh, 1-based)."""
+    train, dev = ENGLISH[:100], ENGLISH[100:]
+    for name, f in (("en", str), ("xx", cipher), ("yy", reverse)):
+        write(tmp_path / f"{name}.train.txt", [f(line) for line in train])
+        write(tmp_path / f"{name}.dev.txt", [f(line) for line in dev])
+    from collections import Counter
+
+    common = [w for w, _ in Counter(w for line in train for w in line.split()).most_common(80)]
+    write(tmp_path / "en-xx.dict", [f"{w}\t{cipher(w)}" for w in common])
+    write(tmp_path / "en-xx.pharaoh", [" ".join(f"{i}-{i}" for i in range(1, len(line.split()) + 1)) for line in dev])
+    return manifest(tmp_path, """
+links_base = 1
+[languages]
+en = "en.train.txt"
+xx = "xx.train.txt"
+yy = "yy.train.txt"
+[dev]
+en = "en.dev.txt"
+xx = "xx.dev.txt"
+yy = "yy.dev.txt"
+[dictionary]
+xx = "en-xx.dict"
+[links]
+xx = "en-xx.pharaoh"
+""")
+
+
+def train_run(tmp_path, name: str, files: str, mods=None, **more) -> Run:
+    from minimult.train import train
+
+    cfg, _ = resolve("tiny", settings(files, **{"model.layers": 2, **more}), mods)
+    run = Run.create_at(tmp_path / name, cfg, log=quiet)
+    train([run], log=quiet)
+    return Run.open(run.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the files
+
+
+def test_line_aligned_and_keyed_inputs_give_the_same_pairs(tmp_path, lines):
+    ids = [40001001 + 1000 * (i // 30) + i % 30 for i in range(len(ENGLISH))]  # verse ids, BBCCCVVV
+    keyed = {}
+    for name, path in lines.items():
+        rows = list(zip(ids, path.read_text(encoding="utf-8").splitlines()))
+        if name != "en":
+            rows = rows[::-1]  # another file's order: pairs follow the ids, not the lines
+        keyed[name] = write(tmp_path / f"{name}.keyed.txt", [f"{i}\t{text}" for i, text in rows])
+    a_train, a_dev = read_corpora(parse_spec(inline(lines)))
+    b_train, b_dev = read_corpora(parse_spec(inline(keyed)))
+    for a, b in ((a_train, b_train), (a_dev, b_dev)):
+        assert a.sentences == b.sentences and a.others == b.others and len(a) > 1
+        assert [ids[i - 1] for i in a.verse_ids] == b.verse_ids  # line k has id ids[k - 1]
+    assert len(a_dev) == 12 and a_dev.verse_ids[0] == 109  # dev: the last tenth of the pairs
+    assert a_train.others[0][5] == [cipher(w) for w in a_train.sentences[5]]
+    # through prepare (word units: a deterministic vocabulary), the languages' ids agree too
+    views = []
+    for files in (lines, keyed):
+        cfg, active = resolve("tiny", settings(inline(files), **{"data.tokenizer": "word"}))
+        views.append(RunData(cfg, active).views("train"))
+    for x, y in zip(*views):
+        np.testing.assert_array_equal(x.ids, y.ids)
+        np.testing.assert_array_equal(x.offsets, y.offsets)
+    assert views[0][1].ids.min() >= 256 and views[0][2].ids.min() >= 512  # each language at its own offset
+
+
+def _bad(tmp_path, lines, case: str) -> tuple[str, str]:
+    """(data.files, the error's expected text) for one kind of bad input."""
+    en, xx = lines["en"], lines["xx"]
+    text = xx.read_text(encoding="utf-8").splitlines()
+    if case == "missing line":
+        keyed = [write(tmp_path / f"{n}.k.txt", [f"{i}\t{t}" for i, t in enumerate(p.read_text().splitlines(), 1)
+                                                  if not (n == "xx" and i == 7)]) for n, p in (("en", en), ("xx", xx))]
+        return f"en={keyed[0]},xx={keyed[1]}", f"{keyed[0]}:7: id 7 (language en) has no line in {keyed[1]}"
+    if case == "empty line":
+        write(xx, text[:4] + [" "] + text[5:])
+        return inline(lines), f"{xx}:5: empty line (language xx)"
+    if case == "duplicate id":
+        keyed = [write(tmp_path / f"{n}.k.txt", [f"{i if i != 9 else 3}\t{t}" for i, t in enumerate(
+            p.read_text().splitlines(), 1)]) for n, p in (("en", en), ("xx", xx))]
+        return f"en={keyed[0]},xx={keyed[1]}", f"{keyed[0]}:9: id 3 again (first at line 3)"
+    if case == "unequal line counts":
+        write(xx, text[:-2])
+        return inline(lines), f"{en} has 120 lines and {xx} 118: line-aligned files pair line k of every file, so {en}:119"
+    if case == "non-UTF-8":
+        xx.write_bytes("\n".join(text[:10]).encode() + b"\nthe caf\xe9 of Jerusalem\n" + "\n".join(text[11:]).encode())
+        return inline(lines), f"{xx}:11: not UTF-8 (invalid continuation byte"
+    if case == "language named twice":
+        return f"en={en},xx={xx},en={lines['yy']}", "language 'en' is named twice"
+    if case == "file missing":
+        return f"en={en},xx={tmp_path / 'nowhere.txt'}", f"file not found: {tmp_path / 'nowhere.txt'} (language xx)"
+    raise AssertionError(case)
+
+
+BAD = ("missing line", "empty line", "duplicate id", "unequal line counts", "non-UTF-8", "language named twice",
+       "file missing")
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_files_are_one_line_naming_file_and_line_and_nothing_is_written(tmp_path, lines, case, monkeypatch):
+    files, expected = _bad(tmp_path, lines, case)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MINIMULT_CACHE", str(cache))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["pretrain", "--files", files, "--preset", "tiny", "--set", "data.vocab_size=256",
+                                       "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0], result.stderr
+    assert "Traceback" not in result.output
+    assert not out.exists()  # no run folder
+    assert not cache.exists() or not [p for p in cache.iterdir()]  # no cache entry, no temp folder left
+
+
+def test_keyed_files_may_leave_out_pairs_when_the_manifest_says_so(tmp_path, lines):
+    keyed = {n: write(tmp_path / f"{n}.k.txt", [f"{i}\t{t}" for i, t in enumerate(p.read_text().splitlines(), 1)
+                                                 if not (n == "xx" and i in (7, 8))]) for n, p in lines.items()}
+    spec = parse_spec(manifest(tmp_path, 'missing = "drop"\n[languages]\n'
+                                         + "".join(f'{n} = "{p.name}"\n' for n, p in keyed.items())))
+    said = []
+    train, dev = read_corpora(spec, log=said.append)
+    assert 7 not in train.verse_ids and 8 not in train.verse_ids and len(train) + len(dev) == 118
+    assert train.stats["dropped"] == {"en": 2, "yy": 2}
+    assert len(said) == 2 and all("missing in another language's file" in s for s in said)
+
+
+def test_manifest_sets_first_language_dev_files_words_and_lowercasing(tmp_path, lines):
+    write(tmp_path / "en.dev.txt", ["Who's there? The Lord, said he."] * 3)
+    write(tmp_path / "xx.dev.txt", [cipher("Who's there? The Lord, said he.")] * 3)
+    path = manifest(tmp_path, f"""first = "xx"
+words = "nltk"
+lowercase = true
+[languages]
+en = "{lines['en'].name}"
+xx = "{lines['xx'].name}"
+[dev]
+en = "en.dev.txt"
+xx = "xx.dev.txt"
+""")
+    spec = parse_spec(path)
+    assert spec.languages == ("xx", "en") and spec.train[0] == lines["xx"]
+    train, dev = read_corpora(spec)
+    assert len(train) == 120 and len(dev) == 3
+    assert dev.others[0][0] == ["who", "'s", "there", "?", "the", "lord", ",", "said", "he", "."]  # NLTK's words
+    cfg, active = resolve("tiny", settings(path))
+    data = RunData(cfg, active)
+    assert data.source.names(cfg.data) == ("xx", "en") and cfg.data.n_langs == 2
+    from minimult.data.vocab import Vocab
+
+    en = Vocab.load(data.prepared.path / "en", 256)  # the language's own tokenizer lowercases raw text too
+    assert en.tokenizer.encode("THE LORD").ids == en.tokenizer.encode("the lord").ids
+    for text, fragment in (('[languages]\nen = "a.txt"\n', "names 1 language(s); a run needs at least two"),
+                           ('colour = 1\n[languages]\nen = "a"\nxx = "b"\n', "unknown key 'colour'"),
+                           ('first = "de"\n[languages]\nen = "a"\nxx = "b"\n', "first = 'de' is not one of"),
+                           ('dev_share = 2\n[languages]\nen = "a"\nxx = "b"\n', "dev_share must be a number"),
+                           ('[languages]\nen = "a"\nxx = "b"\n[dev]\nen = "c"\n', "[dev] names en; it needs a file"),
+                           ('[languages]\nen = "a"\nxx = "b"\n[links]\nen = "l"\n', "[links] names 'en'")):
+        with pytest.raises(MinimultError, match=fragment.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")) as e:
+            parse_spec(manifest(tmp_path, text))
+        assert "\n" not in str(e.value)
+
+
+def test_settings_that_do_not_fit_the_files_are_one_line(lines):
+    files = inline(lines)
+    for more, fragment in (({"data.n_langs": 2}, "data.files names 3 languages (en, xx, yy); got data.n_langs=2"),
+                           ({"data.train": "x.txt"}, "--train-file and --dev-file do not apply"),
+                           ({"data.files": ""}, "reads the files named by --files")):
+        with pytest.raises(MinimultError, match=fragment.replace("(", r"\(").replace(")", r"\)")) as e:
+            resolve("tiny", {**settings(files), **more})
+        assert "\n" not in str(e.value)
+    with pytest.raises(MinimultError, match="--source shift does not read them"):
+        resolve("tiny", {"data.files": files})
+    with pytest.raises(MinimultError, match="'e l' is not a language name"):
+        parse_spec(f"e l={lines['en']},xx={lines['xx']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+def test_three_language_run_trains_and_evaluates_every_pair(tmp_path):
+    from minimult.evaluate import evaluate_run
+
+    files = three_languages(tmp_path)
+    run = train_run(tmp_path, "three", files, "lang-pos")
+    assert [l.id_offset for l in run.data.layouts] == [0, 256, 512]
+    assert [l.position_offset for l in run.data.layouts] == [0, 128, 256]
+    said = []
+    results = evaluate_run(run, log=said.append)
+    pairs = results["pairs"]
+    assert list(pairs) == ["en-xx", "en-yy"]
+    for pair in pairs.values():
+        for layer in pair["layers"].values():
+            assert 0 <= layer["retrieval"] <= 1 and 0 <= layer["order_distance"] <= 1
+    xx, yy = pairs["en-xx"], pairs["en-yy"]
+    # xx has a dictionary and gold links; yy neither: "–" with one line each, never a 0
+    assert xx["dictionary_entries"] > 20 and xx["mu"] is not None and xx["alignment_gold"] == "gold"
+    assert all(0 <= l["translation"] <= 1 and 0 <= l["align_f1"] <= 1 for l in xx["layers"].values())
+    assert xx["gold_links"] == sum(len(line.split()) for line in ENGLISH[100:])
+    assert yy["dictionary_entries"] == 0 and yy["mu"] is None
+    assert all(l["translation"] is None and l["align_f1"] is None for l in yy["layers"].values())
+    assert sum("translation skipped" in s for s in said) == 1 and sum("alignment skipped" in s for s in said) == 1
+    ppl = results["perplexity"]["dev_languages"]
+    assert set(ppl) == {"en", "xx", "yy"} and all(x > 1 for x in ppl.values())
+    assert len(results["probe"]["sentence"]) == 3  # layers 0..2, over all three languages
+    from minimult.evaluate import summary_table
+
+    table = summary_table(results)
+    assert "µ (layers 0 and 1) = " in table and "n/a" not in table.split("µ")[1].split("\n")[0]
+
+
+def test_every_mod_that_works_on_en_es_works_on_parallel_files(tmp_path):
+    from minimult.mods import registered
+
+    files = three_languages(tmp_path)
+    tried = []
+    for mod in registered():
+        spec = mod.spec(mod.default)
+        try:
+            resolve("tiny", {"data.source": "en-es", "data.vocab_size": 256, "data.n_langs": 3}, spec)
+        except MinimultError:
+            continue
+        tried.append(mod.name)
+        cfg, active = resolve("tiny", settings(files), "inv-order=yy" if mod.name == "inv-order" else spec)
+        sides = RunData(cfg, active).views("train") if mod.name != "knn-replace" else None
+        if mod.name == "inv-order":  # inv-order=NAME reverses that language only
+            base = RunData(*resolve("tiny", settings(files))).views("train")
+            np.testing.assert_array_equal(sides[1].ids, base[1].ids)
+            np.testing.assert_array_equal(sides[2].sentence(0), base[2].sentence(0)[::-1])
+    assert {"lang-pos", "shift-special", "inv-order", "no-parallel", "knn-replace", "permute", "unigram"} <= set(tried)
+
+
+@pytest.mark.parametrize("seed_dictionary", ["unsupervised", "identical", "dictionary"])
+def test_knn_replace_builds_its_table_from_parallel_files(tmp_path, seed_dictionary):
+    files = three_languages(tmp_path)
+    if seed_dictionary == "dictionary":  # every pair needs one: yy has none yet
+        cfg, active = resolve("tiny", settings(files, **{"knn.dim": 16, "knn.seed_dictionary": "dictionary"}),
+                              "knn-replace=2")
+        data = RunData(cfg, active)
+        with pytest.raises(MinimultError, match="no dictionary for en-yy"):
+            active[0].mod.build(data, data.train_views, cfg, 2, quiet)
+        write(tmp_path / "en-yy.dict", [f"{w}\t{w}" for w in ("God", "Word", "the", "and", "was", "he", "of")])
+        Path(files).write_text(Path(files).read_text().replace('[dictionary]\n', '[dictionary]\nyy = "en-yy.dict"\n'))
+    cfg, active = resolve("tiny", settings(files, **{"knn.dim": 16, "knn.seed_dictionary": seed_dictionary}),
+                          "knn-replace=2")
+    data = RunData(cfg, active)
+    table = next(a for a in active if a.mod.build is not None).mod.build(data, data.train_views, cfg, 2, quiet)[
+        "neighbours"]
+    V = cfg.data.vocab_size
+    en_rows = table[5:V][(table[5:V, 0] >= 0)]
+    assert len(en_rows) > 50 and (en_rows >= V).all()  # an English id's neighbours are in the other languages
+    xx_rows = table[V:2 * V][(table[V:2 * V, 0] >= 0)]
+    assert len(xx_rows) > 50 and (xx_rows < V).all()  # and xx's in English
+
+
+def test_shared_vocabulary_puts_every_language_in_one_block(tmp_path, lines):
+    cfg, active = resolve("tiny", settings(inline(lines), **{"data.shared_vocab": True}))
+    data = RunData(cfg, active)
+    assert [l.id_offset for l in data.layouts] == [0, 0, 0] and cfg.model.vocab_size == 3 * 256
+    en, xx, yy = data.views("train")
+    assert set(yy.ids.tolist()) == set(en.ids.tolist())  # the same words reversed: the same pieces
+    assert data.source.text_inputs(cfg.data) == {n: {"tokenizer": "", "unicode_shift": False} for n in ("en", "xx", "yy")}
+    with pytest.raises(MinimultError, match="shift-special needs languages with their own ids"):
+        resolve("tiny", settings(inline(lines), **{"data.shared_vocab": True}), "shift-special")
+
+
+# ---------------------------------------------------------------------------------------------
+# Link files
+
+
+def test_pharaoh_and_native_link_files_give_the_same_f1(tmp_path, lines):
+    from minimult.evaluate import evaluate_run
+
+    two = {n: lines[n] for n in ("en", "xx")}
+    run = train_run(tmp_path, "two", inline(two))
+    dev = run.data.prepared.dev.verse_ids.tolist()  # the line numbers of the dev pairs: 109..120
+    words = {i: len(ENGLISH[i - 1].split()) for i in dev}
+    # the same links in four files: sure i-i, every third possible; native, Pharaoh from 0 and from 1 (both
+    # spellings of a possible link), and Pharaoh with an empty line for every pair before the dev set
+    native = write(tmp_path / "dev.links", [f"{v}\t{i}\t{i}\t{'P' if i % 3 == 0 else 'S'}" for v in dev
+                                            for i in range(words[v])])
+    pairs = {v: [(i, "P" if i % 3 == 0 else "S") for i in range(words[v])] for v in dev}
+    zero = write(tmp_path / "dev0.pharaoh", [" ".join(f"{i}-{i}" + ("-P" if k == "P" else "") for i, k in pairs[v])
+                                             if v in pairs else "" for v in range(1, 121)])
+    one = write(tmp_path / "dev1.pharaoh", ["# silver, from the cipher"] + [
+        " ".join(f"{i + 1}?{i + 1}" if k == "P" else f"{i + 1}-{i + 1}" for i, k in pairs[v]) if v in pairs else ""
+        for v in range(1, 121)])
+    scores = {}
+    for path, base in ((native, None), (zero, 0), (one, 1)):
+        r = evaluate_run(run, log=quiet, link_file=str(path), link_base=base, only=("links",), write=False)["links"]
+        scores[path.name] = r
+    first = scores["dev.links"]
+    assert first["links"] == sum(words.values()) and first["verses"] == len(dev)
+    for name, r in scores.items():
+        assert r["layers"] == first["layers"] and r["diagonal"] == first["diagonal"], name
+    assert first["diagonal"]["f1"] == 1.0  # the cipher keeps the words in their order
+    assert (scores["dev0.pharaoh"]["format"], scores["dev1.pharaoh"]["base"]) == ("pharaoh", 1)
+    assert scores["dev1.pharaoh"]["kind"] == "silver" and scores["dev0.pharaoh"]["kind"] == "gold"
+    bad = [("1-1", None, "say whether its word indices count from 0 or from 1"),
+           ("0-1", 1, "has index 0 but the file's indices count from 1"),
+           ("1~1", 0, "'1~1': use i-j or i-j-S (sure)")]
+    for link, base, fragment in bad:
+        path = write(tmp_path / "bad.pharaoh", [""] * 108 + [link])
+        with pytest.raises(MinimultError, match=fragment.replace("(", r"\(").replace(")", r"\)")) as e:
+            evaluate_run(run, log=quiet, link_file=str(path), link_base=base, only=("links",), write=False)
+        assert "\n" not in str(e.value)
+    train_pair = write(tmp_path / "train-pair.pharaoh", ["0-0"])
+    with pytest.raises(MinimultError, match=f"{train_pair}:1: the line addresses pair 1, which is not among"):
+        evaluate_run(run, log=quiet, link_file=str(train_pair), link_base=0, only=("links",), write=False)
+    result = CliRunner().invoke(main, ["eval", str(run.path), "--links", str(zero)])
+    assert result.exit_code == 2 and "--link-base 0|1" in result.stderr.strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Transfer on a task directory
+
+
+def _task(tmp_path, names=("en", "xx", "yy"), label=None) -> Path:
+    """Sentences labelled by what they hold (God / him / neither): train and dev in English, test in every
+    language (the English test sentences written in each language's way)."""
+    label = label or (lambda line: "god" if "God" in line.split() else "him" if "him" in line.split() else "other")
+    d = tmp_path / "task"
+    d.mkdir(exist_ok=True)
+    rows = [(label(line), line) for line in ENGLISH]
+    ways = {"en": str, "xx": cipher, "yy": reverse}
+    write(d / "train.tsv", [f"{y}\t{t}" for y, t in rows[:80]])
+    write(d / "dev.tsv", [f"{y}\t{t}" for y, t in rows[80:100]])
+    for name in names:
+        write(d / f"test.{name}.tsv", [f"{y}\t{ways[name](t)}" for y, t in rows[100:]])
+    return d
+
+
+def test_transfer_on_a_task_directory_gives_delta_per_language(tmp_path, lines):
+    from minimult.config import TransferConfig
+    from minimult.evaluate.transfer import transfer_run
+
+    # yy's text is English's itself here: under one shared vocabulary without lang-pos the model cannot tell
+    # the two apart, so yy's zero-shot accuracy is English's exactly and its ∆ is 0
+    same = dict(lines, yy=write(lines["yy"], ENGLISH))
+    run = train_run(tmp_path, "shared", inline(same), **{"data.shared_vocab": True})
+    task = _task(tmp_path, label=None)
+    write(task / "test.yy.tsv", (task / "test.en.tsv").read_text().splitlines())
+    cfg = TransferConfig(modes="full,frozen", seeds=2, epochs=1, task=str(task))
+    results = transfer_run(run, cfg, "cpu", log=quiet)["transfer"]
+    assert results["task"]["name"] == "task task" and results["task"]["classes"] == ["god", "him", "other"]
+    assert results["languages"] == ["en", "xx", "yy"]
+    assert results["task"]["sentences"] == {"train": 80, "dev": 20, "test.en": 20, "test.xx": 20, "test.yy": 20}
+    for mode, m in results["modes"].items():
+        assert set(m["languages"]) == {"xx", "yy"}
+        assert m["languages"]["yy"]["zero_shot"] == m["en"] and m["languages"]["yy"]["delta"] == 0, mode
+        assert m["languages"]["xx"]["delta"] == pytest.approx(m["en"] - m["languages"]["xx"]["zero_shot"])
+        assert (m["zero_shot"], m["delta"]) == (m["languages"]["xx"]["zero_shot"], m["languages"]["xx"]["delta"])
+    test = np.array(list(results["task"]["class_counts"]["test.en"].values()))
+    assert results["baselines"]["majority"] == pytest.approx(
+        test[results["task"]["classes"].index(results["baselines"]["majority_class"])] / test.sum())
+    saved = json.loads((run.path / "results.json").read_text())["transfer"]
+    assert saved["task"]["sha256"] == results["task"]["sha256"]
+    # the New Testament part task afterwards replaces the block rather than mixing its modes with these
+    from minimult.evaluate.transfer import combine
+
+    nt = {**results, "task": {"name": "nt-part", "version": 1, "classes": ["a", "b"]},
+          "modes": {"frozen": results["modes"]["frozen"]}}
+    assert list(combine(results, nt)["modes"]) == ["frozen"]
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("unknown label", "test.xx.tsv:3: label 'angels' is not among train.tsv's labels (god, him, other)"),
+    ("missing language", "has no test.yy.tsv: a task directory holds the test sentences of language 'yy'"),
+    ("language the run lacks", "test.de.tsv: the run has no language 'de'"),
+    ("no tab", "dev.tsv:2: 'just words' is not label<TAB>text"),
+])
+def test_a_bad_task_directory_is_one_line(tmp_path, lines, case, fragment):
+    run = train_run(tmp_path, "run", inline(lines), **{"train.epochs": 1})
+    d = _task(tmp_path, names=("en", "xx") if case == "missing language" else ("en", "xx", "yy"))
+    if case == "unknown label":
+        rows = (d / "test.xx.tsv").read_text().splitlines()
+        write(d / "test.xx.tsv", rows[:2] + ["angels\t" + rows[2].split("\t")[1]] + rows[3:])
+    if case == "language the run lacks":
+        write(d / "test.de.tsv", ["god\tGott"])
+    if case == "no tab":
+        rows = (d / "dev.tsv").read_text().splitlines()
+        write(d / "dev.tsv", rows[:1] + ["just words"] + rows[1:])
+    result = CliRunner().invoke(main, ["transfer", str(run.path), "--task", str(d), "--modes", "frozen"])
+    lines_out = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines_out) == 1 and lines_out[0].startswith("error: "), result.output
+    assert fragment in lines_out[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exports
+
+
+def test_a_parallel_run_exports_and_eval_hf_langs_reads_each_language_as_trained(tmp_path, lines):
+    """A lang-pos run whose corpus was lowercased: the export carries each language's tokenizer (lowercasing
+    raw text as the corpus was) and layout, so eval --hf --langs on the dev pairs, in their original case,
+    gives the run's own numbers."""
+    import subprocess
+    import sys
+
+    from minimult.evaluate import evaluate_run
+    from minimult.evaluate.hf import evaluate_hf
+
+    path = manifest(tmp_path, f'lowercase = true\n[languages]\nen = "{lines["en"].name}"\nxx = "{lines["xx"].name}"\n')
+    run = train_run(tmp_path, "lower", path, "lang-pos")
+    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "export", str(run.path), "--hf", str(tmp_path / "hf")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    from transformers import AutoConfig
+
+    record = AutoConfig.from_pretrained(str(tmp_path / "hf")).minimult_languages
+    assert list(record) == ["en", "xx"] and record["xx"]["tokenizer"] == "xx"
+    assert record["xx"]["layout"]["id_offset"] == 256 and record["xx"]["layout"]["position_offset"] == 128
+    assert (tmp_path / "hf" / "xx" / "tokenizer.json").read_bytes() == (run.path / "xx" / "tokenizer.json").read_bytes()
+    dev = run.data.prepared.dev.verse_ids.tolist()
+    pair = [write(tmp_path / f"dev.{n}", [p.read_text().splitlines()[i - 1] for i in dev]) for n, p in
+            (("en", lines["en"]), ("xx", lines["xx"]))]
+    assert any(c.isupper() for c in pair[0].read_text())  # raw text: the tokenizer lowercases it
+    native = evaluate_run(run, log=quiet, write=False)
+    theirs = evaluate_hf(tmp_path / "hf", *pair, langs=("en", "xx"), device="cpu", log=quiet)
+    for layer in native["layers"]:
+        for key in ("retrieval", "retrieval_backward", "order_distance"):
+            assert theirs["layers"][layer][key] == pytest.approx(native["layers"][layer][key], abs=1e-6), key
+    assert theirs["perplexity"]["dev"] == pytest.approx(native["perplexity"]["dev"], rel=1e-4)
+    assert theirs["perplexity"]["dev_languages"] == pytest.approx(native["perplexity"]["dev_languages"], rel=1e-4)
+    with pytest.raises(MinimultError, match="tokenizers of their own"):
+        evaluate_hf(tmp_path / "hf", *pair, device="cpu", log=quiet)
+
+
+# ---------------------------------------------------------------------------------------------
+# The source's name: data.source, with data.fake (--fake) still read
+
+
+def test_the_old_name_of_the_source_still_reads():
+    assert resolve("tiny", {"data.fake": "unicode"})[0].data.source == "unicode"
+    cfg = resolve("tiny", {"data.source": "unicode"})[0]
+    assert cfg.data.fake == "unicode" and "fake" not in cfg.to_dict()["data"]
+    old = json.loads((ROOT / "experiments/results/real-quick/0-original-s0/config.json").read_text())
+    assert old["data"]["fake"] == "en-es" and "source" not in old["data"]
+    loaded = RunConfig.from_dict(old)
+    assert loaded.data.source == "en-es"
+    # what hashes read (the report's fingerprint) is the stored form: the old key, nothing added
+    assert comparable(loaded.to_dict())["data"] == old["data"]
+    from minimult.report.collect import _fingerprint
+
+    assert _fingerprint(old) == _fingerprint(loaded.to_dict())
+    runner = CliRunner()
+    tiny = ["--train-file", str(TINY_TRAIN), "--dev-file", str(TINY_DEV), "--preset", "tiny", "--examples", "0"]
+    a = runner.invoke(main, ["prepare", "--fake", "unicode", *tiny])
+    b = runner.invoke(main, ["prepare", "--source", "unicode", *tiny])
+    assert a.exit_code == b.exit_code == 0 and a.stdout.splitlines()[-1].replace("built", "reused") == \
+        b.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("root, grid", [("real-quick", "real.toml"), ("structure-quick", "structure.toml")])
+def test_committed_run_folders_are_still_complete_for_their_sweep(root, grid):
+    """The committed runs were made with data.fake; planned again from their grid (as run_all.sh sweeps them,
+    one thread per run), every folder is recognised as the same configuration and as complete."""
+    from minimult.sweep.grid import load_grid
+    from minimult.sweep.plan import plan, state
+
+    folder = ROOT / "experiments" / "results" / root
+    manifest_ = json.loads(next(folder.glob("*.sweep.json")).read_text())
+    seeds = sorted({int(r.rsplit("-s", 1)[1]) for s in manifest_["settings"] for r in s["runs"]})
+    tasks = [t for t in plan(load_grid(ROOT / "experiments" / grid), seeds, manifest_["preset"], folder,
+                             {"train.threads": 1}) if Path(t.run_dir).is_dir()]
+    assert len(tasks) > 10
+    assert all("fake" in json.loads((Path(t.run_dir) / "config.json").read_text())["data"] for t in tasks)
+    assert [state(t) for t in tasks] == ["complete"] * len(tasks)
+
+
+# ---------------------------------------------------------------------------------------------
+# The worked example: en-es's verses from files give en-es's data
+
+
+def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_path, fixture_modules, monkeypatch):
+    """`minimult verses` writes what --source en-es reads (here the fixture's verses); read back through the
+    parallel source, with en-es's vocabularies shipped (as corpora/vocabularies ships them for its texts), every
+    language's ids, the gold of the dev pairs and the dictionary are en-es's own, so runs of the two routes
+    train and score alike."""
+    from minimult.data import vocab as vocab_mod
+    from minimult.data.sources.en_es import write_files
+
+    monkeypatch.setattr(vocab_mod, "SHIPPED", tmp_path / "shipped")
+    enes_cfg, active = resolve("tiny", {"data.source": "en-es", "data.vocab_size": 256})
+    enes = RunData(enes_cfg, active)
+    train, _ = enes.source.corpora(enes_cfg.data, quiet)
+    vocab_mod.ship_vocab(enes.prepared.vocab, train.sentences, "en-es", "test")
+    vocab_mod.ship_vocab(enes.source.spanish_vocab(enes.prepared, enes_cfg.data), train.second, "en-es", "test es")
+    counts = write_files(tmp_path / "files", enes_cfg.data.train_sentences, enes_cfg.data.dev_sentences)
+    assert counts["train_verses"] == len(enes.prepared.train) and counts["dev_verses"] == len(enes.prepared.dev)
+    cfg, active = resolve("tiny", settings(str(tmp_path / "files" / "corpus.toml")))
+    files = RunData(cfg, active)
+    assert files.prepared.vocab_hash == enes.prepared.vocab_hash  # the shipped vocabularies of both languages
+    for split in ("train", "dev"):
+        for ours, theirs in zip(files.views(split), enes.views(split)):
+            np.testing.assert_array_equal(ours.ids, theirs.ids)
+            np.testing.assert_array_equal(ours.offsets, theirs.offsets)
+            if split == "dev":
+                np.testing.assert_array_equal(ours.gold, theirs.gold)  # the silver links, from the Pharaoh file
+    np.testing.assert_array_equal(files.prepared.train.verse_ids, enes.prepared.train.verse_ids)  # keyed by verse
+    for ours, theirs in zip(files.dictionary(), enes.dictionary()):
+        np.testing.assert_array_equal(ours.ids, theirs.ids)
+    assert len(enes.dictionary()[0].ids) > 0
+    np.testing.assert_array_equal(files.random_ids(), enes.random_ids())
+    assert files.source.gold_of(1, cfg.data) == "silver"
