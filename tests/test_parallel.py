@@ -507,6 +507,17 @@ def test_a_parallel_run_exports_and_eval_hf_langs_reads_each_language_as_trained
     assert theirs["perplexity"]["dev_languages"] == pytest.approx(native["perplexity"]["dev_languages"], rel=1e-4)
     with pytest.raises(MinimultError, match="tokenizers of their own"):
         evaluate_hf(tmp_path / "hf", *pair, device="cpu", log=quiet)
+    # one set of links, as the run's pair ids (native) and as the pair files' lines (Pharaoh, 1-based): the same F1
+    native_links = write(tmp_path / "dev.links", [f"{v}\t{i}\t{i}" for v in dev for i in range(len(ENGLISH[v - 1].split()))])
+    pharaoh = write(tmp_path / "dev.pharaoh", [" ".join(f"{i}-{i}" for i in range(1, len(ENGLISH[v - 1].split()) + 1))
+                                              for v in dev])
+    ours = evaluate_run(run, log=quiet, link_file=str(native_links), only=("links",), write=False)["links"]
+    hf_links = evaluate_hf(tmp_path / "hf", *pair, langs=("en", "xx"), link_file=pharaoh, link_base=1, device="cpu",
+                           log=quiet)["links"]
+    for layer, scores in ours["layers"].items():
+        assert hf_links["layers"][layer]["f1"] == pytest.approx(scores["f1"], abs=1e-6)
+    assert hf_links["diagonal"] == ours["diagonal"]
+    assert hf_links["links"] == ours["links"] > 100
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,7 +572,6 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
     language's ids, the gold of the dev pairs and the dictionary are en-es's own, so runs of the two routes
     train and score alike."""
     from minimult.data import vocab as vocab_mod
-    from minimult.data.sources.en_es import write_files
 
     monkeypatch.setattr(vocab_mod, "SHIPPED", tmp_path / "shipped")
     enes_cfg, active = resolve("tiny", {"data.source": "en-es", "data.vocab_size": 256})
@@ -569,8 +579,10 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
     train, _ = enes.source.corpora(enes_cfg.data, quiet)
     vocab_mod.ship_vocab(enes.prepared.vocab, train.sentences, "en-es", "test")
     vocab_mod.ship_vocab(enes.source.spanish_vocab(enes.prepared, enes_cfg.data), train.second, "en-es", "test es")
-    counts = write_files(tmp_path / "files", enes_cfg.data.train_sentences, enes_cfg.data.dev_sentences)
-    assert counts["train_verses"] == len(enes.prepared.train) and counts["dev_verses"] == len(enes.prepared.dev)
+    result = CliRunner().invoke(main, ["verses", str(tmp_path / "files"), "--train-verses",
+                                       str(enes_cfg.data.train_sentences), "--dev-verses", str(enes_cfg.data.dev_sentences)])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {len(enes.prepared.train)} training and {len(enes.prepared.dev)} dev verse pairs" in result.stdout
     cfg, active = resolve("tiny", settings(str(tmp_path / "files" / "corpus.toml")))
     files = RunData(cfg, active)
     assert files.prepared.vocab_hash == enes.prepared.vocab_hash  # the shipped vocabularies of both languages
