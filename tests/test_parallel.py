@@ -347,6 +347,34 @@ def test_shared_vocabulary_puts_every_language_in_one_block(tmp_path, lines):
         resolve("tiny", settings(inline(lines), **{"data.shared_vocab": True}), "shift-special")
 
 
+def test_a_grid_sweeps_parallel_files_with_absolute_paths(tmp_path, lines, monkeypatch):
+    from minimult.sweep.grid import load_grid
+    from minimult.sweep.plan import plan
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.toml").write_text("""
+title = "parallel grid"
+preset = "tiny"
+[overrides]
+"data.source" = "parallel"
+"data.files" = "en=en.txt,xx=xx.txt,yy=yy.txt"
+"data.vocab_size" = 256
+[[settings]]
+id = "0"
+name = "original"
+mods = ""
+[[settings]]
+id = "3yy"
+name = "yy reversed"
+mods = "inv-order=yy"
+""")
+    tasks = plan(load_grid(tmp_path / "g.toml"), [0], "tiny", tmp_path / "runs", {})
+    assert [t.mods for t in tasks] == ["original", "inv-order=yy"]
+    for t in tasks:
+        assert t.config["data"]["n_langs"] == 3 and t.config["data"]["source"] == "parallel"
+        assert t.config["data"]["files"] == ",".join(f"{n}={lines[n]}" for n in ("en", "xx", "yy"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Link files
 

@@ -219,6 +219,10 @@ def summary_table(results: dict) -> str:
     lines.append(f"multilinguality µ (layers {pair}) = {f'n/a ({why})' if mu is None else f'{mu:.3f}'}   "
                  f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}"
                  + (f" per unit{per_word}" if per_word else ""))
+    per_language = {k: v for k, v in ppl.get("dev_languages", {}).items() if v is not None}
+    if per_language:
+        lines.append("dev perplexity per language (per unit): "
+                     + ", ".join(f"{name} {x:.1f}" for name, x in per_language.items()))
     if results.get("alignment_gold", "exact") != "exact" and results.get("gold_links"):
         lines.append(f"alignment scored against {results['alignment_gold']} links ({results.get('gold_links', 0):,} "
                      f"sure links in the dev sentences)")
