@@ -556,7 +556,8 @@ def corpus_stats(testament, json_path):
 def verses(out, train_verses, dev_verses):
     """Write the English and Spanish verses --source en-es reads (SWORD modules KJV and RV1909) into OUT as
     files the parallel source reads: keyed training verses, line-aligned dev verses, the silver dictionary,
-    the silver links of the dev verses (Pharaoh) and corpus.toml naming them (--files OUT/corpus.toml)."""
+    the silver links of the dev verses (Pharaoh) and corpus.toml naming them (--files OUT/corpus.toml), and
+    OUT/gospels, a task directory (which Gospel a verse is from) for minimult transfer --task."""
     from pathlib import Path
 
     from minimult.data.sources.en_es import write_files
@@ -565,8 +566,9 @@ def verses(out, train_verses, dev_verses):
         raise MinimultError("--train-verses must be >= 0 (0 = all) and --dev-verses >= 2")
     counts = write_files(Path(out), train_verses or None, dev_verses, progress=lambda s: click.echo(s, err=True))
     click.echo(f"wrote {counts['train_verses']:,} training and {counts['dev_verses']:,} dev verse pairs, "
-               f"{counts['dictionary_pairs']:,} dictionary pairs and {counts['silver_dev_links']:,} silver dev links "
-               f"to {out}; train with --files {Path(out) / 'corpus.toml'}")
+               f"{counts['dictionary_pairs']:,} dictionary pairs, {counts['silver_dev_links']:,} silver dev links and "
+               f"a task of {counts['gospel_verses']:,} Gospel verses to {out}; train with --files "
+               f"{Path(out) / 'corpus.toml'}, transfer with --task {Path(out) / 'gospels'}")
 
 
 @main.command(name="mods")

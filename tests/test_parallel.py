@@ -626,3 +626,10 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
     assert len(enes.dictionary()[0].ids) > 0
     np.testing.assert_array_equal(files.random_ids(), enes.random_ids())
     assert files.source.gold_of(1, cfg.data) == "silver"
+    # and a task directory of the Gospel verses (the fixture's are Matthew's), split by verse, tests in both languages
+    task = tmp_path / "files" / "gospels"
+    parts = {name: [line.split("\t") for line in (task / name).read_text().splitlines()]
+             for name in ("train.tsv", "dev.tsv", "test.en.tsv", "test.es.tsv")}
+    assert sum(map(len, parts.values())) - len(parts["test.es.tsv"]) == 25 and parts["train.tsv"]
+    assert {label for rows in parts.values() for label, _ in rows} == {"matthew"}
+    assert [l for l, _ in parts["test.en.tsv"]] == [l for l, _ in parts["test.es.tsv"]]

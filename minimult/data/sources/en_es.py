@@ -272,7 +272,10 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
     the first `train_verses`), `en.dev.txt` and `es.dev.txt` line-aligned (the first `dev_verses` aligned Old
     Testament verses), each verse its words joined by spaces; `en-es.dict`, the silver dictionary's word
     pairs; `silver-dev.pharaoh`, the silver links of the dev verses (0-based, `i?j` possible); and
-    `corpus.toml`, the manifest that names them. Returns counts of what was written."""
+    `corpus.toml`, the manifest that names them; and `gospels/`, a task directory for `minimult transfer
+    --task`: which Gospel a verse of the training files is from (Matthew, Mark, Luke, John), split by verse
+    as the New Testament part task is (`tasks.verse_split`), the test verses in both languages. Returns
+    counts of what was written."""
     from pathlib import Path
 
     from minimult.data.cache import atomic_write_text
@@ -292,6 +295,19 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
         atomic_write_text(out / f"{lang}.train.txt", "".join(f"{v}\t{' '.join(w)}\n" for v, w in
                                                            zip(train.verse_ids, getattr(train, texts))))
         atomic_write_text(out / f"{lang}.dev.txt", "".join(f"{' '.join(w)}\n" for w in getattr(dev, texts)))
+    from minimult.data.tasks import SPLITS, verse_split
+
+    gospels = {40: "matthew", 41: "mark", 42: "luke", 43: "john"}
+    rows = [(gospels[v // 1_000_000], en, es) for v, en, es in zip(train.verse_ids, train.sentences, train.second)
+            if v // 1_000_000 in gospels]
+    split = verse_split(np.array([v for v in train.verse_ids if v // 1_000_000 in gospels], dtype=np.int64))
+    (out / "gospels").mkdir(exist_ok=True)
+    for k, part in enumerate(SPLITS):
+        mine = [r for r, s in zip(rows, split) if s == k]
+        files = {"train": ["train.tsv"], "dev": ["dev.tsv"], "test": ["test.en.tsv", "test.es.tsv"]}[part]
+        for name in files:
+            text = 2 if name == "test.es.tsv" else 1
+            atomic_write_text(out / "gospels" / name, "".join(f"{r[0]}\t{' '.join(r[text])}\n" for r in mine))
     pairs = silver_word_pairs(train)
     atomic_write_text(out / "en-es.dict", "".join(f"{e}\t{s}\n" for e, s in pairs))
     write_pharaoh(out / "silver-dev.pharaoh", [(k, a, b, kind) for k, verse in enumerate(dev.links, 1)
@@ -317,7 +333,7 @@ es = "en-es.dict"
 es = "silver-dev.pharaoh"
 """)
     return {"train_verses": len(train), "dev_verses": len(dev), "dictionary_pairs": len(pairs),
-            "silver_dev_links": sum(map(len, dev.links))}
+            "silver_dev_links": sum(map(len, dev.links)), "gospel_verses": len(rows)}
 
 
 register(EnEs())
