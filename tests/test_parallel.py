@@ -614,6 +614,7 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
     cfg, active = resolve("tiny", settings(str(tmp_path / "files" / "corpus.toml")))
     files = RunData(cfg, active)
     assert files.prepared.vocab_hash == enes.prepared.vocab_hash  # the shipped vocabularies of both languages
+    assert list(files.prepared.stats["parallel"]["shipped_vocabularies"]) == ["es"]
     for split in ("train", "dev"):
         for ours, theirs in zip(files.views(split), enes.views(split)):
             np.testing.assert_array_equal(ours.ids, theirs.ids)

@@ -166,7 +166,8 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
                                      + (f", {x['unk_rate']:.2%} [UNK]" if x["unk_rate"] else "")
                                      for lang, x in d["languages"].items()))
         lines.append(f"vocabularies: " + ", ".join(f"{lang} {n:,} entries" for lang, n in par["vocab_entries"].items())
-                     + f" ({par['words']} words{', lowercased' if par['lowercase'] else ''})")
+                     + f" ({par['words']} words{', lowercased' if par['lowercase'] else ''})"
+                     + "".join(f"; {lang}'s shipped ({name})" for lang, name in par.get("shipped_vocabularies", {}).items()))
         for lang, d in par.get("links", {}).items():
             lines.append(f"{d['kind']} links of the dev pairs for {lang}: {d['links']:,} ({d['sure']:,} sure) from {d['file']}")
     if "shared_vocab" in s:  # one vocabulary for every language (data.shared_vocab)

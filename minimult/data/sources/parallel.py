@@ -134,15 +134,16 @@ class Parallel(Source):
         spec = spec_of(data_cfg)
         names = spec.languages
         shared = self.shares_vocabulary(data_cfg)
-        vocabs = [vocab]
+        vocabs, shipped = [vocab], {}
         for k, lang in enumerate(names[1:], 1):
             if shared:
                 vocabs.append(vocab)
                 continue
             text = train.language(k)
-            mine = shipped_vocab(text, vocab.size, "*")[0] if data_cfg.tokenizer == "wordpiece" else None
-            mine = mine or train_vocab(data_cfg.tokenizer, text, vocab.size)
-            vocabs.append(mine)
+            mine, where = shipped_vocab(text, vocab.size, "*") if data_cfg.tokenizer == "wordpiece" else (None, None)
+            if where is not None:
+                shipped[lang] = where.name
+            vocabs.append(mine or train_vocab(data_cfg.tokenizer, text, vocab.size))
         if spec.lowercase:  # the tokenizers lowercase raw text too, as the corpus was (an export reads raw text)
             for v in vocabs:
                 v.tokenizer.normalizer = normalizers.Lowercase()
@@ -179,6 +180,7 @@ class Parallel(Source):
                             "file": str(spec.links[lang]), "links": len(links), "sure": int(links.sure.sum()),
                             "kind": "silver" if links.silver else "gold"}
         stats["parallel"]["vocab_entries"] = {lang: len(v) for lang, v in zip(names, vocabs)}
+        stats["parallel"]["shipped_vocabularies"] = shipped  # beside the first language's (prepare says that one)
         return stats
 
     @staticmethod
