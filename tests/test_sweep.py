@@ -74,7 +74,9 @@ def swept(tmp_path_factory) -> Swept:
 
 
 def headline(results: dict) -> dict:
-    out = {"mu": results["mu"], **{f"ppl_{k}": v for k, v in results["perplexity"].items()}}
+    out = {"mu": results["mu"]}
+    for k, v in results["perplexity"].items():  # per language (dev_languages): one number per language
+        out.update({f"ppl_{k}_{lang}": x for lang, x in v.items()} if isinstance(v, dict) else {f"ppl_{k}": v})
     for l, r in results["layers"].items():
         for k in ("align_f1", "retrieval", "translation"):
             out[f"{k}_L{l}"] = r[k]
