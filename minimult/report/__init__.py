@@ -65,13 +65,14 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     from minimult.runs import write_json
 
     run_dirs, homes = find_run_dirs(paths)
-    runs, unevaluated = load_runs(run_dirs, log)
+    left_out: dict = {}
+    runs, unevaluated = load_runs(run_dirs, log, left_out)
     if not runs:
         raise MinimultError(f"none of the {len(run_dirs)} run folder(s) has a results.json yet: evaluate them with "
                             f"`minimult eval RUN` or run `minimult sweep`")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sections = build_sections(runs, homes, log)
+    sections = build_sections(runs, homes, log, left_out)
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
     md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top))
