@@ -65,6 +65,7 @@ class Section:
     preset: str = ""
     missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
     paper_source: str = ""  # where the groups' `paper` numbers come from
+    manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
 
 
 def _read(path: Path) -> dict | None:
@@ -78,16 +79,7 @@ def _read(path: Path) -> dict | None:
 
 def _eval_rows(path: Path) -> list[dict]:
     """The evaluations logged during training (`--eval-every`); other and damaged lines are skipped."""
-    rows = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("eval"), dict) and isinstance(row.get("step"), int):
-                rows.append(row)
-    return rows
+    return [row for row in log_rows(path) if isinstance(row.get("eval"), dict)]
 
 
 def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
@@ -134,10 +126,11 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
     return None
 
 
-def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list[Path]]:
+def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = None) -> tuple[list[Run], list[Path]]:
     """(evaluated runs, folders without a results.json yet). Runs that cannot be rows (unreadable
     files, a failed run) are left out with one line each, so one bad folder never stops a report
-    and a diverged run is never a row or a baseline."""
+    and a diverged run is never a row or a baseline; `left_out`, when given, collects them as
+    (folder, why)."""
     runs, unevaluated = [], []
     for d in run_dirs:
         if not (d / "results.json").is_file():
@@ -147,8 +140,10 @@ def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list
         why = _why_not(d, results, config)
         if why:
             log(f"note: left out {d}: {why}")
+            if left_out is not None:
+                left_out.append((d, why))
             continue
-        runs.append(Run(d, results, config, _eval_rows(d / "metrics.jsonl")))
+        runs.append(Run(d, results, config, _eval_rows(d)))
     return runs, unevaluated
 
 
@@ -232,7 +227,7 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     if not (groups or missing):
         return None
     return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
-                   source if any(g.paper for g in groups) else "")
+                   source if any(g.paper for g in groups) else "", manifest)
 
 
 def _other_section(runs: list[Run]) -> Section | None:
@@ -249,6 +244,51 @@ def _other_section(runs: list[Run]) -> Section | None:
         groups.append(Group("", name, mods, sorted(members, key=lambda r: r.seed), preset))
     groups.sort(key=lambda g: (g.mods != "original", g.name))
     return Section(OTHER_SECTION, groups)
+
+
+# A run whose training loss at the end is not below this share of its loss a tenth of the way in never left
+# the plateau it reached early (for word pieces, the unigram plateau near 6.3): it is no model of language.
+PLATEAU_SHARE = 0.95
+
+
+def log_rows(path: Path) -> list[dict]:
+    """Every row of a run folder's `metrics.jsonl` with a step (training and evaluation rows); damaged
+    lines are skipped."""
+    out = []
+    file = path / "metrics.jsonl"
+    for line in file.read_text().splitlines() if file.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            out.append(row)
+    return out
+
+
+def training_losses(path: Path) -> list[tuple[int, float]]:
+    """(step, training loss) of every logged training row of a run folder's `metrics.jsonl`."""
+    return [(row["step"], float(row["loss"])) for row in log_rows(path)
+            if isinstance(row.get("loss"), (int, float)) and math.isfinite(row["loss"])]
+
+
+def never_trained(run: Run) -> str | None:
+    """Why a run that finished never became a model of language, or None: its training loss stayed at the
+    plateau it reached early (the end no lower than PLATEAU_SHARE of the loss a tenth of the way in), or its
+    fine-tuned English accuracy sits at the majority class (`series.unlearned`). Runs without logged losses
+    (the `untrained` baseline) are not flagged."""
+    from minimult.report.series import unlearned
+
+    losses = training_losses(run.path)
+    if len(losses) >= 10:
+        tenth = losses[-1][0] / 10
+        step, early = next((s, l) for s, l in losses if s >= tenth)
+        if losses[-1][1] >= PLATEAU_SHARE * early:
+            return (f"training loss {early:.2f} at step {step:,} and {losses[-1][1]:.2f} at the end "
+                    f"(step {losses[-1][0]:,}): it stayed at the plateau")
+    if unlearned(run.results):
+        return "fine-tuned English accuracy at the majority class: pretraining learned nothing to transfer"
+    return None
 
 
 def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None]) -> list[Section]:
