@@ -276,7 +276,7 @@ def _summary(side: dict) -> dict:
     values = side["values"]
     constant = not isinstance(values, list)
     place = side["place"]
-    return {"label": side["label"], "constant": constant,
+    return {"label": side["label"], "constant": constant, "value_text": number(values) if constant else "",
             "stats": None if constant else aggregate(values),
             "value": values if constant else None,
             "folder": place.folder if place else "", "setting_id": place.group.id if place else "",
@@ -291,7 +291,24 @@ def number(x: float | None) -> str:
     """A claim's number: 3 significant figures, whole above 100 (perplexities), '–' for none."""
     if x is None:
         return "–"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(x) >= 1 else f"{x:.3f}"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.3f}"
+
+
+def metric_label(name: str) -> str:
+    """A claim metric as the tables head it: µ, ρ L8, ∆ (full), zero-shot acc (freeze:6), ..."""
+    parts = name.split(".")
+    if parts[0] == "transfer" and len(parts) == 3:
+        what = {"delta": "∆", "zero_shot": "zero-shot acc", "en": "EN acc"}.get(parts[2], parts[2])
+        return f"{what} ({parts[1]})"
+    if parts[0] == "probe" and len(parts) == 3:
+        return f"lowest {parts[1]} language-ID accuracy"
+    if parts[0] == "links" and len(parts) == 2:
+        return f"links F1 {parts[1][3:]}"
+    if parts[0] in ("segment", "segment_change") and len(parts) >= 3:
+        inner = metric_label(".".join(parts[2:]))
+        return f"{inner} under {parts[1]}" if parts[0] == "segment" else f"relative change of {inner} under {parts[1]}"
+    found = _column(name)
+    return found[0].heading(found[1]) if found else name
 
 
 def side_text(side: dict) -> str:
@@ -303,10 +320,15 @@ def side_text(side: dict) -> str:
     return number(s["mean"]) + (f" ± {number(s['std'])}" if s["std"] is not None else "")
 
 
+def _paper_number(x) -> str:
+    """As the papers print them: scores below 1 to 2 decimals, others as given."""
+    return f"{x:.2f}" if isinstance(x, float) and abs(x) < 1 else f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
 def paper_text(paper: dict) -> str:
     if "text" in paper:
         return str(paper["text"])
-    got = [number(paper[k]) if not isinstance(paper[k], int) else f"{paper[k]:,}" for k in ("a", "b") if k in paper]
+    got = [_paper_number(paper[k]) for k in ("a", "b") if k in paper]
     return " vs ".join(got) + (f" ({paper['measure']})" if paper.get("measure") else "")
 
 
@@ -319,10 +341,18 @@ def budget_text(row: dict) -> str:
     return ", ".join(dict.fromkeys(s["preset"] for s in (row["a"], row["b"]) if s.get("preset"))) or "–"
 
 
+SIGNS = {"lower": "<", "higher": ">", "similar": "≈"}
+
+
+def metrics_text(row: dict) -> str:
+    a, b = metric_label(row["metric_a"]), metric_label(row["metric_b"])
+    return a if a == b else f"{a} vs {b}"
+
+
 def comparison_text(row: dict) -> str:
-    sign = {"lower": "<", "higher": ">", "similar": "≈"}[row["expect"]]
-    metric = row["metric_a"] if row["metric_a"] == row["metric_b"] else f"{row['metric_a']} vs {row['metric_b']}"
-    return f"{row['a']['label']} {sign} {row['b']['label']} ({metric})"
+    """`d1 < 0 (µ)`: the sides by setting ID (a constant as itself)."""
+    a, b = (s["value_text"] if s["constant"] else s["setting_id"] or s["label"] for s in (row["a"], row["b"]))
+    return f"{a} {SIGNS[row['expect']]} {b} ({metrics_text(row)})"
 
 
 def markdown(rows: list[dict]) -> str:

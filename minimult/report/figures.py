@@ -259,7 +259,7 @@ def run_figure(run: Run, path: Path) -> Path | None:
     plt = _plt()
     ncols = min(3, 1 + len(panels))
     nrows = -(-(1 + len(panels)) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.1 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
     ax = axes.flat[0]
     if losses:
         ax.plot([s for s, _ in losses], [l for _, l in losses], color="C0", lw=1.2)
@@ -279,5 +279,5 @@ def run_figure(run: Run, path: Path) -> Path | None:
         a.axis("off")
     fig.suptitle(run.path.name, fontsize=10)
     fig.tight_layout()
-    return _save(fig, plt, Path(path), 90)
+    return _save(fig, plt, Path(path), 100)
 

@@ -192,9 +192,14 @@ def _layer_table(layers: dict) -> dict | None:
     return {"head": ["layer"] + keys, "rows": rows}
 
 
+# What the run page shows elsewhere (the run table, the configuration and environment): not repeated in a block.
+SHOWN = ("layers", "evaluation", "evaluations", "config", "environment", "run", "mods", "seed", "preset", "mod_versions",
+         "train")
+
+
 def _block(block: dict, title: str) -> dict:
     """One results block: its evaluation settings, its per-layer table and everything else as a tree."""
-    rest = {k: v for k, v in block.items() if k not in ("layers", "evaluation", "evaluations", "config")}
+    rest = {k: v for k, v in block.items() if k not in SHOWN}
     return {"title": title, "evaluation": block.get("evaluation", {}), "layers": _layer_table(block.get("layers")),
             "rest": rest}
 
@@ -241,7 +246,8 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
             "mods": mods, "mod_versions": versions, "seed": results.get("seed", meta.get("seed")),
             "budget": _budget(meta, config, results), "figure": figure.name if figure else None,
             "headline": headline, "blocks": blocks, "config": config,
-            "environment": results.get("environment") or meta.get("environment") or {}}
+            "environment": results.get("environment") or meta.get("environment") or {},
+            "vocab": results.get("vocab_sha256") or meta.get("vocab_sha256") or ""}
 
 
 def _log_rows(d: Path) -> list[dict]:
@@ -283,7 +289,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     names: set[str] = set()
     for root in map(Path, roots):
         name = slug(root.resolve().name)
-        while name in names or name in ("runs",):
+        while name in names:
             name += "-2"
         names.add(name)
         folders.append(_folder(root, name, site, log, (prebuilt or {}).get(root)))
@@ -364,5 +370,5 @@ def _run_pages(folder: Folder, write) -> None:
         anchor = None
         if group is not None:
             section = next(s for s in folder.loaded.sections if group in s.groups)
-            anchor = f"index.html#{_anchor(section, group)}"
+            anchor = f"../index.html#{_anchor(section, group)}"
         write(folder.out / folder.run_page(d), "run.html", up="../../", run=context, back=anchor)
