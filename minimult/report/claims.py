@@ -250,7 +250,18 @@ def _side_values(side: Side, metric: str, found: list[Place]) -> dict:
             values.append(v)
     why = "" if values else f"{place.group.label}: no run with {metric}"
     return {"label": place.group.label, "values": values, "place": place, "left_out": left_out, "why": why,
-            "preset": place.group.preset}
+            "preset": _budget(place.group)}
+
+
+def _budget(g: Group) -> str:
+    """What a setting trained with: its preset, updates × sentences per batch (`quick-b256: 1,775 × 256`)."""
+    run = g.runs[0]
+    from minimult.report.collect import _read
+
+    steps = run.results.get("total_steps") or (_read(run.path / "run.json") or {}).get("total_steps")
+    batch = run.config.get("train", {}).get("batch_size")
+    preset = g.preset or run.config.get("preset", "")
+    return f"{preset}: {steps:,} × {batch}" if isinstance(steps, int) and steps and batch else preset
 
 
 def judge(claims: list[Claim], sections_by_folder: dict[str, list[Section]]) -> list[dict]:

@@ -106,8 +106,8 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     rows = []
     for g, row in zip(section.groups, agg["rows"]):
         m, paper, k0 = row["metrics"], row.get("paper", {}), first.key(first_layer)
-        cells = [_cell(m[k0], first, paper.get(k0)), _p(m[k0]["p_vs_original"])]
-        cells += [_cell(m[c.key(l)], c, paper.get(c.key(l))) for c, l in rest]
+        cells = [_split(_cell(m[k0], first, paper.get(k0))), (_p(m[k0]["p_vs_original"]), "")]
+        cells += [_split(_cell(m[c.key(l)], c, paper.get(c.key(l)))) for c, l in rest]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": [{"seed": r.seed, "href": folder.run_page(r.path), "flag": never_trained(r)}
                               for r in g.runs], "cells": cells})
@@ -116,6 +116,12 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     training = _figure(folder.out, f"training_{_slug(section.title.split(':')[0])}.png")
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
             "notes": notes, "training": training, "anchor": "s-" + slug(section.title.split(":")[0])}
+
+
+def _split(cell: str) -> tuple[str, str]:
+    """("0.140 ± 0.003", "(0.70)"): our number and the paper's, which the page sets in small type below."""
+    ours, _, paper = cell.partition(" (")
+    return ours, f"({paper}" if paper else ""
 
 
 def _anchor(section: Section, g: Group) -> str:
@@ -315,7 +321,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
                           "titles": [s.title for s in folder.loaded.sections],
                           "runs": len(folder.loaded.runs), "settings": sum(len(s.groups) for s in folder.loaded.sections),
                           "tables": tables})
-        write(folder.out / "index.html", "folder.html", up="../", folder=folder.name, root=str(folder.root),
+        write(folder.out / "index.html", "folder.html", up="../", folder=folder.name, root=_shown(folder.root),
               tables=tables, parts=_parts(folder), settings=_settings(folder), others=_other_runs(folder),
               n_runs=len(folder.loaded.runs), files=[n for n in ("table1.md", "table1.csv", "report.json")
                                                        if (folder.out / n).is_file()],
@@ -331,6 +337,14 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
         f"open {site / 'index.html'}")
     return {"pages": [str(p) for p in pages], "claims": claim_rows, "index": str(site / "index.html"),
             "folders": [f.name for f in folders]}
+
+
+def _shown(path: Path) -> str:
+    """A folder as the page names it: relative to the current folder when below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _setting_href(folders: list[Folder], side: dict) -> str | None:
