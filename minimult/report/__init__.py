@@ -18,7 +18,10 @@ The modules, by job: `collect` (run folders, sweep manifests, sections of settin
 runs evaluated with `eval --segment`), `links` (word alignment against link files and retrieval both ways,
 for real languages), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
 transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s
-depth, heads, parameter, permutation and tokenization series) and `readme` (generated tables inside README.md).
+depth, heads, parameter, permutation and tokenization series), `readme` (generated tables inside README.md),
+`claims` (the papers' claims of `claims.toml`, judged from the sections: docs/claims.md) and `site` (the
+static HTML site over results folders: `minimult report --html DIR` / `--site DIR`; Jinja2 templates in
+`templates/`).
 """
 
 from __future__ import annotations
