@@ -257,3 +257,17 @@ def test_claims_file_errors_are_one_line(tmp_path):
                    'a = { grid = "table1", id = "1" }\nb = { grid = "table1", id = "0" }\n')
     with pytest.raises(claims_mod.MinimultError, match="expect = 'smaller'; use one of lower, higher, similar"):
         load_claims(bad)
+
+
+def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):
+    """The README's claims block is exactly what `report --site ... --readme` writes from experiments/results/."""
+    from minimult.report import load
+    from minimult.report.readme import update_readme
+    from minimult.report.site import site_folders
+
+    rows = judge(load_claims(), {f.name: load([f], lambda s: None).sections for f in site_folders()})
+    readme = tmp_path / "README.md"
+    readme.write_bytes((ROOT / "README.md").read_bytes())
+    assert not update_readme(readme, claims_mod.markdown(rows), "claims", write=False)
+    verdicts = {r["id"]: r["verdict"] for r in rows}
+    assert verdicts["ds-lang-pos"] == HOLDS and verdicts["ds-overparam"] == UNKNOWN  # overparam needs a GPU
