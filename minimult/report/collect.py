@@ -66,6 +66,7 @@ class Section:
     missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
     paper_source: str = ""  # where the groups' `paper` numbers come from
     lost: list[dict] = field(default_factory=list)  # runs of a setting with rows that are left out: id, setting, run, why
+    manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
 
 
 def _read(path: Path) -> dict | None:
@@ -79,16 +80,7 @@ def _read(path: Path) -> dict | None:
 
 def _eval_rows(path: Path) -> list[dict]:
     """The evaluations logged during training (`--eval-every`); other and damaged lines are skipped."""
-    rows = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("eval"), dict) and isinstance(row.get("step"), int):
-                rows.append(row)
-    return rows
+    return [row for row in log_rows(path) if isinstance(row.get("eval"), dict)]
 
 
 def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
@@ -117,7 +109,7 @@ PLATEAU_MARGIN = 0.3
 PLATEAU_MIN_STEPS = 500
 
 
-def never_trained(results: dict, meta: dict) -> str | None:
+def plateau(results: dict, meta: dict) -> str | None:
     """Why a finished run is no result although it trained to the end: its training perplexity sits on
     the unigram plateau (run.json's `unigram_entropy`, recorded since; None without it)."""
     if (meta.get("total_steps") or 0) < PLATEAU_MIN_STEPS:  # too short to tell (tiny), or `untrained` (0 steps)
@@ -155,15 +147,14 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
     steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
     if isinstance(steps, int) and isinstance(total, int) and steps < total:
         return f"evaluated unfinished (step {steps:,} of {total:,})"
-    return never_trained(results, meta)
+    return plateau(results, meta)
 
 
-def load_runs(run_dirs: list[Path], log=lambda s: None,
-              left_out: dict | None = None) -> tuple[list[Run], list[Path]]:
+def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = None) -> tuple[list[Run], list[Path]]:
     """(evaluated runs, folders without a results.json yet). Runs that cannot be rows (unreadable
-    files, a failed run, one that never trained) are left out with one line each (and, given a dict
-    `left_out`, path -> why), so one bad folder never stops a report and a diverged or untrained run is
-    never a row or a baseline."""
+    files, a failed run, one that never left the unigram plateau) are left out with one line each, so
+    one bad folder never stops a report and a diverged or untrained run is never a row or a baseline;
+    `left_out`, when given, collects them as (folder, why)."""
     runs, unevaluated = [], []
     for d in run_dirs:
         if not (d / "results.json").is_file():
@@ -174,9 +165,9 @@ def load_runs(run_dirs: list[Path], log=lambda s: None,
         if why:
             log(f"note: left out {d}: {why}")
             if left_out is not None:
-                left_out[d] = why
+                left_out.append((d, why))
             continue
-        runs.append(Run(d, results, config, _eval_rows(d / "metrics.jsonl")))
+        runs.append(Run(d, results, config, _eval_rows(d)))
     return runs, unevaluated
 
 
@@ -265,7 +256,7 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     if not (groups or missing):
         return None
     return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
-                   source if any(g.paper for g in groups) else "", lost)
+                   source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest)
 
 
 def _other_section(runs: list[Run]) -> Section | None:
@@ -282,6 +273,41 @@ def _other_section(runs: list[Run]) -> Section | None:
         groups.append(Group("", name, mods, sorted(members, key=lambda r: r.seed), preset))
     groups.sort(key=lambda g: (g.mods != "original", g.name))
     return Section(OTHER_SECTION, groups)
+
+
+def log_rows(path: Path) -> list[dict]:
+    """Every row of a run folder's `metrics.jsonl` with a step (training and evaluation rows); damaged
+    lines are skipped."""
+    out = []
+    file = path / "metrics.jsonl"
+    for line in file.read_text().splitlines() if file.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            out.append(row)
+    return out
+
+
+def training_losses(path: Path) -> list[tuple[int, float]]:
+    """(step, training loss) of every logged training row of a run folder's `metrics.jsonl`."""
+    return [(row["step"], float(row["loss"])) for row in log_rows(path)
+            if isinstance(row.get("loss"), (int, float)) and math.isfinite(row["loss"])]
+
+
+def never_trained(run: Run) -> str | None:
+    """Why an evaluated run is no model of language, or None: its training perplexity on the unigram
+    plateau (`plateau`; such runs are left out of the tables already) or its fine-tuned English accuracy
+    at the majority class (`series.unlearned`)."""
+    from minimult.report.series import unlearned
+
+    why = plateau(run.results, _read(run.path / "run.json") or {})
+    if why:
+        return why
+    if unlearned(run.results):
+        return "fine-tuned English accuracy at the majority class: pretraining learned nothing to transfer"
+    return None
 
 
 def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None],
