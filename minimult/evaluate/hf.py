@@ -45,9 +45,9 @@ from torch import nn
 from minimult.data.languages import Side
 from minimult.data.layout import Layout
 from minimult.errors import MinimultError
+from minimult.evaluate.registry import text_evaluators
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
-TEXT_EVALUATORS = ("retrieval", "word_order", "perplexity")
 
 
 class HFBert(nn.Module):
@@ -360,7 +360,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
                   link_file=None if link_file is None else str(link_file), log=log, languages=names,
                   attention=attention,
                   verse_ids=lambda: np.arange(1, len(a_lines) + 1))  # a link file's verse id: the line number
-    possible = None if shift else TEXT_EVALUATORS + ("links",)
+    possible = None if shift else text_evaluators() + ("links",)
     if only is None:
         only = ("links",) if link_file is not None else possible
     elif possible is not None and set(only) - set(possible):
