@@ -72,7 +72,10 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
     short.write_text("in the beginning\n")
     other = tmp_path / "other.txt"
     other.write_text("\n".join(reversed(text.read_text().splitlines())) + "\n")
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\t\n")
     cases = [((bare, text, text), "has no tokenizer"),
+             ((hf_dir, blank, blank), "line 1 of .*blank.txt is empty"),
              ((hf_dir, text, short), "has 200 lines and"),
              ((tmp_path, text, text), "not a HuggingFace checkpoint folder")]
     for args, fragment in cases:

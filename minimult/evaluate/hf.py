@@ -147,6 +147,11 @@ def read_pair(a, b) -> tuple[list[str], list[str]]:
                             f"parallel text has as many in both")
     if len(lines[0]) < 2:
         raise MinimultError(f"--pair: {a} has {len(lines[0])} line(s); retrieval needs at least 2")
+    for path, text in zip((a, b), lines):
+        blank = next((k for k, line in enumerate(text, 1) if not line.strip()), None)
+        if blank is not None:
+            raise MinimultError(f"--pair: line {blank:,} of {path} is empty: line-aligned parallel text has a "
+                                f"sentence on every line of both files")
     return lines[0], lines[1]
 
 
