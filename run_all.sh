@@ -9,8 +9,8 @@
 #   ./run_all.sh --precision bf16    # bf16 autocast on this CPU too (~1.6x faster; README "Speed")
 #
 # Runs go to runs/<preset>/, the report to report/<preset>/ (table1.md, table1.csv, report.json,
-# PNG figures; <preset>-<precision> with --precision), both under --out DIR (default: the folder of
-# this script). Other arguments go to
+# PNG figures, and the HTML site: index.html, whose path it prints last; <preset>-<precision> with
+# --precision), both under --out DIR (default: the folder of this script). Other arguments go to
 # `minimult sweep`, e.g. `--only 0,1,30`, `--jobs 2`, `--backend ray --address HOST:6379`. Run it
 # again after an interruption: finished runs are skipped and interrupted ones resume from their
 # checkpoints. PRESET=... and SEEDS=... also work. The K et al.-style settings:
@@ -55,6 +55,8 @@ status=0
 minimult sweep experiments/table1.toml --preset "$preset" --seeds "$seeds" --root "$out/runs/$name" \
   ${args[@]+"${args[@]}"} \
   || status=$?
-# the report covers whatever finished, even when some runs failed
-minimult report "$out/runs/$name" --out "$out/report/$name" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+# the report covers whatever finished, even when some runs failed; its HTML site goes beside it, and
+# the site's path (report/<preset>/index.html) is the last line
+minimult report "$out/runs/$name" --out "$out/report/$name" --html "$out/report/$name" \
+  || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

@@ -1,10 +1,10 @@
 """Benchmark result files: what `--json PATH` of bench_train.py, bench_stacked.py and bench_eval.py
-writes, and reading them back (`bench_table.py` builds the README's Speed table from them).
+writes, and reading them back (`bench_table.py` builds the Speed table (docs/speed.md) from them).
 
 One JSON object per benchmark run, written atomically:
     script    "bench_train.py"
     command   the command line as typed (argv joined), argv: the options alone
-    label     optional: the README table's first cell for this run (--label)
+    label     optional: the Speed table's first cell for this run (--label)
     date      UTC, ISO 8601
     machine   cpu (model name from /proc/cpuinfo), cpus, torch, threads, python, platform, load_avg,
               git_commit

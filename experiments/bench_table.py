@@ -1,6 +1,6 @@
-"""The README's Speed table, made from the bench_train.py result files instead of pasted.
+"""The Speed table (docs/speed.md), made from the bench_train.py result files instead of pasted.
 
-    .venv/bin/python experiments/bench_table.py [--results experiments/results/bench] [--readme README.md]
+    .venv/bin/python experiments/bench_table.py [--results experiments/results/bench] [--readme docs/speed.md]
                                                 [--check]
 
 Every `bench_train.py --json PATH` file in --results is one row, in file-name order (hence names
@@ -8,8 +8,9 @@ like `train-10-fp32.json`): its --label, else its options in backticks (without 
 the header says). Numbers: real tokens/s per model, the ratios ours/HF to three significant digits,
 and ours' share of the same-shaped GEMM rate, with both GFLOP/s rates where the file has them (the
 unit written on the first such row only). The table replaces the lines between
-`<!-- BEGIN bench-train -->` and `<!-- END bench-train -->` in --readme (minimult.report.readme);
---check only says whether the README is up to date (exit 1 if not), writing nothing.
+`<!-- BEGIN bench-train -->` and `<!-- END bench-train -->` in --readme (default docs/speed.md;
+minimult.report.readme);
+--check only says whether the page is up to date (exit 1 if not), writing nothing.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ def speed_table(folder: Path) -> str:
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, default=BENCH_DIR, help="folder of result files")
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the README's table differs")
+    p.add_argument("--readme", type=Path, default=ROOT / "docs" / "speed.md")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page's table differs")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from minimult.errors import MinimultError

@@ -26,7 +26,7 @@ dY^T@X for qkv, proj, fc_in, fc_out) at n = the median bucketed batch size, torc
 threads, timed between the rounds; ours' share of it is the median of per-round ratios.
 
 --json writes the result (the last line printed), the command line and the machine to a JSON file
-(experiments/bench_results.py); experiments/bench_table.py makes the README's Speed table from those
+(experiments/bench_results.py); experiments/bench_table.py makes the Speed table (docs/speed.md) from those
 in experiments/results/bench/, --label giving a run's first cell there. What was tried, and results
 recorded by hand before the JSON files: experiments/results/bench/bench_train_history.md.
 """
@@ -233,7 +233,7 @@ def main():
     p.add_argument("--models", default="ours,hf-bucketed,hf-padded", help="comma-separated subset")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write the result, command line and machine as JSON to PATH")
-    p.add_argument("--label", help="with --json: the run's first cell in the README Speed table (bench_table.py)")
+    p.add_argument("--label", help="with --json: the run's first cell in the Speed table (docs/speed.md) (bench_table.py)")
     args = p.parse_args()
 
     if args.threads:

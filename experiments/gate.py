@@ -29,13 +29,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (id, mods, overrides) beyond Table 1: every mod alone, and the unicode source
-EXTRA = [("m-permute", "permute", {}), ("m-permute25", "permute=0.25", {}), ("m-unigram", "unigram", {}),
-         ("m-knn2", "knn-replace=2", {}), ("u-original", "", {"data.fake": "unicode"}),
-         ("u-inv-order", "inv-order", {"data.fake": "unicode"}),
-         ("u-lang-pos", "lang-pos", {"data.fake": "unicode"})]
+# (id, mods, overrides) beyond Table 1 and every registered mod alone (`extra_settings`): values other
+# than a mod's default, and the other sources with a few mods
+EXTRA = [("m-permute25", "permute=0.25", {}), ("m-knn2", "knn-replace=2", {})]
+SOURCE_MODS = ("", "inv-order", "lang-pos")
 SMALL = {"data.train_sentences": 100}  # for BERT-base sized settings
 TIMING_KEYS = {"tokens_per_s", "elapsed_s"}
+
+
+def extra_settings(table1: list[tuple]) -> list[tuple]:
+    """Every registered mod that no Table 1 setting has alone, at its default value; EXTRA; and every
+    registered source besides shift (and those that read the user's files), alone and with SOURCE_MODS (the
+    registries, not a hand list, so a new mod or source is covered without touching this file)."""
+    from minimult.data import sources
+    from minimult.mods import registered
+
+    alone = {mods for _, mods, _ in table1}
+    out = [(f"m-{m.name}", m.name, SMALL if m.name == "overparam" else {}) for m in registered()
+           if m.name not in alone]
+    out += EXTRA
+    for name, source in sources.REGISTRY.items():
+        if name != "shift" and not source.reads_files:  # parallel reads the user's files (tests/test_parallel.py)
+            out += [(f"{name}-{mods or 'original'}", mods, {"data.fake": name}) for mods in SOURCE_MODS]
+    return out
 
 
 def grid_text() -> str:
@@ -45,7 +61,7 @@ def grid_text() -> str:
     lines = ['title = "gate"', 'preset = "tiny"', "seeds = [0]", "[preset_overrides.tiny]",
              '"model.layers" = 8', '"train.eval_every" = 13']
     settings = [(s["id"], s["mods"], SMALL if "overparam" in s["mods"] else {}) for s in table1["settings"]]
-    for sid, mods, overrides in settings + EXTRA:
+    for sid, mods, overrides in settings + extra_settings(settings):
         lines += ["[[settings]]", f'id = "{sid}"', f'name = "{sid}"', f'mods = "{mods}"']
         if overrides:
             lines.append("overrides = { " + ", ".join(f'"{k}" = {json.dumps(v)}' for k, v in overrides.items()) + " }")

@@ -39,18 +39,6 @@ VARIANTS = {
 }
 
 
-def unigram_entropy(run: Run) -> float:
-    """Entropy (nats) of the training pieces' frequencies within each language, averaged over the pieces:
-    what a model reaches that reads nothing of the context but which language it is in."""
-    total, pieces = 0.0, 0
-    for side in run.data.train_views:
-        p = np.bincount(side.ids) / len(side.ids)
-        p = p[p > 0]
-        total += float(-(p * np.log(p)).sum()) * len(side.ids)
-        pieces += len(side.ids)
-    return total / pieces
-
-
 def final_loss(run_dir: Path, window: int) -> float:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in rows if "loss" in r]
@@ -84,7 +72,7 @@ def main() -> None:
             run = Run.create_at(root / f"{name}-s{seed}", cfg, log=lambda s: None)
             train([run], log=lambda s: None, stop_after=args.steps)
             losses[seed] = final_loss(run.path, args.window)
-            out.setdefault("unigram_entropy", unigram_entropy(run))
+            out.setdefault("unigram_entropy", run.data.unigram_entropy)
         floor = out["unigram_entropy"]
         stuck = [s for s, l in losses.items() if l > floor - args.margin]
         out["variants"][name] = {"losses": losses, "stuck": stuck}

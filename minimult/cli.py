@@ -366,6 +366,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
             if len(values) > 1:
                 click.echo(f"segment {value}:")
             click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
+            if layers and not names:
+                click.echo(_layers_note(opened, results))
             if link_file is not None:
                 from minimult.evaluate.links import table as links_table
 
@@ -373,6 +375,28 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if json_path:
         write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
+
+
+def _layers_note(run, results: dict) -> str:
+    """What `eval --layer` did: the layers it computed, whether µ came with them, and whether the run's
+    headline results (the top of results.json, which report and sweep read) are now these."""
+    from minimult.evaluate.multilinguality import mu_layers
+    from minimult.runs import read_results
+
+    pair = mu_layers(run.cfg.model.layers)
+    done = ", ".join(sorted(results["layers"], key=int))
+    mu = (f"µ {results['mu']:.3f} (layers {pair[0]} and {pair[1]})" if results.get("mu") is not None else
+          f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no --layer)")
+    top = read_results(run.path / "results.json")
+    if top.get("evaluation", {}).get("time") != results["evaluation"]["time"]:
+        where = ("the run's headline results (the top of results.json, which report and sweep read) are unchanged, "
+                 "those of its last complete evaluation; these are the last block of evaluations[]")
+    elif results["evaluation"]["complete"]:
+        where = "they are now the run's headline results (the top of results.json)"
+    else:
+        where = ("they are the run's headline results (the top of results.json) until a complete evaluation "
+                 "(µ's layers, default settings) replaces them")
+    return f"layers {done} computed; {mu}; {where}"
 
 
 def _check_figure(path: str) -> None:

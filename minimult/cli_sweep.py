@@ -67,17 +67,52 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 
 
 @click.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.argument("runs", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
               help="Folder for table1.md, table1.csv, report.json and the figures.")
+@click.option("--html", "html_dir", default=None, type=click.Path(file_okay=False),
+              help="Also build the HTML site there: index.html, a page per RUNS folder and per run, the claims.")
+@click.option("--site", "site_dir", default=None, type=click.Path(file_okay=False),
+              help="Build the HTML site of every folder under experiments/results/ there (no RUNS).")
 @click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Also write Table 1 between the file's <!-- BEGIN <preset>-table1 --> and <!-- END <preset>-table1 "
-                   "--> lines (README.md: quick-table1).")
+                   "--> lines (README.md: quick-table1); with --site, the claims table between its claims markers.")
 @fail_cleanly
-def report(runs, out_dir, readme):
+def report(runs, out_dir, html_dir, site_dir, readme):
     """Table 1 (mean ± std over seeds, Welch's t-test against original) and figures from run folders
-    or folders holding runs."""
-    from minimult.report import build_report
+    or folders holding runs; with --html or --site, the static HTML site over them and the papers'
+    claims judged from them."""
+    from pathlib import Path
 
-    result = build_report(list(runs), out_dir, log=lambda s: click.echo(s, err=True), readme=readme)
-    click.echo(result["printed"])
+    from minimult.report import build_report
+    from minimult.report.site import build_site, site_folders
+
+    log = lambda s: click.echo(s, err=True)  # noqa: E731
+    if site_dir is not None:
+        if runs or out_dir or html_dir:
+            raise MinimultError("--site builds every folder under experiments/results/ on its own: give RUNS with "
+                                "--out or --html instead")
+        built = build_site(site_folders(), site_dir, log)
+        if readme:
+            from minimult.report.claims import markdown
+            from minimult.report.readme import update_readme
+
+            changed = update_readme(readme, markdown(built["claims"]), "claims")
+            log(f"report: {readme} {'updated' if changed else 'unchanged'} between its claims markers")
+        click.echo(f"site: {built['index']}")
+        return
+    if not runs:
+        raise MinimultError("give the run folders (or folders holding runs) to report on, or --site DIR")
+    if out_dir is None and html_dir is None:
+        raise MinimultError("say where the report goes: --out DIR (tables and figures) and/or --html DIR (the site)")
+    prebuilt = {}
+    if out_dir is not None:
+        result = build_report(list(runs), out_dir, log=log, readme=readme)
+        click.echo(result["printed"])
+        if len(runs) == 1:
+            prebuilt[Path(runs[0])] = Path(out_dir)
+    elif readme:
+        raise MinimultError("--readme writes the report's Table 1: give --out too")
+    if html_dir is not None:
+        built = build_site([Path(r) for r in runs], html_dir, log, prebuilt=prebuilt)
+        click.echo(f"site: {built['index']}")

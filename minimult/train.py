@@ -336,7 +336,8 @@ def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra
                  "prepared": str(m.run.data.prepared.path), "environment": environment(),
                  "status": "training", "device": str(device),
                  "precision": precision.resolve(cfg.train.precision, device), "parameters": parameters,
-                 "steps_per_epoch": spe, "total_steps": total, **extra})
+                 "steps_per_epoch": spe, "total_steps": total,
+                 "unigram_entropy": m.run.data.unigram_entropy, **extra})
     m.run.write_meta(meta)
     return meta
 
@@ -358,13 +359,27 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]
     return step, states, all(c.get("complete") for c in ckpts)
 
 
+def _knn_tables(m: Member, log) -> dict:
+    """run.json's `knn_tables`: the content hashes of the neighbour tables the run trained with, in order
+    (one unless it was resumed with a table built differently, e.g. on another machine: said in a line)."""
+    if "neighbours" not in m.masking_inputs:
+        return {}
+    from minimult.knn.neighbours import table_sha256
+
+    used, sha = list(m.run.meta.get("knn_tables", [])), table_sha256(m.masking_inputs["neighbours"])
+    if used and used[-1] != sha:
+        log(f"note: {m.run.name} resumes with neighbour table {sha}, not the {used[-1]} it trained with so far (built "
+            f"under the same cache key on another machine or version); run.json's knn_tables records both")
+    return {"knn_tables": used if used and used[-1] == sha else [*used, sha]}
+
+
 def _begin(members: list[Member], spe: int, total: int, device, log) -> None:
     """run.json of every member at the start, and the one line saying what will train where."""
     tc, K = members[0].cfg.train, len(members)
     parameters = members[0].model.num_parameters()
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
     for m in members:
-        m.meta = start_meta(m, spe, total, device, parameters, **extra)
+        m.meta = start_meta(m, spe, total, device, parameters, **extra, **_knn_tables(m, log))
     tokens_per_step = sum(m.epoch_tokens for m in members) / K / spe
     who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1
            else f"mods: {members[0].cfg.mods}")

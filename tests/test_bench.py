@@ -1,6 +1,6 @@
 """The benchmark scripts run end to end on tiny inputs and report what the README quotes (their
 timings are not checked: speed claims come from full runs of these scripts, never from tests);
-`--json` files hold the same result with the command and the machine, and the README's Speed table
+`--json` files hold the same result with the command and the machine, and the Speed table (docs/speed.md)
 is what bench_table.py makes from the result files in experiments/results/bench/."""
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ def test_bench_stacked_reports_the_ratio_to_separate_models(tmp_path):
 
 
 def test_readme_speed_table_is_made_from_the_result_files(tmp_path):
-    """Regenerating the README's Speed table from experiments/results/bench/ changes nothing; a new
+    """Regenerating the Speed table (docs/speed.md) from experiments/results/bench/ changes nothing; a new
     result file is a new row, labelled by its options."""
-    readme = tmp_path / "README.md"
-    readme.write_bytes((ROOT / "README.md").read_bytes())
+    readme = tmp_path / "speed.md"
+    readme.write_bytes((ROOT / "docs" / "speed.md").read_bytes())
     table = [sys.executable, str(ROOT / "experiments" / "bench_table.py"), "--readme", str(readme)]
     proc = subprocess.run(table + ["--check"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -69,7 +69,7 @@ def test_readme_speed_table_is_made_from_the_result_files(tmp_path):
     proc = subprocess.run(table + ["--results", str(results)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = readme.read_text()
-    assert text != (ROOT / "README.md").read_text()
+    assert text != (ROOT / "docs" / "speed.md").read_text()
     row = "| `--precision fp32 --steps 12` | 12,388 | 8,048 | 1,109 | 1.51× | 10.8× | 70% (51.3 of 73.2) |"
     assert row + "\n<!-- END bench-train -->" in text  # the GFLOP/s unit only on the first row with rates
 

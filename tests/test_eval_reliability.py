@@ -295,3 +295,20 @@ def test_resume_of_a_huggingface_export_is_refused_and_writes_nothing(tmp_path):
     one_error_line(cli("pretrain", "--resume", export), "HuggingFace")
     assert sorted(p.name for p in export.iterdir()) == ["config.json", "model.safetensors"]
     one_error_line(cli("eval", export), "--hf")
+
+
+def test_links_are_refused_only_when_the_scored_language_is_reordered(tmp_path):
+    """A link file scores English against language 1: a 3-language run whose only reordering is of
+    language 2 (`inv-order=fake2`) can be scored; `inv-order=fake` (language 1) cannot."""
+    from minimult.evaluate import _link_file
+
+    links = tmp_path / "gold.links"
+    links.write_text("1001001\t0\t0\n")
+    for mods, refused in (("inv-order=fake2", False), ("inv-order=fake", True), ("inv-order", True)):
+        cfg, _ = resolve("tiny", {**TINY_SETTINGS, "data.n_langs": 3}, mods)
+        run = Run(tmp_path / mods, cfg)
+        if refused:
+            with pytest.raises(MinimultError, match=f"--mods {re.escape(mods)} reorders them"):
+                _link_file(run, str(links))
+        else:
+            assert _link_file(run, str(links)) == str(links)

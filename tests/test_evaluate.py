@@ -90,10 +90,18 @@ def test_cli_eval_latest_run_and_errors(tmp_path):
     assert "eval: alignment done" in proc.stderr and "eval: perplexity done" in proc.stderr  # progress
     assert f"most recent run: runs/{run.name}" in proc.stdout
     assert "align F1" in proc.stdout and (run / "results.json").is_file()
+    # --layer says what it computed, that µ needs layers 0 and 1 at depth 2, and where the numbers went
+    assert ("layers 0, 2 computed; no µ: it averages layers 0 and 1, so give both (--layer 0,1, or no --layer); "
+            "they are the run's headline results (the top of results.json) until a complete") in proc.stdout
     first = json.loads((run / "results.json").read_text())
-    assert cli("eval", str(run), "--layer", "0,2", "--threads", "1", cwd=tmp_path).returncode == 0
+    assert cli("eval", str(run), "--layer", "0,1", "--threads", "1", cwd=tmp_path).returncode == 0  # complete
+    assert json.loads((run / "results.json").read_text())["mu"] is not None
+    proc = cli("eval", str(run), "--layer", "0,2", "--threads", "1", cwd=tmp_path)
+    assert proc.returncode == 0 and "headline results (the top of results.json, which report and sweep read) are " \
+        "unchanged" in proc.stdout, proc.stdout
     again = json.loads((run / "results.json").read_text())
-    assert again["layers"] == first["layers"] and again["perplexity"] == first["perplexity"]
+    assert again["evaluations"][-1]["layers"]["2"] == first["layers"]["2"]
+    assert again["layers"]["0"] == first["layers"]["0"] and "2" not in again["layers"]  # the top: layers 0, 1
 
     def one_line_error(p, fragment):
         lines = [l for l in p.stderr.splitlines() if l.strip()]

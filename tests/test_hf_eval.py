@@ -57,6 +57,9 @@ def test_text_pairs_get_the_evaluators_that_need_no_gold(exported):
     assert "retrieval" in r["layers"]["4"]
     assert r["layers"]["4"]["order_distance"] == 0.0  # a text against itself: one order
     assert "mu" not in r and r["perplexity"]["dev"] > 1
+    # the language-ID probe needs no gold either (the registry's `needs`): a text against itself is
+    # two identical "languages", so no layer tells them apart better than chance
+    assert r["probe"]["layers"] == [0, 1, 2, 3, 4] and max(r["probe"]["sentence"]) <= 0.6
 
 
 def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
@@ -69,7 +72,10 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
     short.write_text("in the beginning\n")
     other = tmp_path / "other.txt"
     other.write_text("\n".join(reversed(text.read_text().splitlines())) + "\n")
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\t\n")
     cases = [((bare, text, text), "has no tokenizer"),
+             ((hf_dir, blank, blank), "line 1 of .*blank.txt is empty"),
              ((hf_dir, text, short), "has 200 lines and"),
              ((tmp_path, text, text), "not a HuggingFace checkpoint folder")]
     for args, fragment in cases:

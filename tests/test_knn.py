@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -88,3 +89,29 @@ def test_embeddings_smaller_than_the_dimension_fail_cleanly(tmp_path):
     lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("knn-replace")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert lines[-1].startswith("error:") and "too small" in lines[-1], proc.stderr
+
+
+def test_a_run_records_its_table_and_says_when_it_resumes_with_another(knn_setup, tmp_path):
+    """run.json's knn_tables holds the content hash of the table a run trained with; resumed with a
+    table that differs under the same cache key (another machine's build), one line says so and both are
+    recorded."""
+    from minimult.knn.neighbours import table_sha256
+    from minimult.runs import Run
+    from minimult.train import train
+
+    cfg, mods = resolve("tiny", {**TINY, "model.layers": 1}, "knn-replace=1")
+    run = Run.create_at(tmp_path / "run", cfg, log=lambda s: None)
+    train([run], log=lambda s: None, stop_after=3)
+    table = knn_setup[4]  # k=1 on the same tiny text: the table this run trained with
+    assert run.meta["knn_tables"] == [table_sha256(table)]
+    (cached,) = (p for p in (Path(os.environ["MINIMULT_CACHE"])).glob("neighbours-*")
+                 if torch.equal(torch.load(p / "neighbours.pt"), table))
+    other = table.roll(1, dims=0)  # as if built differently
+    torch.save(other, cached / "neighbours.pt")
+    try:
+        logs = []
+        train([Run.open(run.path)], log=logs.append)
+        assert any(l.startswith("note: run resumes with neighbour table " + table_sha256(other)) for l in logs), logs
+        assert Run.open(run.path).meta["knn_tables"] == [table_sha256(table), table_sha256(other)]
+    finally:
+        torch.save(table, cached / "neighbours.pt")

@@ -269,3 +269,35 @@ def test_readme_table_round_trip(quick, tmp_path):
     build_report([QUICK], tmp_path / "out", log=lambda s: None, readme=readme)
     assert readme.read_bytes() == original
     assert readme_table(report) in report["markdown"]
+
+
+STRUCTURE = ROOT / "experiments" / "results" / "structure-quick"
+
+
+def test_runs_that_never_trained_are_left_out_and_named_under_their_setting(tmp_path):
+    """The committed no-segment seed 42 sat at the unigram plateau for all 1,775 updates (training
+    perplexity 541 against 272 for piece frequencies alone): not a row's seed, named under its setting;
+    a setting whose every seed never trained is a "No row" line saying so, not "no evaluated run yet"."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copyfile(STRUCTURE / "structure.sweep.json", runs / "structure.sweep.json")
+    for name in ("0-original-s0", "0-original-s42", "s2-no-segment-s0", "s2-no-segment-s42",
+                 "s2l-lang-pos+no-segment-s0", "s2l-lang-pos+no-segment-s42"):
+        shutil.copytree(STRUCTURE / name, runs / name)
+    assert read_json(runs / "s2-no-segment-s42" / "run.json")["unigram_entropy"] == pytest.approx(5.6, abs=0.1)
+    # the rule needs run.json's entropy: without it a run is a row as before
+    meta = read_json(runs / "0-original-s42" / "run.json")
+    (runs / "0-original-s42" / "run.json").write_text(json.dumps({k: v for k, v in meta.items()
+                                                                   if k != "unigram_entropy"}))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    notes = [l for l in result.output.splitlines() if l.startswith("note: left out")]
+    assert sorted(Path(l.split()[3].rstrip(":")).name for l in notes) == [
+        "s2-no-segment-s42", "s2l-lang-pos+no-segment-s0", "s2l-lang-pos+no-segment-s42"]
+    assert all("never trained: training perplexity" in l for l in notes)
+    rows = {r["id"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows["s2"]["seeds"] == "0" and rows["0"]["seeds"] == "0 42" and "s2l" not in rows
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert "Left out of s2 no-segment: s2-no-segment-s42, never trained: training perplexity 541" in md
+    s2l = next(l for l in md.splitlines() if l.startswith("No row: s2l "))
+    assert "s2l-lang-pos+no-segment-s0 left out, never trained" in s2l and "no evaluated run yet" not in s2l

@@ -1,5 +1,5 @@
 """`run_all.sh`, the batch script, end to end on the tiny corpus: the Table 1 grid's sweep then the
-report, whose table it prints last; a second call runs nothing; --precision gets its own folders; a
+report, whose table it prints, then the path of its HTML site last; a second call runs nothing; --precision gets its own folders; a
 bad preset or precision is one line and exit 2.
 (That the overparam rows are left out on a CPU is tests/test_sweep.py's.)"""
 
@@ -40,10 +40,13 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     source = load_grid(ROOT / "experiments" / "table1.toml").paper_source  # the paper's numbers beside ours
     assert rest[len(table):] == ["", f"In parentheses, the paper's numbers: {source}.", "",
                                  f"Language identification per layer (2 settings): {report}/table1.md and "
-                                 f"{report}/language_id.png"]
+                                 f"{report}/language_id.png", "", f"site: {report}/index.html"]
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
     assert "µ" in table[0] and "n/a" not in table[2]  # 8 layers under the tiny preset here: µ exists
     assert (out / "report" / "tiny" / "table1.md").is_file() and any((out / "report" / "tiny").glob("*.png"))
+    # the HTML site beside the report: the index, the claims, the grid's page and a page per run
+    assert {"index.html", "claims.html", "style.css"} <= {p.name for p in report.iterdir()}
+    assert (report / "tiny" / "index.html").is_file() and (report / "tiny" / "runs" / "1-lang-pos-s0.html").is_file()
     assert ("tip: this CPU computes bf16 natively" in proc.stdout) == native_bf16(torch.device("cpu"))
 
     again = run_all(*args, cwd=tmp_path)

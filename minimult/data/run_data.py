@@ -45,6 +45,19 @@ class RunData:
     def train_views(self) -> list[Side]:
         return self.views("train")
 
+    @cached_property
+    def unigram_entropy(self) -> float:
+        """Entropy (nats per piece) of the training pieces' frequencies within each language, averaged
+        over all pieces: the MLM loss of a model that reads nothing of the context but its language
+        (the unigram plateau a run that never trains sits on; docs/metrics.md)."""
+        total, pieces = 0.0, 0
+        for side in self.train_views:
+            p = np.bincount(side.ids) / max(len(side.ids), 1)
+            p = p[p > 0]
+            total += float(-(p * np.log(p)).sum()) * len(side.ids)
+            pieces += len(side.ids)
+        return total / max(pieces, 1)
+
     def dictionary(self) -> list[Side]:
         return self.source.dictionary(self.prepare(), self.cfg.data)
 

@@ -178,8 +178,12 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
 
 def _link_file(run, link_file: str, base: int | None = None) -> str:
     """The link file to score against (`silver`: the source's silver development links), refused for runs
-    whose words are not in their original order, or a Pharaoh file whose index base is not declared."""
-    reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None]
+    that reorder the words of the language it scores against the first (language 1; a mod that reorders
+    another language of a 3-language run, `inv-order=fake`, is no reason), or a Pharaoh file whose index base
+    is not declared."""
+    scored = run.data.source.names(run.cfg.data)[1]
+    reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None
+                  and (a.mod.reorders is None or a.mod.reorders(scored, a.value))]
     if reordering:
         raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
                             f"{reordering[0]} reorders them")

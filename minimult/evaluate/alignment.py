@@ -26,7 +26,7 @@ def run(ctx) -> dict:
 
 register(Evaluator(
     "alignment", "word alignment precision, recall and F1 against the gold links (intersection of argmaxes)",
-    version=1, order=20, run=run, pairwise=True,
+    version=1, order=20, run=run, pairwise=True, needs=("gold alignment",),
     columns=(Column("align_precision", "align P", per_layer=True),
              Column("align_recall", "align R", per_layer=True),
              Column("align_f1", "align F1", per_layer=True, table=True, summary=True, short="F1"))))

@@ -46,9 +46,9 @@ from torch import nn
 from minimult.data.languages import Side
 from minimult.data.layout import Layout
 from minimult.errors import MinimultError
+from minimult.evaluate.registry import text_evaluators
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
-TEXT_EVALUATORS = ("retrieval", "word_order", "perplexity")
 
 
 class HFBert(nn.Module):
@@ -148,6 +148,11 @@ def read_pair(a, b) -> tuple[list[str], list[str]]:
                             f"parallel text has as many in both")
     if len(lines[0]) < 2:
         raise MinimultError(f"--pair: {a} has {len(lines[0])} line(s); retrieval needs at least 2")
+    for path, text in zip((a, b), lines):
+        blank = next((k for k, line in enumerate(text, 1) if not line.strip()), None)
+        if blank is not None:
+            raise MinimultError(f"--pair: line {blank:,} of {path} is empty: line-aligned parallel text has a "
+                                f"sentence on every line of both files")
     return lines[0], lines[1]
 
 
@@ -362,7 +367,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
                   languages=names,
                   attention=attention,
                   verse_ids=lambda: np.arange(1, len(a_lines) + 1))  # a link file's verse id: the line number
-    possible = None if shift else TEXT_EVALUATORS + ("links",)
+    possible = None if shift else text_evaluators() + ("links",)
     if only is None:
         only = ("links",) if link_file is not None else possible
     elif possible is not None and set(only) - set(possible):

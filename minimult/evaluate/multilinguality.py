@@ -26,5 +26,5 @@ def run(ctx) -> dict:
 
 register(Evaluator(
     "multilinguality", "µ = mean of translation and retrieval at layer 0 and layer round(2/3 x depth) (8 of 12)",
-    version=2, order=10, run=run, pairwise=True, derived=True,
+    version=2, order=10, run=run, pairwise=True, derived=True, needs=("gold alignment", "dictionary"),
     columns=(Column("mu", "µ", table=True, curve=True, summary=True),)))

@@ -84,6 +84,9 @@ class Evaluator:
     # compares English with one other language (`ctx.dev` is [English, other]): with more than two
     # languages it runs once per pair (results["pairs"]["en-es"]), the top level holding English and language 1
     pairwise: bool = False
+    # what it needs besides a line-aligned pair of texts and a model (e.g. "gold alignment", "dictionary"):
+    # an evaluator that needs nothing runs on any pair (`eval --hf --pair` without --shift, `text_evaluators`)
+    needs: tuple[str, ...] = ()
 
 
 def register(evaluator: Evaluator) -> Evaluator:
@@ -95,6 +98,11 @@ def register(evaluator: Evaluator) -> Evaluator:
 
 def evaluators() -> list[Evaluator]:
     return sorted(REGISTRY.values(), key=lambda e: e.order)
+
+
+def text_evaluators() -> tuple[str, ...]:
+    """The evaluators a plain pair of texts can give: those that need nothing else and run by default."""
+    return tuple(e.name for e in evaluators() if not e.needs and not e.standalone)
 
 
 def versions() -> dict[str, int]:

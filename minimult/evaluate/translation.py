@@ -26,7 +26,7 @@ def run(ctx) -> dict:
 
 register(Evaluator(
     "translation", "word translation P@1 over the source's dictionary, both directions", version=1, order=40,
-    run=run, pairwise=True,
+    run=run, pairwise=True, needs=("dictionary",),
     columns=(Column("translation", "τ", per_layer=True, table=True, curve=True, summary=True),
              Column("translation_forward", "τ en→L1", per_layer=True),
              Column("translation_backward", "τ L1→en", per_layer=True))))

@@ -156,6 +156,12 @@ def table_info(prepared, cfg, k, sides) -> dict:
     return json.loads((path / "info.json").read_text()) if (path / "info.json").is_file() else {}
 
 
+def table_sha256(table: torch.Tensor) -> str:
+    """The content hash of a neighbour table (its int64 ids): run.json records it, because a table built
+    under the same cache key on another machine may differ (docs/pipeline.md, knn-replace)."""
+    return hashlib.sha256(table.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()[:16]
+
+
 def _fill_columns(table: torch.Tensor) -> torch.Tensor:
     """Each row's missing entries (-1) replaced by its present ones in turn, so a uniformly drawn column
     is a uniformly drawn neighbour among those the row has (rows with none stay -1)."""
@@ -201,5 +207,7 @@ def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Calla
     path, reused = cached("neighbours", key, build)
     info = json.loads((path / "info.json").read_text())
     p1 = p1_text(info)
-    log(f"knn-replace: neighbour table {'reused' if reused else 'built'} at {path}" + (f" ({p1})" if p1 else ""))
-    return torch.load(path / "neighbours.pt")
+    table = torch.load(path / "neighbours.pt")
+    log(f"knn-replace: neighbour table {table_sha256(table)} {'reused' if reused else 'built'} at {path}"
+        + (f" ({p1})" if p1 else ""))
+    return table

@@ -54,6 +54,9 @@ class Mod:
     conflicts: tuple[tuple[str, str], ...] = ()  # (other mod, why): mods this one contradicts or makes redundant
     overridable: tuple[str, ...] = ()  # config keys `configure` sets that an explicit --set replaces
     check: Callable[[Any, Any], None] | None = None  # (final config, value): refuse a config that contradicts the mod
+    # (axis, x of the value text): a setting with this mod alone is a point of that series in the report
+    # (minimult.report.series: K et al.'s permutation series)
+    series: tuple[str, Callable[[str], Any]] | None = None
 
     def spec(self, value) -> str:
         return self.name if self.parse is None or value is None else f"{self.name}={value}"

@@ -24,4 +24,5 @@ register(Mod("no-parallel", "English trains on the first half of the sentences, 
              "the other half; epochs doubled", 1, order=80, group="training data", resample=_split_parts,
              configure=lambda cfg, v: set_section(cfg, "train", epochs=cfg.train.epochs * 2)))
 register(Mod("unigram", "second-language training sentences sampled word by word from its unigram "
-             "distribution (K et al.)", 2, order=90, group="training data", resample=_unigram))
+             "distribution (K et al.)", 2, order=90, group="training data", resample=_unigram,
+             series=("permutation", lambda v: "unigram")))  # the series' far end: no order at all

@@ -52,4 +52,4 @@ register(Mod("inv-order", "sentences of every language but English reversed (spe
              reorders=lambda name, value: value is None or name == value, check=_named_language))
 register(Mod("permute", "swap round(p*L/2) random position pairs of each second-language sentence "
              "(K et al.); p in (0, 1]", 2, order=70, group="word order", parse=probability, default=0.5,
-             reorder=_swap_pairs))
+             reorder=_swap_pairs, series=("permutation", lambda v: float(v or 0.5))))

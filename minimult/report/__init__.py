@@ -18,11 +18,15 @@ The modules, by job: `collect` (run folders, sweep manifests, sections of settin
 runs evaluated with `eval --segment`), `links` (word alignment against link files and retrieval both ways,
 for real languages), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
 transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s
-depth, heads, parameter, permutation and tokenization series) and `readme` (generated tables inside README.md).
+depth, heads, parameter, permutation and tokenization series), `readme` (generated tables inside README.md),
+`claims` (the papers' claims of `claims.toml`, judged from the sections: docs/claims.md) and `site` (the
+static HTML site over results folders: `minimult report --html DIR` / `--site DIR`; Jinja2 templates in
+`templates/`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -58,20 +62,40 @@ def readme_table(report: dict) -> str:
     return "\n".join(section_table(report["sections"][0], report["top_layer"])).strip("\n") + "\n"
 
 
-def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None) -> dict:
-    """Tables, figures and report.json into `out_dir` (see the module doc); with `readme` (a path), the
-    first table also replaces the one between its markers. Returns report.json's contents."""
-    from minimult.data.cache import atomic_write_text
-    from minimult.runs import write_json
+@dataclass
+class Loaded:
+    """What a report reads from its folders: every run folder found, the evaluated runs, the folders not
+    evaluated yet, those left out (folder, why) and the sections of settings."""
 
+    run_dirs: list[Path]
+    runs: list[Run]
+    unevaluated: list[Path]
+    left_out: list[tuple[Path, str]]
+    sections: list[Section]
+
+
+def load(paths, log: Callable[[str], None] = print) -> Loaded:
+    """Find, read and group the runs under `paths` (an error when none is evaluated)."""
     run_dirs, homes = find_run_dirs(paths)
-    runs, unevaluated = load_runs(run_dirs, log)
+    left_out: list[tuple[Path, str]] = []
+    runs, unevaluated = load_runs(run_dirs, log, left_out)
     if not runs:
         raise MinimultError(f"none of the {len(run_dirs)} run folder(s) has a results.json yet: evaluate them with "
                             f"`minimult eval RUN` or run `minimult sweep`")
+    return Loaded(run_dirs, runs, unevaluated, left_out, build_sections(runs, homes, log, dict(left_out)))
+
+
+def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None, loaded: Loaded | None = None) -> dict:
+    """Tables, figures and report.json into `out_dir` (see the module doc); with `readme` (a path), the
+    first table also replaces the one between its markers. Returns report.json's contents. `loaded`:
+    what `load(paths)` returned, when the caller has it already."""
+    from minimult.data.cache import atomic_write_text
+    from minimult.runs import write_json
+
+    loaded = loaded or load(paths, log)
+    runs, unevaluated, sections = loaded.runs, loaded.unevaluated, loaded.sections
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sections = build_sections(runs, homes, log)
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
     md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top))

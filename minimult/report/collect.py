@@ -65,6 +65,8 @@ class Section:
     preset: str = ""
     missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
     paper_source: str = ""  # where the groups' `paper` numbers come from
+    lost: list[dict] = field(default_factory=list)  # runs of a setting with rows that are left out: id, setting, run, why
+    manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
 
 
 def _read(path: Path) -> dict | None:
@@ -78,16 +80,7 @@ def _read(path: Path) -> dict | None:
 
 def _eval_rows(path: Path) -> list[dict]:
     """The evaluations logged during training (`--eval-every`); other and damaged lines are skipped."""
-    rows = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("eval"), dict) and isinstance(row.get("step"), int):
-                rows.append(row)
-    return rows
+    return [row for row in log_rows(path) if isinstance(row.get("eval"), dict)]
 
 
 def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
@@ -106,6 +99,29 @@ def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
             runs += found
             homes += [p, *sorted({q.parent for q in found})]
     return list(dict.fromkeys(r.resolve() for r in runs)), list(dict.fromkeys(h.resolve() for h in homes))
+
+
+# A run whose MLM perplexity on training text is within this many nats of the unigram entropy of its
+# training pieces never left the unigram plateau (docs/metrics.md): its µ is noise, not a result.
+PLATEAU_MARGIN = 0.3
+# Judged only for runs of at least this many updates: runs that trained leave the plateau within ~200
+# (quick-b256), while the tiny preset's ~30 updates never do, and `untrained` (0) is meant to be untrained.
+PLATEAU_MIN_STEPS = 500
+
+
+def plateau(results: dict, meta: dict) -> str | None:
+    """Why a finished run is no result although it trained to the end: its training perplexity sits on
+    the unigram plateau (run.json's `unigram_entropy`, recorded since; None without it)."""
+    if (meta.get("total_steps") or 0) < PLATEAU_MIN_STEPS:  # too short to tell (tiny), or `untrained` (0 steps)
+        return None
+    ppl = (results.get("perplexity") or {}).get("train")
+    entropy = meta.get("unigram_entropy")
+    if not (isinstance(ppl, (int, float)) and isinstance(entropy, (int, float)) and ppl > 0):
+        return None
+    if math.log(ppl) > entropy - PLATEAU_MARGIN:
+        return (f"never trained: training perplexity {ppl:,.0f} against {math.exp(entropy):,.0f} for piece "
+                f"frequencies alone (the unigram plateau)")
+    return None
 
 
 def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
@@ -131,13 +147,14 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
     steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
     if isinstance(steps, int) and isinstance(total, int) and steps < total:
         return f"evaluated unfinished (step {steps:,} of {total:,})"
-    return None
+    return plateau(results, meta)
 
 
-def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list[Path]]:
+def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = None) -> tuple[list[Run], list[Path]]:
     """(evaluated runs, folders without a results.json yet). Runs that cannot be rows (unreadable
-    files, a failed run) are left out with one line each, so one bad folder never stops a report
-    and a diverged run is never a row or a baseline."""
+    files, a failed run, one that never left the unigram plateau) are left out with one line each, so
+    one bad folder never stops a report and a diverged or untrained run is never a row or a baseline;
+    `left_out`, when given, collects them as (folder, why)."""
     runs, unevaluated = [], []
     for d in run_dirs:
         if not (d / "results.json").is_file():
@@ -147,8 +164,10 @@ def load_runs(run_dirs: list[Path], log=lambda s: None) -> tuple[list[Run], list
         why = _why_not(d, results, config)
         if why:
             log(f"note: left out {d}: {why}")
+            if left_out is not None:
+                left_out.append((d, why))
             continue
-        runs.append(Run(d, results, config, _eval_rows(d / "metrics.jsonl")))
+        runs.append(Run(d, results, config, _eval_rows(d)))
     return runs, unevaluated
 
 
@@ -214,25 +233,30 @@ def paper_numbers(data: dict, log: Callable[[str], None] = lambda s: None) -> tu
 
 
 def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
-                      log: Callable[[str], None] = lambda s: None) -> Section | None:
+                      log: Callable[[str], None] = lambda s: None, left_out: dict | None = None) -> Section | None:
     """One sweep manifest's settings as groups of the runs found (with their paper numbers); settings
-    without a run as `missing`."""
+    without a run as `missing`, the left-out runs (`load_runs`) of the others as `lost`."""
     source, papers = paper_numbers(data, log)
-    groups, missing = [], []
+    groups, missing, lost = [], [], []
     for s in data["settings"]:
-        paths = ((manifest.parent / name).resolve() for name in s.get("runs", []))
+        paths = [(manifest.parent / name).resolve() for name in s.get("runs", [])]
         members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
-        name = s.get("name") or s.get("mods") or ""
+        dropped = [(p.name, (left_out or {})[p]) for p in paths if p in (left_out or {})]
+        name, sid = s.get("name") or s.get("mods") or "", str(s.get("id", ""))
         if members:
-            groups.append(Group(str(s.get("id", "")), name, s.get("mods") or members[0].mods, members,
-                                data.get("preset", ""), papers.get(str(s.get("id", "")), {})))
+            groups.append(Group(sid, name, s.get("mods") or members[0].mods, members,
+                                data.get("preset", ""), papers.get(sid, {})))
+            lost += [{"id": sid, "setting": name, "run": run, "why": why} for run, why in dropped]
+        elif dropped:
+            why = "; ".join(f"{run} left out, {why}" for run, why in dropped)
+            missing.append({"id": sid, "setting": name, "why": why})
         else:
             why = s.get("left_out") or ("no evaluated run yet" if s.get("runs") else "not run")
-            missing.append({"id": str(s.get("id", "")), "setting": name, "why": why})
+            missing.append({"id": sid, "setting": name, "why": why})
     if not (groups or missing):
         return None
     return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
-                   source if any(g.paper for g in groups) else "")
+                   source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest)
 
 
 def _other_section(runs: list[Run]) -> Section | None:
@@ -251,8 +275,45 @@ def _other_section(runs: list[Run]) -> Section | None:
     return Section(OTHER_SECTION, groups)
 
 
-def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None]) -> list[Section]:
-    """The sweeps' sections by title ("Table 1 ..." before "Table 2 ..."), then the unclaimed runs'."""
+def log_rows(path: Path) -> list[dict]:
+    """Every row of a run folder's `metrics.jsonl` with a step (training and evaluation rows); damaged
+    lines are skipped."""
+    out = []
+    file = path / "metrics.jsonl"
+    for line in file.read_text().splitlines() if file.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            out.append(row)
+    return out
+
+
+def training_losses(path: Path) -> list[tuple[int, float]]:
+    """(step, training loss) of every logged training row of a run folder's `metrics.jsonl`."""
+    return [(row["step"], float(row["loss"])) for row in log_rows(path)
+            if isinstance(row.get("loss"), (int, float)) and math.isfinite(row["loss"])]
+
+
+def never_trained(run: Run) -> str | None:
+    """Why an evaluated run is no model of language, or None: its training perplexity on the unigram
+    plateau (`plateau`; such runs are left out of the tables already) or its fine-tuned English accuracy
+    at the majority class (`series.unlearned`)."""
+    from minimult.report.series import unlearned
+
+    why = plateau(run.results, _read(run.path / "run.json") or {})
+    if why:
+        return why
+    if unlearned(run.results):
+        return "fine-tuned English accuracy at the majority class: pretraining learned nothing to transfer"
+    return None
+
+
+def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None],
+                   left_out: dict | None = None) -> list[Section]:
+    """The sweeps' sections by title ("Table 1 ..." before "Table 2 ..."), then the unclaimed runs'
+    (`left_out`: path -> why of the runs `load_runs` left out, named under their settings)."""
     by_path = {r.path: r for r in runs}
     sections = []
     for m in sorted({m for h in homes for m in h.glob("*.sweep.json")}):
@@ -260,7 +321,7 @@ def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None
         if not data or not isinstance(data.get("settings"), list):
             log(f"note: ignoring unreadable sweep manifest {m}")
             continue
-        section = _manifest_section(m, data, by_path, log)
+        section = _manifest_section(m, data, by_path, log, left_out)
         if section is not None:
             sections.append(section)
     sections.sort(key=lambda s: s.title)

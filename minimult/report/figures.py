@@ -242,3 +242,42 @@ def training_figure(section: Section, out: Path) -> Path | None:
     fig.suptitle(f"Multilinguality during training (mean ± std over seeds) — {section.title}", fontsize=11)
     fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
     return _save(fig, plt, out / f"training_{_slug(section.title.split(':')[0])}.png", 110)
+
+
+def run_figure(run: Run, path: Path) -> Path | None:
+    """One run's training: its loss (and learning rate) per logged step, then one panel per `curve` column
+    its `--eval-every` rows logged (the section figure's panels, for this run alone). None when the run
+    logged nothing."""
+    from minimult.report.collect import log_rows, training_losses
+
+    losses = training_losses(run.path)
+    rows = [row["eval"] for row in run.metrics_rows]
+    if not losses and not rows:
+        return None
+    top = mu_top(run.results) if run.results.get("mu_layers") else mu_top(rows[-1]) if rows else "8"
+    panels = [p for p in curve_panels(top) if any(p[1].value(e, p[2]) is not None for e in rows)]
+    plt = _plt()
+    ncols = min(3, 1 + len(panels))
+    nrows = -(-(1 + len(panels)) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+    ax = axes.flat[0]
+    if losses:
+        ax.plot([s for s, _ in losses], [l for _, l in losses], color="C0", lw=1.2)
+        lr = [(row["step"], row["lr"]) for row in log_rows(run.path) if isinstance(row.get("lr"), (int, float))]
+        if lr:
+            twin = ax.twinx()
+            twin.plot([s for s, _ in lr], [v for _, v in lr], color="0.6", lw=0.8, ls="--")
+            twin.set_ylabel("learning rate (dashed)", color="0.4")
+    ax.set_title("training loss")
+    ax.set_xlabel("training step")
+    ax.grid(alpha=0.3)
+    group = Group("", run.path.name, run.mods, [run])
+    colors = plt.get_cmap("tab10")
+    for a, (title, column, layer) in zip(list(axes.flat)[1:], panels):
+        _draw_panel(a, title, column, layer, [group], colors)
+    for a in list(axes.flat)[1 + len(panels):]:
+        a.axis("off")
+    fig.suptitle(run.path.name, fontsize=10)
+    fig.tight_layout()
+    return _save(fig, plt, Path(path), 100)
+

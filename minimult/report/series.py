@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minimult.mods import REGISTRY
 from minimult.report.collect import Group, Section, current_config
 from minimult.report.tables import aggregate, baseline_for, mean_std
 
@@ -103,9 +104,11 @@ def classify(g: Group, base: Group) -> tuple[str, object] | None:
         if differ or len(mods) != 1:
             return None
         (name, value), = mods.items()
-        if name == "permute":
-            return "permutation", float(value or 1.0)
-        return ("permutation", "unigram") if name == "unigram" else None
+        mod = REGISTRY.get(name)
+        if mod is None or mod.series is None:
+            return None
+        axis, x = mod.series
+        return axis, x(value)
     if not differ:
         if _parameters(g) is not None and _parameters(g) != _parameters(base):
             return "parameters", _parameters(g)

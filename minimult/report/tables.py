@@ -118,7 +118,7 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
         out.append({"title": section.title, "preset": section.preset, "rows": rows,
                     "baseline": base.label if base else None, "not_run": section.missing,
-                    "paper_source": section.paper_source})
+                    "left_out": section.lost, "paper_source": section.paper_source})
     return out
 
 
@@ -177,6 +177,8 @@ def section_table(sec: dict, top: str) -> list[str]:
         source = (sec.get("paper_source") or "").rstrip(". ")
         lines += ["", f"In parentheses, the paper's numbers: {source}." if source
                   else "In parentheses, the paper's numbers (as the grid file gives them)."]
+    for m in sec.get("left_out", []):  # seeds a row lost: never trained, failed, evaluated unfinished
+        lines += ["", f"Left out of {(m['id'] + ' ' + m['setting']).strip()}: {m['run']}, {m['why']}."]
     for why in dict.fromkeys(m["why"] for m in sec["not_run"]):  # e.g. "needs a GPU"
         names = ", ".join(f"{m['id']} {m['setting']}".strip() for m in sec["not_run"] if m["why"] == why)
         lines += ["", f"No row: {names} ({why})."]

@@ -1,0 +1,272 @@
+"""`minimult report --html`: the static site of the tiny sweep builds; every page is well-formed HTML
+(each element closed, in order), every link and image points at a file that exists (and every #anchor at an
+id on its page), every run has a page, and every Table 1 row shows the numbers of table1.csv. The claims:
+a planted result against a claim reads "does not hold", one for it "holds", too few seeds or overlapping
+seeds "cannot tell"; the claims file names settings that exist in its grids."""
+
+from __future__ import annotations
+
+import csv
+import json
+import tomllib
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+from click.testing import CliRunner
+
+from minimult.cli import main
+from minimult.report import claims as claims_mod
+from minimult.report.claims import FAILS, HOLDS, UNKNOWN, decide, judge, load_claims, metric_value
+from minimult.report.tables import table_columns
+from minimult.runs import write_json
+from test_sweep import RUNS, SETTINGS, swept  # noqa: F401  (the shared tiny sweep)
+
+ROOT = Path(__file__).resolve().parents[1]
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class Page(HTMLParser):
+    """Checks nesting (every element closed, in order) and collects links, images, ids and table rows."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.errors, self.links, self.images, self.ids = [], [], [], [], set()
+        self.rows, self._row, self._cell = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag in ("img", "script") and a.get("src"):
+            self.images.append(a["src"])
+        if tag == "link" and a.get("href"):
+            self.links.append(a["href"])
+        if tag == "tr":
+            self._row = []
+        if tag in ("td", "th") and self._row is not None:
+            self._cell = ""
+        if tag not in VOID:
+            self.stack.append((tag, self.getpos()))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1][0] != tag:
+            self.errors.append(f"</{tag}> at {self.getpos()} closes {self.stack[-1] if self.stack else 'nothing'}")
+            return
+        self.stack.pop()
+        if tag in ("td", "th") and self._row is not None:
+            self._row.append(" ".join(self._cell.split()))
+            self._cell = None
+        if tag == "tr":
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    assert not page.errors, f"{path}: {page.errors[:5]}"
+    assert not page.stack, f"{path}: unclosed {page.stack[:5]}"
+    return page
+
+
+_DONE: dict = {}
+
+
+@pytest.fixture
+def site(swept, tmp_path_factory):  # noqa: F811
+    """`minimult report RUNS --out OUT --html SITE` of the shared tiny sweep, made once."""
+    assert swept.proc.returncode == 0, swept.proc.stdout + swept.proc.stderr
+    if "site" not in _DONE:
+        base = tmp_path_factory.mktemp("site")
+        result = CliRunner().invoke(main, ["report", str(swept.root), "--out", str(base / "report"),
+                                           "--html", str(base / "site")])
+        assert result.exit_code == 0, result.output
+        _DONE["site"] = (swept, base / "report", base / "site", result.output)
+    return _DONE["site"]
+
+
+def test_every_page_is_well_formed_and_every_link_and_image_exists(site):
+    swept, report, root, output = site
+    assert f"site: {root / 'index.html'}" in output
+    pages = sorted(root.rglob("*.html"))
+    parsed = {p: parse(p) for p in pages}
+    assert {root / "index.html", root / "claims.html", root / "runs" / "index.html"} <= set(pages)
+    for name in RUNS:  # a page per run, and a training figure per run that trained (untrained logs nothing)
+        assert root / "runs" / "runs" / f"{name}.html" in parsed
+        assert (root / "runs" / "runs" / f"{name}.png").is_file() == ("untrained" not in name)
+    n_images = 0
+    for page, html in parsed.items():
+        for ref in html.links + html.images:
+            url = urlparse(ref)
+            assert not url.scheme and not url.netloc, f"{page.name}: {ref} leaves the site"
+            target = (page.parent / unquote(url.path)).resolve() if url.path else page
+            assert target.is_file(), f"{page.relative_to(root)} links to missing {ref}"
+            if url.fragment:
+                assert url.fragment in parse(target).ids, f"{page.relative_to(root)}: no #{url.fragment} in {target.name}"
+        for ref in html.images:
+            assert (page.parent / ref).read_bytes()[:8] in (b"\x89PNG\r\n\x1a\n",) or ref.endswith(".js")
+            n_images += ref.endswith(".png")
+    folder = parsed[root / "runs" / "index.html"]
+    # the report's figures (training curves, positions and PCA of each setting, the probe) shown inline
+    assert {"training_Tiny_test_grid.png", "language_id.png", "positions_0-original-s0.png",
+            "pca_0-original-s0.png"} <= set(folder.images)
+    assert n_images > len(RUNS)
+
+
+def test_every_table1_row_shows_the_numbers_of_table1_csv(site):
+    swept, report, root, output = site
+    rows = list(csv.DictReader((report / "table1.csv").open()))
+    top = json.loads((report / "report.json").read_text())["top_layer"]
+    cols = table_columns(top)
+    for page in (root / "runs" / "index.html", root / "index.html"):  # the folder's page and the index's headline
+        html = parse(page)
+        table = {r[0]: r for r in html.rows if r and r[0] in SETTINGS}
+        assert sorted(table) == sorted(r["id"] for r in rows) == sorted(SETTINGS)
+        for row in rows:
+            cells = table[row["id"]]
+            assert cells[1] == row["setting"] and cells[2] == "s0 s42"
+            shown = [cells[3]] + cells[5:]  # cells[4]: p of µ
+            for (c, l), text in zip(cols, shown):
+                key = c.key(l)
+                mean, std = row[f"{key}_mean"], row[f"{key}_std"]
+                want = "–" if not mean else c.table_text(float(mean)) + (f" ± {c.table_text(float(std))}" if std else "")
+                assert text == want, (row["id"], key)
+            p = row["mu_p"]
+            assert cells[4] == ("" if not p else f"{float(p):.2g}" if float(p) >= 0.001 else f"{float(p):.1e}")
+
+
+def test_run_pages_show_config_budget_and_results_and_flag_runs_that_never_trained(site, tmp_path):
+    swept, report, root, output = site
+    page = (root / "runs" / "runs" / "1-lang-pos-s42.html").read_text()
+    for text in ("lang-pos", "seed", "steps", "configuration (config.json)", "latest complete evaluation",
+                 "align_f1", "1-lang-pos-s42.png"):
+        assert text in page
+    # a run on the unigram plateau (training perplexity within 0.3 nats of its pieces' unigram entropy,
+    # after >= 500 updates) is flagged; one that trained, or a run too short to tell, is not
+    from minimult.report.collect import Run, never_trained
+
+    run = tmp_path / "stuck"
+    run.mkdir()
+    for ppl, steps, flagged in ((541.0, 1775, True), (35.0, 1775, False), (541.0, 26, False)):
+        write_json(run / "run.json", {"unigram_entropy": 5.606, "total_steps": steps})
+        why = never_trained(Run(run, {"perplexity": {"train": ppl}}, {}))
+        assert (why is not None and "the unigram plateau" in why) if flagged else why is None, (ppl, steps, why)
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims.
+
+
+def fake_run(folder: Path, name: str, mods: str, seed: int, mu: float) -> str:
+    d = folder / name
+    d.mkdir(parents=True)
+    write_json(d / "config.json", {"mods": mods, "preset": "quick", "train": {"seed": seed}})
+    write_json(d / "results.json", {"mu": mu, "seed": seed, "mods": mods, "mu_layers": [0, 8], "steps": 10,
+                                    "total_steps": 10, "layers": {"0": {}, "8": {}}})
+    return name
+
+
+def fake_table1(folder: Path, values: dict[str, list[float]]) -> None:
+    """Run folders of Table 1's settings 0 (original) and 1 (lang-pos) with the given µ per seed, and a manifest."""
+    settings = []
+    for sid, mus in values.items():
+        mods = {"0": "original", "1": "lang-pos"}[sid]
+        runs = [fake_run(folder, f"{sid}-{mods}-s{seed}", mods, seed, mu) for seed, mu in zip((0, 42, 43), mus)]
+        settings.append({"id": sid, "name": mods, "mods": mods if mods != "original" else "", "runs": runs})
+    write_json(folder / "table1.sweep.json", {"title": "Table 1: planted", "preset": "quick", "settings": settings})
+
+
+def judged(folder: Path) -> dict[str, dict]:
+    from minimult.report import load
+
+    rows = judge(load_claims(), {folder.name: load([folder], lambda s: None).sections})
+    return {r["id"]: r for r in rows}
+
+
+def test_a_planted_contradiction_does_not_hold_and_agreement_holds(tmp_path):
+    # lang-pos *more* multilingual than original, at every seed: Dufter & Schütze's first claim fails here
+    fake_table1(tmp_path / "quick", {"0": [0.10, 0.12], "1": [0.50, 0.52]})
+    rows = judged(tmp_path / "quick")
+    assert rows["ds-lang-pos"]["verdict"] == FAILS and "the other way" in rows["ds-lang-pos"]["why"]
+    assert rows["ds-lang-pos"]["a"]["stats"]["mean"] == pytest.approx(0.51)
+    assert rows["ds-shift-special"]["verdict"] == UNKNOWN  # no run of setting 2: cannot tell
+    assert "no evaluated run of table1 2" in rows["ds-shift-special"]["why"]
+    # and the other way round it holds; one seed of lang-pos is too few
+    fake_table1(tmp_path / "quick2", {"0": [0.50, 0.52], "1": [0.10, 0.12]})
+    assert judged(tmp_path / "quick2")["ds-lang-pos"]["verdict"] == HOLDS
+    fake_table1(tmp_path / "quick3", {"0": [0.50, 0.52], "1": [0.10]})
+    assert judged(tmp_path / "quick3")["ds-lang-pos"]["verdict"] == UNKNOWN
+    # the site's claims page shows the verdict
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "quick"), "--html", str(tmp_path / "site")])
+    assert result.exit_code == 0, result.output
+    page = parse(tmp_path / "site" / "claims.html")
+    row = next(r for r in page.rows if r and "(lang-pos) lower multilinguality" in r[1])
+    assert "does not hold" in row and row[4] == "0.510 ± 0.014 vs 0.110 ± 0.014"
+
+
+@pytest.mark.parametrize("a, b, expect, verdict", [
+    ([0.1, 0.12], [0.5, 0.52], "lower", HOLDS),            # every seed ordered (and p < .05)
+    ([0.5, 0.52], [0.1, 0.12], "lower", FAILS),            # separated the other way
+    ([0.1, 0.5], [0.2, 0.4], "lower", UNKNOWN),            # overlapping seeds, p large
+    ([0.1], [0.5, 0.52], "lower", UNKNOWN),                # one seed
+    ([0.30, 0.34, 0.29, 0.41], [0.31, 0.39, 0.45, 0.33], "higher", UNKNOWN),
+    ([1.0, 1.0, 0.99], 0.9, "higher", HOLDS),              # a constant side
+    ([0.140, 0.142], [0.138, 0.141], "similar", HOLDS),    # within 25% of b, noise included
+    ([0.02, 0.03], [0.14, 0.15], "similar", FAILS),        # far beyond the margin, separated
+    ([0.05, 0.25], [0.14, 0.15], "similar", UNKNOWN),      # too noisy to say either
+])
+def test_the_rule(a, b, expect, verdict):
+    assert decide(a, b, expect)["verdict"] == verdict
+
+
+def test_every_claim_names_a_setting_of_its_grid_and_a_known_metric():
+    claims = load_claims()
+    assert len(claims) >= 30 and len({c.id for c in claims}) == len(claims)
+    sources = {c.source.split(",")[0].split(" (")[0] for c in claims}
+    assert {"Dufter & Schütze", "K et al.", "Wu & Dredze", "van der Goot et al.", "the [SEP] forum thread"} <= sources
+    for c in claims:
+        for side in (c.a, c.b):
+            metric_value({}, side.metric or c.metric)  # a name it cannot read raises
+            if side.constant:
+                continue
+            grid = tomllib.loads((ROOT / "experiments" / f"{side.grid}.toml").read_text())
+            assert side.id in {s["id"] for s in grid["settings"]}, (c.id, side)
+            assert (ROOT / "experiments" / "results" / side.folder).is_dir(), (c.id, side.folder)
+
+
+def test_claims_file_errors_are_one_line(tmp_path):
+    bad = tmp_path / "claims.toml"
+    bad.write_text('[[claims]]\nid = "x"\nsource = "s"\nclaim = "c"\nmetric = "mu"\nexpect = "smaller"\n'
+                   'a = { grid = "table1", id = "1" }\nb = { grid = "table1", id = "0" }\n')
+    with pytest.raises(claims_mod.MinimultError, match="expect = 'smaller'; use one of lower, higher, similar"):
+        load_claims(bad)
+
+
+def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):
+    """The README's claims block is exactly what `report --site ... --readme` writes from experiments/results/."""
+    from minimult.report import load
+    from minimult.report.readme import update_readme
+    from minimult.report.site import site_folders
+
+    rows = judge(load_claims(), {f.name: load([f], lambda s: None).sections for f in site_folders()})
+    readme = tmp_path / "README.md"
+    readme.write_bytes((ROOT / "README.md").read_bytes())
+    assert not update_readme(readme, claims_mod.markdown(rows), "claims", write=False)
+    verdicts = {r["id"]: r["verdict"] for r in rows}
+    assert verdicts["ds-lang-pos"] == HOLDS and verdicts["ds-overparam"] == UNKNOWN  # overparam needs a GPU
