@@ -15,8 +15,9 @@ torch's default generator, so `torch.manual_seed` still reproduces a run) instea
 On other devices attention is SDPA and dropout is `F.dropout` (their fused kernels).
 
 Several models of one shape train at once as one `Bert` whose parameters carry a leading model axis
-(`stack(models)`; same parameter names, slice [m] is model m's): each layer is then one batched
-matrix product for all M models (`baddbmm` over the model axis). That pays off on a GPU, where one
+(`stack(models)`; same parameter names, slice [m] is model m's), through the same forward pass with a
+leading model axis on its inputs: each layer is then one batched matrix product for all M models
+(`baddbmm` over the model axis), a single model keeping torch.nn's kernels. That pays off on a GPU, where one
 BERT-small step cannot fill the device; on a CPU the products are already large and stacking is
 slower (0.6-0.8x, experiments/bench_stacked.py). Per-model equality with separate runs: every model
 keeps its own batches (padded to a common (B, T); padded rows and keys take no part in any real
@@ -31,6 +32,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,13 +174,74 @@ def _keep_scaled(x: torch.Tensor, p: float, generator: torch.Generator | None = 
     return torch.from_numpy(scaled).view(x.shape).to(x.dtype)
 
 
-def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """F.dropout, with the mask from `_keep_scaled` on CPU (bernoulli_ costs ~5x more per element)."""
+def _dropout(x: torch.Tensor, p: float, training: bool, stack: Stack | None = None, part=None) -> torch.Tensor:
+    """F.dropout, with the mask from `_keep_scaled` on CPU (bernoulli_ costs ~5x more per element); for
+    stacked models (x (M, B, ...)) each model's own mask (`Stack.keep_scaled`)."""
     if not training or p == 0.0:
         return x
     if not cpu_kernels(x.device):
         return F.dropout(x, p, True)
-    return x * _keep_scaled(x, p)
+    return x * (_keep_scaled(x, p) if stack is None else stack.keep_scaled(x, p, part))
+
+
+# Every layer runs one model, or M stacked ones whose parameters carry a leading model axis (`stack`) on
+# inputs with that axis in front: the same arithmetic, each operation picking its kernel from whether its
+# parameters are stacked (one model: the module itself, so its kernels and hooks are those of torch.nn).
+
+
+def _lookup(m: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+    """ids (B, T) -> (B, T, H); stacked: ids (M, B, T), each model's into its own table -> (M, B, T, H)."""
+    table = m.weight
+    if table.dim() == 2:
+        return m(ids)
+    M = table.shape[0]
+    offset = torch.arange(M, device=ids.device).view(M, 1, 1) * table.shape[1]
+    return F.embedding(ids + offset, table.reshape(-1, table.shape[-1]))
+
+
+def _linear(m: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """x (..., in) -> (..., out); stacked: x (M, ..., in) through M linear layers."""
+    return m(x) if m.weight.dim() == 2 else _affine(x, m.weight, m.bias)
+
+
+def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """F.linear; stacked (weight (M, out, in), bias (M, out), x (M, ..., in)): one batched product."""
+    if weight.dim() == 2:
+        return F.linear(x, weight, bias)
+    M = x.shape[0]
+    y = torch.baddbmm(bias[:, None, :], x.reshape(M, -1, x.shape[-1]), weight.transpose(1, 2))
+    return y.view(*x.shape[:-1], weight.shape[1])
+
+
+def _layer_norm(m: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    if m.weight.dim() == 1:
+        return m(x)
+    shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)  # stacked: weight and bias (M, H)
+    y = F.layer_norm(x, x.shape[-1:], eps=m.eps)
+    return torch.addcmul(m.bias.view(shape), y, m.weight.view(shape))
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What a forward pass of M stacked models needs besides their weights (`Bert` builds it for ids with a
+    leading model axis): the part of the padded (M, B, T) batch each model's own batch covers, and each
+    model's dropout generator (CPU; None: torch's default)."""
+
+    shapes: list[tuple[int, int]]  # (B_m, T_m)
+    generators: list[torch.Generator | None]
+
+    def keep_scaled(self, x: torch.Tensor, p: float, part=None) -> torch.Tensor:
+        """Dropout multipliers for x (M, B, ...): model m's drawn from its own generator over the part of
+        x[m] its batch covers (`part(B_m, T_m)`; default (B_m, T_m, rest): hidden states), the mask a single
+        `Bert` draws for its batch; 1 elsewhere."""
+        parts = [part(b, t) if part else (b, t, *x.shape[3:]) for b, t in self.shapes]
+        if all(tuple(shape) == tuple(x.shape[1:]) for shape in parts):  # no padding between models
+            return torch.stack([_keep_scaled(x[m], p, g) for m, g in enumerate(self.generators)])
+        scale = torch.ones_like(x)
+        for m, (shape, g) in enumerate(zip(parts, self.generators)):
+            region = scale[m][tuple(slice(0, n) for n in shape)]
+            region.copy_(_keep_scaled(region, p, g))
+        return scale
 
 
 class Embeddings(nn.Module):
@@ -195,10 +259,10 @@ class Embeddings(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.padding_idx = cfg.padding_idx
 
-    def forward(self, ids: dict[str, torch.Tensor]) -> torch.Tensor:
-        x = sum(_no_padding_gradient(lookup(ids[name]), ids[name], name, self.padding_idx)
+    def forward(self, ids: dict[str, torch.Tensor], stack: Stack | None = None) -> torch.Tensor:
+        x = sum(_no_padding_gradient(_lookup(lookup, ids[name]), ids[name], name, self.padding_idx)
                 for name, lookup in self.lookups.items())  # (B, T, H)
-        return _dropout(self.ln(x), self.drop.p, self.training)
+        return _dropout(_layer_norm(self.ln, x), self.drop.p, self.training, stack)
 
 
 def _no_padding_gradient(looked_up: torch.Tensor, ids: torch.Tensor, name: str, padding_idx: int) -> torch.Tensor:
@@ -215,26 +279,35 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.hidden, 3 * cfg.hidden)  # fused query, key, value (in that order)
         self.proj = nn.Linear(cfg.hidden, cfg.hidden)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """mask: None (no padding); on CPU an additive float key bias (B, 1, 1, T), else bool (B, 1, 1, T)."""
-        B, T, H = x.shape
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, stack: Stack | None = None) -> torch.Tensor:
+        """x (B, T, H), stacked (M, B, T, H); mask None (no padding) or (rows, 1, 1, T) with rows = B or M*B:
+        on CPU an additive key bias, else bool."""
+        *lead, T, H = x.shape
         nh, hs = self.heads, H // self.heads
-        p = self.dropout if self.training else 0.0
-        q, k, v = self.qkv(x).split(H, dim=-1)  # strided views of one (B, T, 3H) tensor
+        q, k, v = (t.reshape(-1, T, H) for t in _linear(self.qkv, x).split(H, dim=-1))  # (rows, T, H) strided views
         if not cpu_kernels(x.device):
-            q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs) views
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, nh, T, hs)
-            return self.proj(y.transpose(1, 2).reshape(B, T, H))
-        if nh == 1:  # (B, T, H) views straight into bmm: no copies, no transposes
+            q, k, v = (t.view(-1, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (rows, nh, T, hs) views
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+            return _linear(self.proj, y.transpose(1, 2).reshape(*lead, T, H))
+        if nh == 1:  # (rows, T, H) views straight into bmm: no copies, no transposes
             kt = k.transpose(1, 2)
             s = torch.bmm(q, kt).mul_(hs**-0.5) if mask is None else torch.baddbmm(mask[:, 0], q, kt, alpha=hs**-0.5)
-            return self.proj(torch.bmm(_dropout(torch.softmax(s, -1), p, True), v))
-        q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
-        s = torch.matmul(q, k.transpose(-1, -2)).mul_(hs**-0.5)
-        if mask is not None:
-            s = s + mask
-        y = torch.matmul(_dropout(torch.softmax(s, -1), p, True), v)  # (B, nh, T, hs)
-        return self.proj(y.transpose(1, 2).reshape(B, T, H))
+            y = torch.bmm(self._drop(torch.softmax(s, -1), lead, stack), v)  # (rows, T, H)
+        else:
+            q, k, v = (t.view(-1, T, nh, hs).transpose(1, 2) for t in (q, k, v))
+            s = torch.matmul(q, k.transpose(-1, -2)).mul_(hs**-0.5)
+            if mask is not None:
+                s = s + mask
+            y = torch.matmul(self._drop(torch.softmax(s, -1), lead, stack), v).transpose(1, 2)  # (rows, T, nh, hs)
+        return _linear(self.proj, y.reshape(*lead, T, H))
+
+    def _drop(self, a: torch.Tensor, lead: list[int], stack: Stack | None) -> torch.Tensor:
+        """Dropout on attention weights a (rows, [nh,] T, T); stacked, each model's over its own batch."""
+        if stack is None:
+            return _dropout(a, self.dropout, self.training)
+        heads = a.shape[1:-2]  # () or (nh,)
+        per_model = a.view(*lead, *a.shape[1:])  # (M, B, [nh,] T, T)
+        return _dropout(per_model, self.dropout, self.training, stack, lambda b, t: (b, *heads, t, t)).view(a.shape)
 
 
 class Block(nn.Module):
@@ -249,10 +322,11 @@ class Block(nn.Module):
         self.ln_ffn = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, stack: Stack | None = None) -> torch.Tensor:
         p, training = self.drop.p, self.training
-        x = self.ln_attn(x + _dropout(self.attn(x, mask), p, training))
-        return self.ln_ffn(x + _dropout(self.fc_out(F.gelu(self.fc_in(x))), p, training))  # exact erf GELU
+        x = _layer_norm(self.ln_attn, x + _dropout(self.attn(x, mask, stack), p, training, stack))
+        ffn = _linear(self.fc_out, F.gelu(_linear(self.fc_in, x)))  # exact erf GELU
+        return _layer_norm(self.ln_ffn, x + _dropout(ffn, p, training, stack))
 
 
 class MLMHead(nn.Module):
@@ -265,8 +339,8 @@ class MLMHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
     def forward(self, h: torch.Tensor, decoder_weight: torch.Tensor) -> torch.Tensor:
-        h = self.ln(F.gelu(self.dense(h)))  # (N, H)
-        return F.linear(h, decoder_weight, self.bias)  # (N, V); decoder_weight (V, H) is the token table
+        h = _layer_norm(self.ln, F.gelu(_linear(self.dense, h)))  # (N, H); stacked (M, N, H)
+        return _affine(h, decoder_weight, self.bias)  # (N, V); decoder_weight (V, H) is the token table
 
 
 class NSPHead(nn.Module):
@@ -304,30 +378,48 @@ class Bert(nn.Module):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
 
-    def _embed(self, input_ids, position_ids, token_type_ids, attention_mask):
+    def _embed(self, input_ids, position_ids, token_type_ids, attention_mask, stack: Stack | None = None):
         """Embedding output (B, T, H) and the attention mask (B, 1, 1, T) or None (no padding): on CPU
         an additive bias (0 = key takes part, finfo.min = padding; a row with no real key at all would
-        attend uniformly, where SDPA gives zeros), elsewhere bool for SDPA."""
+        attend uniformly, where SDPA gives zeros), elsewhere bool for SDPA. Stacked: (M, B, T, H) and
+        (M*B, 1, 1, T)."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.embeddings({"token": input_ids, "position": position_ids, "segment": token_type_ids})
+        x = self.embeddings({"token": input_ids, "position": position_ids, "segment": token_type_ids}, stack)
         if attention_mask is None:
             return x, None
-        mask = attention_mask[:, None, None, :].bool()
+        mask = attention_mask.reshape(-1, 1, 1, attention_mask.shape[-1]).bool()
         if not cpu_kernels(x.device):
             return x, mask
         return x, torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(~mask, torch.finfo(x.dtype).min)
 
-    def forward(self, input_ids, position_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """(B, T) long ids, (B, T) bool attention_mask (True = real token; None = no padding) -> (B, T, H)."""
-        x, mask = self._embed(input_ids, position_ids, token_type_ids, attention_mask)
-        for block in self.blocks:
-            x = block(x, mask)
-        return x
+    def _layers(self, input_ids, position_ids, token_type_ids, attention_mask, depth: int,
+                shapes: list[tuple[int, int]] | None) -> Iterator[torch.Tensor]:
+        """The forward pass, of one model or of M stacked ones: the embedding output, then the output of
+        each block up to block `depth`."""
+        stack = None
+        if input_ids.dim() == 3:  # (M, B, T): a leading model axis
+            M, B, T = input_ids.shape
+            stack = Stack(shapes or [(B, T)] * M, self.generators or [None] * M)
+        x, mask = self._embed(input_ids, position_ids, token_type_ids, attention_mask, stack)
+        yield x
+        for block in self.blocks[:depth]:
+            x = block(x, mask, stack)
+            yield x
+
+    def forward(self, input_ids, position_ids, token_type_ids=None, attention_mask=None, shapes=None) -> torch.Tensor:
+        """(B, T) long ids, (B, T) bool attention_mask (True = real token; None = no padding) -> (B, T, H).
+
+        Stacked (`stack`): (M, B, T) ids and mask -> (M, B, T, H), model m's own batch in [m, :B_m, :T_m]
+        with `shapes[m]` = (B_m, T_m) (default: all of it); the rest is padding that takes no part in
+        model m's outputs there and draws none of its dropout."""
+        return deque(self._layers(input_ids, position_ids, token_type_ids, attention_mask, self.cfg.layers, shapes),
+                     maxlen=1)[0]  # the last layer, without holding the others
 
     def hidden_states(self, input_ids, position_ids, token_type_ids=None, attention_mask=None,
-                      layers=None) -> list[torch.Tensor]:
-        """List indexed by layer: [0] = embedding output after LayerNorm, [i] = output of block i.
+                      layers=None, shapes=None) -> list[torch.Tensor]:
+        """List indexed by layer: [0] = embedding output after LayerNorm, [i] = output of block i
+        (stacked, as `forward`: each (M, B, T, H)).
 
         With `layers` (an iterable of layer numbers) only blocks up to max(layers) run, and the list
         stops there (length max(layers) + 1), so `out[i]` is still layer i for every requested i.
@@ -335,15 +427,10 @@ class Bert(nn.Module):
         layers = range(self.cfg.layers + 1) if layers is None else sorted(layers)
         if not layers or layers[0] < 0 or layers[-1] > self.cfg.layers:
             raise MinimultError(f"layers must be a non-empty subset of 0..{self.cfg.layers}, got {list(layers)}")
-        x, mask = self._embed(input_ids, position_ids, token_type_ids, attention_mask)
-        out = [x]
-        for block in self.blocks[: layers[-1]]:
-            x = block(x, mask)
-            out.append(x)
-        return out
+        return list(self._layers(input_ids, position_ids, token_type_ids, attention_mask, layers[-1], shapes))
 
     def mlm_logits(self, hidden_selected: torch.Tensor) -> torch.Tensor:
-        """(N, H) final hidden states at the selected positions -> (N, V) logits."""
+        """(N, H) final hidden states at the selected positions -> (N, V) logits; stacked (M, N, H) -> (M, N, V)."""
         return self.head(hidden_selected, self.embeddings.lookups["token"].weight)  # tied decoder
 
     def mlm_loss(self, input_ids, position_ids, token_type_ids, attention_mask, selected, targets,
@@ -377,8 +464,14 @@ class Bert(nn.Module):
         return {k: v[m] for k, v in self.state_dict().items()} if self.models > 1 else self.state_dict()
 
     def stacked_losses(self, packed: "Packed") -> torch.Tensor:
-        """(M,) mean MLM cross-entropy of every model on its own selected tokens."""
-        return _stacked_mlm_losses(self, packed)
+        """(M,) mean MLM cross-entropy of every stacked model on its own selected tokens."""
+        h = self(packed.input_ids, packed.position_ids, packed.token_type_ids, packed.attention_mask,
+                 packed.shapes)  # (M, B, T, H)
+        M, N = packed.selected.shape
+        logits = self.mlm_logits(h.reshape(-1, h.shape[-1])[packed.selected])  # (M, N, V)
+        ce = F.cross_entropy(logits.float().reshape(M * N, -1), packed.targets.reshape(-1),
+                             reduction="none", ignore_index=-100).view(M, N)
+        return ce.sum(1) / packed.counts
 
     @torch.no_grad()
     def clip_grad_norm_per_model(self, max_norm: float) -> torch.Tensor:
@@ -415,10 +508,6 @@ def stack(models: list[Bert]) -> Bert:
     return stacked
 
 
-# ---------------------------------------------------------------------------------------------
-# The stacked forward: the same modules and arithmetic as above, batched over the model axis.
-
-
 @dataclass
 class Packed:
     """M models' batches padded into one (M, B, T) layout."""
@@ -426,14 +515,14 @@ class Packed:
     input_ids: torch.Tensor  # (M, B, T) long
     position_ids: torch.Tensor  # (M, B, T) long
     token_type_ids: torch.Tensor  # (M, B, T) long
-    key_bias: torch.Tensor | None  # CPU: (M*B, 1, T) additive float; other devices: (M*B, 1, 1, T) bool
+    attention_mask: torch.Tensor | None  # (M, B, T) bool, True = a real token of the model's batch; None: all are
     shapes: list[tuple[int, int]]  # (B_m, T_m) of every model's own batch
     selected: torch.Tensor  # (M, N) flat indices into M*B*T (padded entries point at 0)
     targets: torch.Tensor  # (M, N) long, -100 where padded
     counts: torch.Tensor  # (M,) selected tokens per model
 
 
-def pack(items: list[dict], dtype=torch.float32) -> Packed:
+def pack(items: list[dict]) -> Packed:
     """items[m]: input_ids, position_ids, token_type_ids, attention_mask (or None) as `Bert.mlm_loss`
     takes them, plus `selected` (flat indices into that model's B_m*T_m) and `targets`."""
     M = len(items)
@@ -457,100 +546,5 @@ def pack(items: list[dict], dtype=torch.float32) -> Packed:
         selected[m, :n] = m * B * T + (sel // t) * T + sel % t
         targets[m, :n] = it["targets"]
         counts.append(n)
-    if bool(real.all()):
-        key_bias = None
-    elif cpu_kernels(device):
-        key_bias = torch.zeros(real.shape, dtype=dtype, device=device).masked_fill_(~real, torch.finfo(dtype).min)
-        key_bias = key_bias.view(M * B, 1, T)
-    else:
-        key_bias = real.view(M * B, 1, 1, T)
-    return Packed(ids, pos, seg, key_bias, shapes, selected, targets,
+    return Packed(ids, pos, seg, None if bool(real.all()) else real, shapes, selected, targets,
                   torch.tensor(counts, dtype=torch.float32, device=device))
-
-
-def _linear(m: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """x (M, ..., in) through M linear layers: weight (M, out, in), bias (M, out)."""
-    M = x.shape[0]
-    y = torch.baddbmm(m.bias[:, None, :], x.reshape(M, -1, x.shape[-1]), m.weight.transpose(1, 2))
-    return y.view(*x.shape[:-1], m.weight.shape[1])
-
-
-def _layer_norm(m: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
-    y = F.layer_norm(x, x.shape[-1:], eps=m.eps)
-    return torch.addcmul(m.bias.view(shape), y, m.weight.view(shape))
-
-
-def _stacked_dropout(model: Bert, x: torch.Tensor, shapes: list[tuple[int, ...]]) -> torch.Tensor:
-    """x (M, B, ...); shapes[m] is the part of x[m] model m's own batch covers (the shape a single Bert
-    would draw its mask for)."""
-    p, M = model.cfg.dropout, model.models
-    if not model.training or p == 0.0:
-        return x
-    if not cpu_kernels(x.device):
-        return F.dropout(x, p, True)
-    gens = model.generators or [None] * M
-    if all(tuple(shape) == tuple(x.shape[1:]) for shape in shapes):  # no padding between models
-        return x * torch.stack([_keep_scaled(x[m], p, gens[m]) for m in range(M)])
-    scale = torch.ones_like(x)
-    for m, shape in enumerate(shapes):
-        part = scale[m][tuple(slice(0, s) for s in shape)]
-        part.copy_(_keep_scaled(part, p, gens[m]))
-    return x * scale
-
-
-def _stacked_attention(model: Bert, attn: SelfAttention, x: torch.Tensor, key_bias, shapes) -> torch.Tensor:
-    M, B, T, H = x.shape
-    nh, hs = model.cfg.heads, H // model.cfg.heads
-    q, k, v = (t.reshape(M * B, T, H) for t in _linear(attn.qkv, x).split(H, dim=-1))
-    if not cpu_kernels(x.device):
-        q, k, v = (t.view(M * B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_bias,
-                                           dropout_p=model.cfg.dropout if model.training else 0.0)
-        return _linear(attn.proj, y.transpose(1, 2).reshape(M, B, T, H))
-    if nh == 1:
-        kt = k.transpose(1, 2)
-        s = (torch.bmm(q, kt).mul_(hs**-0.5) if key_bias is None
-             else torch.baddbmm(key_bias, q, kt, alpha=hs**-0.5))  # (M*B, T, T)
-        a = _stacked_dropout(model, torch.softmax(s, -1).view(M, B, T, T), [(b, t, t) for b, t in shapes])
-        y = torch.bmm(a.view(M * B, T, T), v)
-    else:
-        q, k, v = (t.view(M * B, T, nh, hs).transpose(1, 2) for t in (q, k, v))
-        s = torch.matmul(q, k.transpose(-1, -2)).mul_(hs**-0.5)
-        if key_bias is not None:
-            s = s + key_bias[:, None]
-        a = _stacked_dropout(model, torch.softmax(s, -1).view(M, B, nh, T, T), [(b, nh, t, t) for b, t in shapes])
-        y = torch.matmul(a.view(M * B, nh, T, T), v).transpose(1, 2)
-    return _linear(attn.proj, y.reshape(M, B, T, H))
-
-
-def _stacked_forward(model: Bert, packed: Packed) -> torch.Tensor:
-    """(M, B, T, H) final hidden states of a stacked model."""
-    M = model.models
-    hidden_shapes = [(b, t, model.cfg.hidden) for b, t in packed.shapes]
-    ids = {"token": packed.input_ids, "position": packed.position_ids, "segment": packed.token_type_ids}
-    x = 0
-    for name, lookup in model.embeddings.lookups.items():
-        table = lookup.weight  # (M, rows, H)
-        offset = torch.arange(M, device=ids[name].device).view(M, 1, 1) * table.shape[1]
-        looked_up = F.embedding(ids[name] + offset, table.reshape(-1, table.shape[-1]))
-        x = x + _no_padding_gradient(looked_up, ids[name], name, model.cfg.padding_idx)
-    x = _stacked_dropout(model, _layer_norm(model.embeddings.ln, x), hidden_shapes)
-    for block in model.blocks:
-        a = _stacked_attention(model, block.attn, x, packed.key_bias, packed.shapes)
-        x = _layer_norm(block.ln_attn, x + _stacked_dropout(model, a, hidden_shapes))
-        f = _linear(block.fc_out, F.gelu(_linear(block.fc_in, x)))
-        x = _layer_norm(block.ln_ffn, x + _stacked_dropout(model, f, hidden_shapes))
-    return x
-
-
-def _stacked_mlm_losses(model: Bert, packed: Packed) -> torch.Tensor:
-    h = _stacked_forward(model, packed)
-    M, N = packed.selected.shape
-    hs = h.reshape(-1, h.shape[-1])[packed.selected]  # (M, N, H)
-    hs = _layer_norm(model.head.ln, F.gelu(_linear(model.head.dense, hs)))
-    decoder = model.embeddings.lookups["token"].weight  # (M, V, H), tied
-    logits = torch.baddbmm(model.head.bias[:, None, :], hs, decoder.transpose(1, 2))  # (M, N, V)
-    ce = F.cross_entropy(logits.float().reshape(M * N, -1), packed.targets.reshape(-1),
-                         reduction="none", ignore_index=-100).view(M, N)
-    return ce.sum(1) / packed.counts

@@ -2,8 +2,10 @@
 
 Public entry: `SequenceSet.from_sides(sides, layouts, device)` then `plan_epoch(...)` and
 `set.batch(index)`. All pieces live in one flat tensor on the device; a batch is assembled there
-with a few vectorised gathers (`[CLS] s [SEP]` + padding, and each language's specials, positions and
-segment from its `Layout`), so no per-token Python runs in the training loop.
+with a few vectorised gathers, so no per-token Python runs in the training loop. `SequenceSet.build`
+is the one place a batch is written, from one sentence per row (`[CLS] a [SEP]`) or two
+(`[CLS] a [SEP] b [SEP]`, the nsp mod's pairs, `data.pairs`), each row in its language's `Layout`:
+its specials, its positions (from its position offset) and its segments.
 """
 
 from __future__ import annotations
@@ -29,21 +31,22 @@ class Batch:
 
 
 class SequenceSet:
-    """Every sentence of every language, ready to be batched as `[CLS] s [SEP]`."""
+    """Every sentence of every language, ready to be batched as `[CLS] s [SEP]` (or paired, `build`)."""
 
     def __init__(self, ids, starts, lengths, langs, layouts, device):
         self.device = torch.device(device)
         self.ids = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         self.starts = torch.as_tensor(starts, dtype=torch.long, device=self.device)
         self.lengths_np = np.asarray(lengths, dtype=np.int64)
-        self.lengths = torch.as_tensor(self.lengths_np, device=self.device)
-        self.langs = torch.as_tensor(langs, dtype=torch.long, device=self.device)
+        self.langs_np = np.asarray(langs, dtype=np.int64)
+        self.langs = torch.as_tensor(self.langs_np, device=self.device)
         per_lang = lambda field: torch.tensor([getattr(l, field) for l in layouts], device=self.device)  # noqa: E731
         self.pad, self.cls, self.sep, self.mask_id = (per_lang(k) for k in ("pad", "cls", "sep", "mask"))
-        self.position_offset, self.segment = per_lang("position_offset"), per_lang("segment").clamp(min=0)
-        self.sep_len = (self.sep >= 0).long()  # 1: the language ends its sequences with [SEP]; 0: no-sep
-        self.sep_cols = int(any(l.sep >= 0 for l in layouts))
-        self.all_sep = all(l.sep >= 0 for l in layouts)
+        self.position_offset = per_lang("position_offset")
+        # no segment table (-1): any id, the model ignores it; a pair's second sentence (-1: no pairs) likewise
+        self.segment, self.pair_segment = per_lang("segment").clamp(min=0), per_lang("pair_segment").clamp(min=0)
+        self.sep_len_np = np.array([int(l.sep >= 0) for l in layouts])  # 1: sentences end with [SEP]; 0: no-sep
+        self.sep_len = torch.as_tensor(self.sep_len_np, device=self.device)
 
     @classmethod
     def from_sides(cls, sides: list[Side], layouts, device) -> "SequenceSet":
@@ -68,25 +71,45 @@ class SequenceSet:
         return int(self.lengths_np[index].sum()) + 2 * len(index)
 
     def batch(self, index: np.ndarray) -> Batch:
-        """Sequences `index` (host array) as one padded batch; no host-device sync."""
-        host_lengths = self.lengths_np[index]
-        T = int(host_lengths.max()) + 1 + self.sep_cols
-        padded = host_lengths.min() != host_lengths.max() or (self.sep_cols and not self.all_sep)
-        index = torch.as_tensor(index, dtype=torch.long).to(self.device, non_blocking=True)
-        lengths, lang = self.lengths[index], self.langs[index]
+        """Sequences `index` (host array) as one padded batch `[CLS] s [SEP]`; no host-device sync."""
+        return self.build(index, self.lengths_np[index])
+
+    def build(self, first: np.ndarray, first_len: np.ndarray, second: np.ndarray | None = None,
+              second_len: np.ndarray | None = None) -> Batch:
+        """The batch whose row r is `[CLS] a [SEP]`, or with `second` `[CLS] a [SEP] b [SEP]`: a the first
+        `first_len[r]` pieces of sequence `first[r]`, b those of `second[r]` (host arrays). Every row is
+        written in the layout of `first[r]`'s language: its specials ([SEP] left out under no-sep), positions
+        counted from its position offset, its segment up to a's last column, its pair segment after (a
+        single sentence's padding keeps its segment). No host-device sync."""
+        pair = second is not None
+        sep_host = self.sep_len_np[self.langs_np[first]]
+        ends = first_len + sep_host + (second_len + sep_host if pair else 0)  # each row's last real column
+        T = int(ends.max()) + 1
+        dev = lambda x: torch.as_tensor(x, dtype=torch.long).to(self.device, non_blocking=True)  # noqa: E731
+        first_t = dev(first)
+        lang = self.langs[first_t]
         col = torch.arange(T, device=self.device)  # (T,)
-        L = lengths[:, None]  # (B, 1)
-        inside = (col >= 1) & (col <= L)  # (B, T)
-        gather = (self.starts[index, None] + col - 1).clamp(0, len(self.ids) - 1)
-        ids = torch.where(inside, self.ids[gather], self.pad[lang][:, None])
-        ids = torch.where(col == 0, self.cls[lang][:, None], ids)
-        end = L + self.sep_len[lang][:, None]  # the last real column
-        ids = torch.where((col == L + 1) & (col == end), self.sep[lang][:, None], ids)
-        real = col <= end
-        positions = col + self.position_offset[lang][:, None]
+        a_len, end, sep = dev(first_len)[:, None], dev(ends)[:, None], self.sep_len[lang][:, None]  # (B, 1)
+        a_end = a_len + sep  # a's last column: its [SEP], or its last piece under no-sep
+        maskable = (col >= 1) & (col <= a_len)  # (B, T)
+        ids = torch.where(maskable, self._pieces(first_t, col - 1), self.pad[lang][:, None])
         segments = self.segment[lang][:, None].expand(-1, T)
-        return Batch(ids, positions.expand(len(index), T), segments, real if padded else None,
-                     inside, lang, lengths)
+        if pair:
+            in_b = (col > a_end) & (col <= a_end + dev(second_len)[:, None])
+            ids = torch.where(in_b, self._pieces(dev(second), col - a_end - 1), ids)
+            segments = torch.where(col <= a_end, segments, self.pair_segment[lang][:, None])
+            maskable = maskable | in_b
+        ids = torch.where(col == 0, self.cls[lang][:, None], ids)
+        ids = torch.where((sep > 0) & ((col == a_end) | (col == end)), self.sep[lang][:, None], ids)
+        positions = col + self.position_offset[lang][:, None]
+        padded = ends.min() != ends.max()
+        return Batch(ids, positions, segments, col <= end if padded else None, maskable, lang,
+                     dev(first_len + (second_len if pair else 0)))
+
+    def _pieces(self, seqs: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        """(B, T) pieces of sequences `seqs` (B,) at `offset` (B, T) from their starts (clamped into the set:
+        the caller keeps only columns inside the sentence)."""
+        return self.ids[(self.starts[seqs, None] + offset).clamp(0, len(self.ids) - 1)]
 
 
 BATCHINGS = ("bucket", "random", "spread")

@@ -3,12 +3,13 @@
 `PairSet.from_sides(sides, layouts, device, seed)` pairs every sentence A of every language with a
 sentence B of the same language: its true successor for exactly half the sentences that have one
 (label 1), otherwise a random other sentence that is not the successor (label 0). The draw depends
-only on (seed, epoch) (`start_epoch`), so a resumed run sees the same pairs. A batch is written as
+only on (seed, epoch) (`start_epoch`), so a resumed run sees the same pairs. A pair longer than `max_len` is cut to fit, each
+sentence keeping at least half of the room; the batch is then written by the one batch builder
+(`SequenceSet.build`) as
 
     [CLS] A [SEP] B [SEP]      segments: A's ([CLS], A, first [SEP]) then B's (B, second [SEP])
 
-with each language's layout (specials, position offset, `segment` for A and `pair_segment` for B). A
-pair longer than `max_len` is cut to fit, each sentence keeping at least half of the room.
+with each language's layout (specials, position offset, `segment` for A and `pair_segment` for B).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ class PairSet:
         if (self.side_size < 3).any():
             raise MinimultError("nsp needs at least 3 sentences per language (a successor and a random other one)")
         self.next_of = np.where(idx + 1 < side_end, idx + 1, -1)
-        self.pair_segment = torch.tensor([max(l.pair_segment, 0) for l in layouts], device=self.device)
         self.room = np.array([l.max_len - 3 for l in layouts])  # pieces of A and B together
         self.start_epoch(0)
 
@@ -66,26 +66,11 @@ class PairSet:
         return int(self.lengths_np[index].sum() + self.lengths_np[self.partner[index]].sum()) + 3 * len(index)
 
     def batch(self, index: np.ndarray) -> Batch:
-        s = self.seqs
+        """Sentences `index` each followed by its partner, cut to fit; with their NSP labels."""
         la_full, lb_full = self.lengths_np[index], self.lengths_np[self.partner[index]]
         room = self.room[self.langs_np[index]]
         la = np.minimum(la_full, np.maximum(room - lb_full, room // 2))
         lb = np.minimum(lb_full, room - la)
-        T = int((la + lb).max()) + 3
-        dev = lambda x: torch.as_tensor(x, dtype=torch.long).to(self.device)  # noqa: E731
-        index_t, la_t, lb_t = dev(index), dev(la)[:, None], dev(lb)[:, None]
-        lang = s.langs[index_t]
-        col = torch.arange(T, device=self.device)
-        in_a = (col >= 1) & (col <= la_t)
-        in_b = (col >= la_t + 2) & (col <= la_t + lb_t + 1)
-        last = len(s.ids) - 1
-        from_a = s.ids[(s.starts[index_t, None] + col - 1).clamp(0, last)]
-        from_b = s.ids[(s.starts[dev(self.partner[index]), None] + col - la_t - 2).clamp(0, last)]
-        ids = torch.where(in_a, from_a, torch.where(in_b, from_b, s.pad[lang][:, None]))
-        ids = torch.where(col == 0, s.cls[lang][:, None], ids)
-        ids = torch.where((col == la_t + 1) | (col == la_t + lb_t + 2), s.sep[lang][:, None], ids)
-        segments = torch.where(col <= la_t + 1, s.segment[lang][:, None], self.pair_segment[lang][:, None])
-        positions = (col + s.position_offset[lang][:, None]).expand(len(index), T)
-        real = col <= la_t + lb_t + 2
-        return Batch(ids, positions, segments, real, in_a | in_b, lang, dev(la + lb),
-                     nsp_labels=dev(self.labels[index]))
+        b = self.seqs.build(index, la, self.partner[index], lb)
+        b.nsp_labels = torch.as_tensor(self.labels[index], dtype=torch.long).to(self.device)
+        return b
