@@ -56,8 +56,9 @@ def test_failed_build_leaves_nothing(root, exc):
         (tmp / "half.txt").write_text("half written")
         raise exc
 
-    with pytest.raises(type(exc)):
+    with pytest.raises(type(exc)) as raised:
         cache.cached("thing", {"n": 1}, build)
+    assert raised.value is exc  # the build's own error, passed on
     assert entries(root) == []  # neither the entry nor its temporary directory
     path, reused = cache.cached("thing", {"n": 1}, lambda tmp: (tmp / "ok").write_text("ok"))
     assert not reused and (path / "ok").is_file() and not (path / "half.txt").exists()
@@ -130,9 +131,9 @@ def test_prepare_key_covers_its_inputs(tiny_prepared, tiny_data_cfg, tmp_path):
 
 def test_prepare_failure_leaves_no_entry(root, tiny_data_cfg, tmp_path):
     (tmp_path / "empty.txt").write_text("")
-    for bad in (dataclasses.replace(tiny_data_cfg, train=str(tmp_path / "missing.txt")),
-                dataclasses.replace(tiny_data_cfg, dev=str(tmp_path / "empty.txt"))):
-        with pytest.raises(MinimultError):
+    for bad, message in ((dataclasses.replace(tiny_data_cfg, train=str(tmp_path / "missing.txt")), "corpus file not found"),
+                         (dataclasses.replace(tiny_data_cfg, dev=str(tmp_path / "empty.txt")), "corpus file is empty")):
+        with pytest.raises(MinimultError, match=message):
             prepare(bad)
     assert entries(root) == []
 

@@ -130,9 +130,11 @@ def test_missing_grid_file_and_seed_parsing(tmp_path):
     with pytest.raises(MinimultError, match="grid file not found"):
         load_grid(tmp_path / "nope.toml")
     assert parse_seeds("0,42, 43") == (0, 42, 43)
-    for bad in ("", "0,x", "1.5", "0,0", "-1"):
-        with pytest.raises(MinimultError):
+    for bad in ("", "0,x", "1.5", "-1"):
+        with pytest.raises(MinimultError, match="bad seeds .*: use whole numbers"):
             parse_seeds(bad)
+    with pytest.raises(MinimultError, match="seed given twice in '0,0'"):
+        parse_seeds("0,0")
 
 
 def test_select_only_ids(tmp_path):

@@ -165,17 +165,18 @@ def test_seed_determinism():
 
 
 def test_bad_config_raises():
-    for probs in [(0.8, 0.1, 0.1, 0.1), (0.9, 0.2, -0.1, 0.0), (0.5, 0.5, 0.0), (float("nan"), 0, 0, 1)]:
-        with pytest.raises(MinimultError):
+    for probs, message in [((0.8, 0.1, 0.1, 0.1), "must sum to 1"), ((0.9, 0.2, -0.1, 0.0), "must be non-negative"),
+                           ((0.5, 0.5, 0.0), "need 4 values"), ((float("nan"), 0, 0, 1), "must be non-negative")]:
+        with pytest.raises(MinimultError, match=f"mask probabilities {message}"):
             MaskConfig(probs=probs)
     for rate in [0.0, 1.0, -0.1, 1.5]:
-        with pytest.raises(MinimultError):
+        with pytest.raises(MinimultError, match=r"mask rate must be strictly between 0 and 1"):
             MaskConfig(rate=rate)
     ids, maskable, _ = make_batch(torch.Generator().manual_seed(0))
     with pytest.raises(MinimultError, match="neighbour"):
         mask_batch(ids, maskable, torch.full((64,), MASK), random_replacement_ids(V, 2), MaskConfig(probs=KNN),
                    torch.Generator())
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match=r"mask_ids must be \(B,\) = \(64,\), got \(3,\)"):
         mask_batch(ids, maskable, torch.full((3,), MASK), random_replacement_ids(V, 2), MaskConfig(), torch.Generator())
 
 
@@ -183,6 +184,7 @@ def test_parse_probs():
     assert parse_probs("0.9,0.1,0,0") == NO_RANDOM_PUBLISHED
     assert parse_probs(" 0.5, 0.16, 0.1, 0.24 ") == KNN_PUBLISHED
     assert parse_probs("no-random") == NO_RANDOM
-    for bad in ["0.9,0.1", "a,b,c,d", "0.5,0.5,0.5,0", ""]:
-        with pytest.raises(MinimultError):
+    for bad, message in [("0.9,0.1", "need 4 values"), ("a,b,c,d", "--mask-probs wants 4 comma-separated numbers"),
+                         ("0.5,0.5,0.5,0", "must sum to 1"), ("", "--mask-probs wants 4 comma-separated numbers")]:
+        with pytest.raises(MinimultError, match=message):
             parse_probs(bad)

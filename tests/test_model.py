@@ -73,7 +73,7 @@ def test_hidden_states_up_to_requested_layer():
     assert len(part) == 3
     for a, b in zip(part, full):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match=r"layers must be a non-empty subset of 0..3, got \[4\]"):
         model.hidden_states(*batch, layers=[cfg.layers + 1])
 
 
@@ -173,10 +173,15 @@ def test_param_groups_partition_and_no_decay_on_layernorm():
     assert model.num_parameters() == sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("kwargs", [dict(hidden=64, heads=3), dict(layers=0), dict(vocab_size=-1),
-                                    dict(type_vocab_size=-1), dict(dropout=1.0)])
-def test_bad_config_raises(kwargs):
-    with pytest.raises(MinimultError):
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(hidden=64, heads=3), r"model.hidden \(64\) must be divisible by model.heads \(3\)"),
+    (dict(layers=0), "model.layers must be >= 1, got 0"),
+    (dict(vocab_size=-1), "model.vocab_size must be >= 1, got -1"),
+    (dict(type_vocab_size=-1), "model.type_vocab_size must be >= 0, got -1"),
+    (dict(dropout=1.0), r"model.dropout must be in \[0, 1\), got 1.0"),
+])
+def test_bad_config_raises(kwargs, message):
+    with pytest.raises(MinimultError, match=message):
         ModelConfig(**kwargs)
 
 

@@ -81,7 +81,7 @@ def test_translation_p1_and_nearest_on_known_case():
     assert translation_p1(Xm, Zm, [[0, 1], [1, 0], [2, 2]]) == 1.0
     assert translation_p1(Xm, Zm, [[0, 0], [1, 0], [2, 2]]) == pytest.approx(2 / 3)
     assert translation_p1(Xm, Zm, [[0, 0], [0, 1]]) == 1.0  # any gold target counts
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match="unknown retrieval method 'cosine'"):
         translation_p1(Xm, Zm, [[0, 1]], method="cosine")
 
 
@@ -95,9 +95,9 @@ def test_neighbour_table_known_case_and_missing_rows():
     assert table[2].tolist() == [8, 7] and table[5].tolist() == [7, 8]
     missing = [i for i in range(10) if i not in (2, 5)]
     assert (table[missing] == -1).all()
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match="k=4 neighbours requested from 3 targets"):
         neighbour_table(src_ids, src_vecs, tgt_ids, tgt_vecs, table_size=10, k=4)
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match=r"target ids outside 0\.\.7"):
         neighbour_table(src_ids, src_vecs, tgt_ids, tgt_vecs, table_size=8, k=1)
 
 
@@ -142,9 +142,9 @@ def test_train_fasttext_thread1_is_reproducible_and_seeded(fasttext_pair):
 
 
 def test_train_fasttext_rejects_bad_input():
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match="train_fasttext got no tokens to train on"):
         train_fasttext([[], []])
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match="tokens must be non-empty and contain no whitespace"):
         train_fasttext([["a b", "c"]])
 
 

@@ -95,7 +95,7 @@ def test_unseen_characters_are_unk(vocab):
 
 
 def test_encode_nothing_is_an_error(vocab):
-    with pytest.raises(MinimultError):
+    with pytest.raises(MinimultError, match="nothing to encode: the corpus has no sentences"):
         vocab.encode([], [])
 
 
