@@ -1,12 +1,13 @@
 """Command line for grids: `minimult sweep GRID` and `minimult report RUNS... --out DIR`.
 
 Only parses arguments and calls `sweep.run_sweep` / `report.build_report`; registered on the main
-group at the end of `cli.py`.
+group at the end of `cli.py`. As there, each command imports what it calls in its own body (start-up time).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -82,8 +83,6 @@ def report(runs, out_dir, html_dir, site_dir, readme):
     """Table 1 (mean ± std over seeds, Welch's t-test against original) and figures from run folders
     or folders holding runs; with --html or --site, the static HTML site over them and the papers'
     claims judged from them."""
-    from pathlib import Path
-
     from minimult.report import build_report
     from minimult.report.site import build_site, site_folders
 

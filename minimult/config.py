@@ -1,7 +1,7 @@
 """Typed, frozen configuration: one dataclass per stage composed into `RunConfig`, plus presets.
 
 Overrides use dotted keys (`train.lr=1e-3`); an unknown key or a value of the wrong type is an
-error naming the valid keys. Mods are applied last (`mods.apply_config`), so `overparam`'s sizes
+error naming the valid keys. Mods are applied last (`apply_mods`), so `overparam`'s sizes
 win over a preset's; the model's vocabulary, position and segment tables are then sized from the
 language source and the languages' layouts (`minimult.data.layout`), and last, with
 `model.target_params`, hidden and intermediate are solved for that whole-model parameter count
@@ -19,15 +19,21 @@ from dataclasses import dataclass, field
 
 from minimult import precision
 from minimult.errors import MinimultError
+from minimult.data import sources
+from minimult.data.batching import ATTENTIONS, BATCHINGS
+from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
+from minimult.data.layout import layouts, model_sizes
 from minimult.data.masking import MaskConfig
+from minimult.data.vocab import check_tokenizer
 from minimult.knn.config import KnnConfig
-from minimult.model import ModelConfig
+from minimult.model import ModelConfig, solve_sizes
+from minimult.mods import canonical, parse_mods
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    train: str = "bbe-nt"  # built-in corpus name or a one-sentence-per-line file
-    dev: str = "kjv-ot-10k"
+    train: str = DEFAULT_TRAIN  # built-in corpus name (bbe-nt) or a one-sentence-per-line file
+    dev: str = DEFAULT_DEV  # kjv-ot-10k
     train_sentences: int = 0  # 0 = all
     dev_sentences: int = 10_000
     vocab_size: int = 2048  # per language, specials included
@@ -53,9 +59,6 @@ class DataConfig:
         return self.source
 
     def __post_init__(self):
-        from minimult.data import sources
-        from minimult.data.vocab import check_tokenizer
-
         if self.n_langs < 2:
             raise MinimultError(f"data.n_langs {self.n_langs}: a run needs English and at least one more language")
         source = sources.get(self.source)  # an unknown source is an error naming the valid ones
@@ -109,8 +112,6 @@ class TrainConfig:
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise MinimultError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
         precision.check(self.precision)
-        from minimult.data.batching import ATTENTIONS, BATCHINGS
-
         if self.batching not in BATCHINGS:
             raise MinimultError(f"unknown train.batching {self.batching!r}; valid: {', '.join(BATCHINGS)}")
         if self.attention not in ATTENTIONS:
@@ -291,8 +292,6 @@ def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
             raise MinimultError(f"unknown setting {key!r}; valid settings: {', '.join(valid_keys())}")
         changes.setdefault(section, {})[name] = _coerce(value, typing.get_type_hints(tp)[name], key)
     if "data" in changes:  # what a source derives from its own settings (parallel: data.n_langs from the files)
-        from minimult.data import sources
-
         changes["data"] = sources.get(changes["data"].get("source", cfg.data.source)).derive(cfg.data, changes["data"])
     # one replace per section: its checks see all of its new values at once, in whatever order they came
     return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **values)
@@ -313,8 +312,6 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     """Defaults -> preset -> user overrides -> mods -> the user's overrides of keys a mod declares
     overridable (its masking mix) -> the tables sized from the layouts -> with `model.target_params`,
     hidden and intermediate solved for it (`model.solve_sizes`). Returns (config, active mods)."""
-    from minimult.mods import apply_config, canonical, parse_mods
-
     if preset not in PRESETS:
         raise MinimultError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     active = parse_mods(mods)
@@ -324,10 +321,7 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
         raise MinimultError(f"train.epochs must be at least 1 (got {cfg.train.epochs}); for a never-trained "
                             f"baseline use --mods untrained")
     before = cfg
-    cfg = apply_config(cfg, active, explicit=overrides)
-    from minimult.data import sources
-    from minimult.data.layout import layouts, model_sizes
-
+    cfg = apply_mods(cfg, active, explicit=overrides)
     lays = layouts(cfg, sources.get(cfg.data.source), active)
     sizes = model_sizes(lays)
     padding_idx = lays[0].pad if cfg.train.attention == "attend-padding" else -1  # as HF BERT's padding_idx
@@ -340,11 +334,23 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     return dataclasses.replace(cfg, model=model, mods=canonical(active)), active
 
 
+def apply_mods(cfg: RunConfig, mods: tuple, explicit: dict | None = None) -> RunConfig:
+    """Each mod's `configure`, then the user's explicit settings of the keys a mod declared
+    `overridable` (so `--set mask.probs=0.9,0.1,0,0` wins over no-random's mix), then each mod's `check`."""
+    for a in mods:
+        if a.mod.configure is not None:
+            cfg = a.mod.configure(cfg, a.value)
+    yielded = {key for a in mods for key in a.mod.overridable}
+    cfg = override(cfg, {k: v for k, v in (explicit or {}).items() if k in yielded})
+    for a in mods:
+        if a.mod.check is not None:
+            a.mod.check(cfg, a.value)
+    return cfg
+
+
 def _solve_sizes(model: ModelConfig, before: RunConfig, overrides: dict, active) -> ModelConfig:
     """hidden and intermediate solved for model.target_params once every table is sized. A preset's sizes
     are replaced; sizes the user or a mod sets contradict the target (one error line)."""
-    from minimult.model import solve_sizes
-
     fixed = [k for k in ("model.hidden", "model.intermediate") if k in overrides]
     if fixed:
         raise MinimultError(f"contradictory settings: model.target_params solves model.hidden and "

@@ -38,6 +38,7 @@ import re
 import shutil
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +94,7 @@ def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_
     `id_block`: the ids per language (data.vocab_size), kept in its config as `minimult_id_block`;
     `languages`: {name: {tokenizer, unicode_shift, layout, order}}, kept as `minimult_languages`;
     `training`: how far and how the run trained (`training_record`), kept as `minimult_training`."""
-    from transformers import BertConfig, BertForMaskedLM
+    from transformers import BertConfig, BertForMaskedLM  # lazy: an optional dependency (the test extra), ~1.3 s to import
 
     model = getattr(model, "_orig_mod", model)  # accept a torch.compile'd model too
     hf_cfg = BertConfig(
@@ -189,8 +190,6 @@ def word_order(acting, max_len: int) -> str | None:
 def language_record(source, data_cfg, layouts, mods=()) -> dict:
     """`minimult_languages` of a run: its source's `text_inputs` with each language's layout and word order
     (`mods`: the run's active mods; English keeps its order)."""
-    from dataclasses import asdict
-
     inputs = source.text_inputs(data_cfg)
     out = {}
     for k, (lang, layout) in enumerate(zip(inputs, layouts)):
@@ -300,7 +299,7 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
     clean_stale_temps(out_dir)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}{TMP_INFIX}{os.getpid()}-"))
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # lazy: an optional dependency (the test extra), ~1.3 s to import
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # its "Writing model shards" bar: the export says what it did in one line

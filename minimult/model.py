@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -136,8 +137,6 @@ def solve_sizes(cfg: ModelConfig) -> ModelConfig:
 
 def pick_device(name: str) -> torch.device:
     """'auto' (CUDA when there is one, else CPU), 'cpu', 'cuda' or 'cuda:N'."""
-    import re
-
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", name):
         raise MinimultError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
     if name == "auto":

@@ -237,7 +237,7 @@ def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
 
 def save_checkpoint(path: Path, state: dict, optimizer_state: dict | None, step: int, cfg, complete: bool) -> None:
     """Atomic: written to a temporary file, then renamed over the old checkpoint."""
-    import torch
+    import torch  # lazy: torch takes seconds to import, and this module is read without it
 
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -251,7 +251,7 @@ def save_checkpoint(path: Path, state: dict, optimizer_state: dict | None, step:
 
 
 def load_checkpoint(path: Path, map_location="cpu") -> dict:
-    import torch
+    import torch  # lazy: torch takes seconds to import, and this module is read without it
 
     path = Path(path)
     if not path.is_file():
@@ -268,7 +268,7 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
 def read_weights(run_dir: Path, names) -> dict | None:
     """Some of a run's final weights as float numpy arrays ({name: array}, names it lacks left out),
     memory-mapped where the file allows; None when there is no readable checkpoint (for figures)."""
-    import torch
+    import torch  # lazy: torch takes seconds to import, and this module is read without it
 
     path = Path(run_dir) / CHECKPOINT
     if not path.is_file():

@@ -30,6 +30,8 @@ from minimult.data.batching import SequenceSet, attention_mask, plan_epoch, step
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
 from minimult.errors import MinimultError
+from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
+from minimult.knn.neighbours import table_sha256
 from minimult.model import Bert, check_stack, pack, pick_device, stack
 from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, truncate_log
@@ -251,8 +253,6 @@ class EvaluateEvery:
     def __call__(self, loop: Loop) -> None:
         if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total):
             return
-        from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
-
         periodic = [e.name for e in evaluators() if e.periodic]  # the final-only ones (probe) wait for the end
         for k, (m, model) in enumerate(zip(loop.members, loop.stepper.models())):
             cfg = m.cfg
@@ -364,8 +364,6 @@ def _knn_tables(m: Member, log) -> dict:
     (one unless it was resumed with a table built differently, e.g. on another machine: said in a line)."""
     if "neighbours" not in m.masking_inputs:
         return {}
-    from minimult.knn.neighbours import table_sha256
-
     used, sha = list(m.run.meta.get("knn_tables", [])), table_sha256(m.masking_inputs["neighbours"])
     if used and used[-1] != sha:
         log(f"note: {m.run.name} resumes with neighbour table {sha}, not the {used[-1]} it trained with so far (built "

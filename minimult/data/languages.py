@@ -91,6 +91,17 @@ def positions_within(offsets: np.ndarray) -> np.ndarray:
     return np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
 
 
+def truncate(side: Side, limit: int) -> Side:
+    """Keep the first `limit` pieces of every sentence (the model's window); gold links beyond go."""
+    lengths = np.minimum(side.lengths, limit)
+    keep = positions_within(side.offsets) < np.repeat(lengths, side.lengths)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    gold = side.gold[keep].copy()
+    gold[gold >= limit] = -1
+    return Side(side.lang, side.ids[keep], offsets, side.word_starts[keep], side.source, gold)
+
+
 def english_side(enc: Encoded) -> Side:
     n = len(enc)
     return Side(0, enc.ids.astype(np.int32), enc.offsets, enc.word_starts, np.arange(n),

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minimult.data.cache import atomic_write_text
 from minimult.errors import MinimultError
 
 KINDS = ("S", "P")
@@ -73,8 +74,6 @@ class Links:
 
 def write_links(path: Path, rows, header: str = "") -> None:
     """rows: (verse id, a, b, 'S' | 'P'); `header` lines are written as `# ` comments first."""
-    from minimult.data.cache import atomic_write_text
-
     lines = [f"# {h}" for h in header.splitlines()]
     lines += [f"{v}\t{a}\t{b}\t{k}" for v, a, b, k in rows]
     atomic_write_text(Path(path), "\n".join(lines) + "\n")
@@ -185,8 +184,6 @@ def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[
 def write_pharaoh(path: Path, rows, pairs: int, base: int = 0, header: str = "") -> None:
     """rows: (pair id 1..pairs, a, b, 'S' | 'P') as a Pharaoh file of `pairs` lines (`i-j` sure, `i?j`
     possible), word indices from `base`; `header` lines first as `# ` comments."""
-    from minimult.data.cache import atomic_write_text
-
     per = [[] for _ in range(pairs)]
     for pair, a, b, kind in rows:
         per[int(pair) - 1].append(f"{int(a) + base}{'-' if kind == 'S' else '?'}{int(b) + base}")

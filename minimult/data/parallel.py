@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from minimult.data.corpus import MAX_LINE_CHARS, Corpus
+from minimult.data.corpus import MAX_LINE_CHARS, Corpus, normalise, words as nltk_words
 from minimult.errors import MinimultError
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a language's name: also its tokenizer's sub-folder
@@ -109,8 +110,6 @@ def parse_spec(text: str) -> Spec:
 
 
 def _manifest(path: Path) -> Spec:
-    import tomllib
-
     if not path.is_file():
         raise MinimultError(f"manifest not found: {path}")
     try:
@@ -294,8 +293,6 @@ def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> t
 def tokenize(text: str, words: str, lowercase: bool) -> list[str]:
     """A line's words: split at whitespace, or NLTK's tokenizer after `corpus.normalise` (as the built-in
     corpora); lowercased first when asked."""
-    from minimult.data.corpus import normalise, words as nltk_words
-
     text = text.lower() if lowercase else text
     return text.split() if words == "whitespace" else nltk_words(normalise(text))
 

@@ -15,8 +15,10 @@ from typing import Callable
 import numpy as np
 
 from minimult.data import sources
-from minimult.data.languages import Side, build_sides
+from minimult.data.languages import Side, build_sides, reordered
 from minimult.data.layout import layouts
+from minimult.data.prepare import prepare
+from minimult.data.tasks import FileTask, file_task, nt_parts, task_data
 
 
 class RunData:
@@ -29,8 +31,6 @@ class RunData:
 
     def prepare(self, log: Callable[[str], None] | None = None):
         if self._prepared is None:
-            from minimult.data.prepare import prepare
-
             self._prepared = prepare(self.cfg.data, progress=log or self._log or (lambda s: None))
         return self._prepared
 
@@ -69,8 +69,6 @@ class RunData:
         """The labelled task for transfer: the training corpus's own (which part of the New Testament each
         sentence is from; a corpus without verse ids is a clear error), or a task directory's
         (`minimult.data.tasks`), its texts split into words as the run's corpus was."""
-        from minimult.data.tasks import file_task, nt_parts
-
         if directory:
             return file_task(directory, self.source.names(self.cfg.data), lambda t: self.source.words(t, self.cfg.data))
         return nt_parts(self.prepare().train.verse_ids, self.source.corpus_name(self.cfg.data))
@@ -80,10 +78,6 @@ class RunData:
         in every language (`views("train-parallel")`), or a task directory's sentences, each language's written
         with its vocabulary, ids and (the mods' reorder hooks, as for dev data) word order; the first language
         has train, dev and test, the others test."""
-        from minimult.data.languages import reordered
-        from minimult.data.tasks import FileTask
-        from minimult.evaluate.transfer import task_data
-
         if not isinstance(task, FileTask):
             return task_data(task, self.views("train-parallel"), None)
         names = self.source.names(self.cfg.data)

@@ -24,8 +24,10 @@ from __future__ import annotations
 import functools
 import os
 import re
+import statistics
 from pathlib import Path
 
+from minimult.data.corpus import train_punkt, words
 from minimult.errors import MinimultError
 
 MODULES = {"en": "engKJV2006eb", "es": "spaRV1909eb"}  # SWORD module names (KJV versification both)
@@ -141,8 +143,6 @@ def verse_words(markup: str, punkt=None) -> tuple[list[str], list[frozenset[str]
     """(words, Strong's numbers of each word) of a verse: its stripped text cut into sentences by `punkt`
     (one sentence without), each into `corpus.words`; a word carries the numbers of the characters it
     spans (none for words outside `<w>` elements)."""
-    from minimult.data.corpus import words
-
     plain, numbers = strip_markup(markup)
     plain = plain.replace("\u2019", "'").replace("\u2018", "'")  # as corpus.normalise (same length)
     spans = list(punkt.span_tokenize(plain)) if punkt is not None else [(0, len(plain))]
@@ -163,8 +163,6 @@ def verse_words(markup: str, punkt=None) -> tuple[list[str], list[frozenset[str]
 def language_verses(language: str, testament: str, limit: int | None = None) -> dict[int, tuple[list, list]]:
     """{verse id: (words, Strong's numbers per word)} of the verses with words, in order; sentences
     are found by a Punkt model trained on the testament's stripped verses (as `corpus.split_verses`)."""
-    from minimult.data.corpus import train_punkt
-
     raw = module_verses(language, testament, limit)
     punkt = train_punkt([strip_markup(t)[0] for t in raw.values() if t.strip()])
     out = {}
@@ -219,8 +217,6 @@ def aligned_verses(first: dict[int, tuple], second: dict[int, tuple], near_empty
       verse after is one off). Correctly numbered chapters have medians above 0.6, shifted ones below
       0.3 (measured on both testaments).
     """
-    import statistics
-
     every = sorted(first.keys() | second.keys())
     both = [v for v in every if v in first and v in second]
     empty = [v for v in every if (v in first) != (v in second)]
@@ -241,8 +237,6 @@ def aligned_verses(first: dict[int, tuple], second: dict[int, tuple], near_empty
 def corpus_stats(testaments=("new", "old")) -> list[dict]:
     """Per testament: each language's verses with words, sentences (Punkt, as `corpus.split_verses`),
     words and word types, and the verses aligned between them (`aligned_verses`)."""
-    from minimult.data.corpus import train_punkt
-
     rows = []
     for testament in testaments:
         texts = {}

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from minimult.data.languages import Side, truncate
 from minimult.errors import MinimultError
 
 NAME, VERSION = "nt-part", 1  # bump VERSION when labels or split change
@@ -129,8 +131,6 @@ class FileTask:
 def _task_lines(path, words) -> tuple[list[str], list[list[str]]]:
     """(labels, word lists) of a `label<TAB>text` file; blank lines are skipped, anything else malformed is
     one error line naming the file and the line."""
-    from pathlib import Path
-
     path = Path(path)
     try:
         text = path.read_bytes().decode("utf-8-sig")
@@ -159,9 +159,6 @@ def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
     `languages` (the run's, the first included), each line `label<TAB>text`; `words(text)` splits a text as
     the run's corpus was split. The classes are train.tsv's labels; a label that only dev or a test file
     has, a missing file, or a test file for a language the run does not have is one error line."""
-    import hashlib
-    from pathlib import Path
-
     d = Path(directory)
     if not d.is_dir():
         raise MinimultError(f"task directory not found: {d}")
@@ -203,3 +200,18 @@ def _line_of(path, i: int) -> int:
     """The line number of the i-th labelled (non-blank) line of a task file."""
     lines = path.read_bytes().decode("utf-8-sig").split("\n")
     return [n for n, line in enumerate(lines, 1) if line.strip()][i]
+
+
+def task_data(task, sides: list[Side], limit: int | None) -> list[dict[str, tuple[Side, np.ndarray]]]:
+    """For each language, {split: (its sentences of that split cut to `limit` pieces (None: whole), their
+    labels)}: the New Testament part task, whose labels and split follow each sentence's English source."""
+    out = []
+    for side in sides:
+        known = side.source >= 0
+        parts = {}
+        for k, name in enumerate(SPLITS):
+            index = np.flatnonzero(known & (task.split[np.maximum(side.source, 0)] == k))
+            mine = side.subset(index)
+            parts[name] = (mine if limit is None else truncate(mine, limit), task.labels[side.source[index]])
+        out.append(parts)
+    return out

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from minimult.errors import MinimultError
 
@@ -137,8 +139,6 @@ class Vocab:
 
     @classmethod
     def load(cls, directory: Path, size: int) -> "Vocab":
-        from tokenizers import Tokenizer
-
         path = Path(directory) / "tokenizer.json"
         if not path.is_file():
             raise MinimultError(f"no vocabulary at {path}")
@@ -158,8 +158,6 @@ def vocab_key(sentences: list[list[str]], size: int, source: str) -> str:
 def from_pieces(pieces: list[str], size: int) -> Vocab:
     """The WordPiece tokenizer of a vocabulary list (a WordPiece model is its vocabulary: this encodes
     exactly as the tokenizer that was trained to it)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
                                            max_input_chars_per_word=100))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -212,8 +210,6 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     equally frequent merges by id, so two builds can differ in a few pieces (docs/pipeline.md): `prepare`
     caches the vocabulary and records its hash.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
     _check_size(size)
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # input is already word-tokenized
@@ -240,8 +236,6 @@ def train_char(sentences: list[list[str]], size: int = 2048) -> Vocab:
     training): entries by frequency. A vocabulary smaller than that character set is an error; a larger
     one leaves the rest of the id block unused (set data.vocab_size to `len(vocab)` to save the
     model's rows). A word with a character outside the set becomes one [UNK], as under wordpiece."""
-    from collections import Counter
-
     _check_size(size)
     first, inside = Counter(), Counter()
     for s in sentences:
@@ -260,10 +254,6 @@ def train_char(sentences: list[list[str]], size: int = 2048) -> Vocab:
 def train_word(sentences: list[list[str]], size: int = 2048) -> Vocab:
     """The `size - 5` most frequent words (ties in string order) plus the specials, [UNK] for the rest:
     a WordLevel model, one unit per word. Deterministic (no training)."""
-    from collections import Counter
-
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
     _check_size(size)
     counts = Counter(w for s in sentences for w in s)
     entries = list(SPECIALS) + [w for w in _by_frequency(counts) if w not in SPECIALS][: size - N_SPECIAL]

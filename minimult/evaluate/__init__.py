@@ -18,33 +18,22 @@ from pathlib import Path
 from typing import Callable
 
 from minimult.data.batching import ATTENTIONS
-from minimult.data.masking import random_replacement_ids
+from minimult.data.links import link_format
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
-from minimult.evaluate.representations import (Context, gold_links, phase, piece_vectors, row_slices,
+from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
 from minimult.evaluate.segments import with_segment
 from minimult.precision import check as check_precision
-from minimult.runs import merge
+from minimult.runs import Run, environment, merge
 
 for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
     importlib.import_module(f"{__name__}.{_m.name}")
 
+from minimult.evaluate.links import table as links_table  # noqa: E402
 from minimult.evaluate.multilinguality import mu_layers  # noqa: E402
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
-
-
-def context(run, model, layers, **options) -> Context:
-    """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
-    d, dc = run.data, run.cfg.data
-    options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
-    verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
-    return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, task_sides=d.task_sides,
-                   verse_ids=verse_ids,
-                   gold=d.source.gold_of(1, dc), languages=d.source.names(dc),
-                   golds=tuple(d.source.gold_of(k, dc) for k in range(dc.n_langs)),
-                   pair_dictionary=d.pair_dictionary if d.source.pair_dictionaries else None, **options)
+from minimult.evaluate.transfer import frozen_layer, table as transfer_table  # noqa: E402
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -95,8 +84,6 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     early) is evaluated with one line saying so and is never 'complete'; a failed (diverged) run is refused.
     Bad input (an `only` naming nothing, links without a link file, a damaged results.json) is refused
     before the model loads."""
-    from minimult.runs import Run, environment
-
     t0 = time.time()
     names = ", ".join(e.name for e in evaluators())
     if only is not None and not only:
@@ -132,8 +119,6 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if link_file is not None:
         link_file = _link_file(run, link_file, link_base)
     if transfer is not None:
-        from minimult.evaluate.transfer import frozen_layer
-
         frozen_layer(transfer, depth)
         run.data.task(transfer.task)  # a corpus without verse ids (or a bad task directory) fails before any evaluator
     run.check_not_failed()
@@ -193,8 +178,6 @@ def _link_file(run, link_file: str, base: int | None = None) -> str:
             raise MinimultError(f"--links silver: the language source {run.cfg.data.source!r} has no silver links "
                                 f"(--source en-es does); give a link file")
         return str(path)
-    from minimult.data.links import link_format
-
     if link_format(link_file) == "pharaoh" and base not in (0, 1):
         raise MinimultError(f"{link_file} is a Pharaoh link file (i-j per pair): say whether its word indices count "
                             f"from 0 or from 1 (--link-base 0|1)")
@@ -231,13 +214,9 @@ def summary_table(results: dict) -> str:
         lines.append(f"alignment scored against {results['alignment_gold']} links ({results.get('gold_links', 0):,} "
                      f"sure links in the dev sentences)")
     if "links" in results:
-        from minimult.evaluate.links import table as links_table
-
         lines.append(links_table(results["links"]))
     if "transfer" in results:
-        from minimult.evaluate.transfer import table
-
         task = results["transfer"].get("task", {}).get("name", "nt-part")
         lines += [f"zero-shot transfer ({'New Testament part' if task == 'nt-part' else task}, test split):",
-                  table(results["transfer"])]
+                  transfer_table(results["transfer"])]
     return "\n".join(lines)

@@ -45,8 +45,13 @@ from torch import nn
 
 from minimult.data.languages import Side
 from minimult.data.layout import Layout
+from minimult.data.sources.shift import one_piece_sides
+from minimult.data.sources.unicode import shift_text
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import text_evaluators
+from minimult.evaluate.representations import Context
+from minimult.evaluate.segments import with_segment
+from minimult.model import pick_device
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 
@@ -115,8 +120,8 @@ def load(directory) -> tuple[object, HFBert]:
     if not any((d / f).is_file() for f in TOKENIZER_FILES):
         raise MinimultError(f"{d} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): --hf evaluates a checkpoint "
                             f"with its own tokenizer")
-    from transformers import AutoTokenizer, BertForMaskedLM
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoTokenizer, BertForMaskedLM  # lazy: an optional dependency (the test extra), ~1.3 s to import
+    from transformers.utils import logging as hf_logging  # lazy: an optional dependency (the test extra), ~1.3 s to import
 
     level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # its load report: check_weights says what matters in one line
@@ -165,8 +170,6 @@ def whitespace_word_starts(line: str, spans) -> list[bool]:
 
 def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool, unicode_shift: bool = False) -> Side:
     if unicode_shift:  # English written in the shifted script (K et al.'s Fake-English)
-        from minimult.data.sources.unicode import shift_text
-
         lines = [" ".join(shift_text(w) for w in line.split()) for line in lines]
     enc = tokenizer(lines, add_special_tokens=False, return_offsets_mapping=True)
     pieces = [np.asarray(ids, dtype=np.int64) + offset for ids in enc["input_ids"]]
@@ -221,7 +224,7 @@ def in_order(side: Side, name: str, spec: dict, directory) -> Side:
 
 def language_tokenizers(directory, record: dict, langs) -> list:
     """The tokenizers of the named languages (an export keeps a language's own in its sub-folder)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: an optional dependency (the test extra), ~1.3 s to import
 
     unknown = [l for l in langs if l not in record]
     if unknown:
@@ -278,8 +281,6 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
                       sep=tokenizer.sep_token_id, mask=tokenizer.mask_token_id, max_len=max_len) for k in range(2)]
     dictionary = None
     if shift:
-        from minimult.data.sources.shift import one_piece_sides
-
         special = set(tokenizer.all_special_ids)
         en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
         dictionary = one_piece_sides([en, en + offset])
@@ -291,8 +292,6 @@ def shifted_languages(tokenizer, model: HFBert, record: dict, lines, directory):
     lines, each written as the run wrote it (its recorded layout: ids, specials, positions, segment,
     window; its word order), with the gold alignment and dictionary of id-shifted copies; one error line
     for a language that is not one (a shifted script, English's own ids)."""
-    from minimult.data.sources.shift import one_piece_sides
-
     names = list(record)
     for name in names[1:]:
         if record[name].get("unicode_shift"):
@@ -319,10 +318,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
                 only=None, link_base: int | None = None) -> dict:
     """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring); `only`
     names evaluators (default: every one the pair can give; with `link_file`, word alignment alone)."""
-    from minimult.evaluate import evaluate_model, mu_layers
-    from minimult.evaluate.representations import Context
-    from minimult.evaluate.segments import with_segment
-    from minimult.model import pick_device
+    from minimult.evaluate import evaluate_model, mu_layers  # lazy: the package imports this module before defining them
 
     tokenizer, model = load(directory)
     a_lines, b_lines = read_pair(a, b)

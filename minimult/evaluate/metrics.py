@@ -156,7 +156,7 @@ def match_order_distance(src: torch.Tensor, src_offsets, tgt: torch.Tensor, tgt_
     permutation of min(n, m) items), and the target positions read in source order give a Kendall tau
     distance. Sides as in `alignment_prf`. Returns the mean over pairs with at least two links, and
     that number of pairs."""
-    from scipy.optimize import linear_sum_assignment
+    from scipy.optimize import linear_sum_assignment  # lazy: 1-2 s to import, for this statistic only
 
     src_offsets, tgt_offsets = np.asarray(src_offsets), np.asarray(tgt_offsets)
     if len(src_offsets) != len(tgt_offsets) or src.shape[1] != tgt.shape[1]:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from minimult.data.batching import SequenceSet, attention_mask
+from minimult.data.languages import positions_within
 from minimult.data.masking import MaskConfig, mask_batch
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
@@ -71,8 +72,6 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
 
 def units_per_word(sides, layouts) -> float:
     """Units per word of the English side inside the model's window ([CLS] and [SEP] left out)."""
-    from minimult.data.languages import positions_within
-
     en = sides[0]
     inside = positions_within(en.offsets) < layouts[en.lang].max_len - 2
     words = int(en.word_starts[inside].sum())

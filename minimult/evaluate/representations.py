@@ -19,20 +19,10 @@ import torch
 
 from minimult import precision
 from minimult.data.batching import SequenceSet, attention_mask
-from minimult.data.languages import Side, positions_within
+from minimult.data.languages import Side, positions_within, truncate
+from minimult.data.masking import random_replacement_ids
 from minimult.errors import MinimultError
 from minimult.model import Bert
-
-
-def truncate(side: Side, limit: int) -> Side:
-    """Keep the first `limit` pieces of every sentence (the model's window); gold links beyond go."""
-    lengths = np.minimum(side.lengths, limit)
-    keep = positions_within(side.offsets) < np.repeat(lengths, side.lengths)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    gold = side.gold[keep].copy()
-    gold[gold >= limit] = -1
-    return Side(side.lang, side.ids[keep], offsets, side.word_starts[keep], side.source, gold)
 
 
 def tokens_per_batch(device: torch.device) -> int:
@@ -271,3 +261,16 @@ class PairContext:
     def links(self) -> np.ndarray:
         with self.phase("data"):
             return gold_links(self.dev[1])
+
+
+def context(run, model, layers, **options) -> Context:
+    """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
+    d, dc = run.data, run.cfg.data
+    options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
+    verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
+    return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
+                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, task_sides=d.task_sides,
+                   verse_ids=verse_ids,
+                   gold=d.source.gold_of(1, dc), languages=d.source.names(dc),
+                   golds=tuple(d.source.gold_of(k, dc) for k in range(dc.n_langs)),
+                   pair_dictionary=d.pair_dictionary if d.source.pair_dictionaries else None, **options)

@@ -38,11 +38,13 @@ import torch.nn.functional as F
 
 from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.data.languages import Side
-from minimult.data.tasks import SPLITS
+from minimult.data.tasks import SPLITS, task_data
 from minimult.errors import MinimultError
 from minimult.evaluate.linear import fit_logistic
-from minimult.evaluate.registry import Column, Evaluator, register
-from minimult.evaluate.representations import piece_vectors, sentence_vectors, truncate
+from minimult.evaluate.multilinguality import mu_layers
+from minimult.evaluate.registry import Column, Evaluator, register, versions
+from minimult.evaluate.representations import context, piece_vectors, sentence_vectors, truncate
+from minimult.runs import Run, environment
 
 ADAM_EPS, CLIP = 1e-6, 1.0  # as pretraining
 
@@ -50,28 +52,11 @@ ADAM_EPS, CLIP = 1e-6, 1.0  # as pretraining
 def frozen_layer(cfg, depth: int) -> int:
     """The frozen mode's layer (default µ's upper layer, 8 of 12); every layer a mode names
     must exist: one error line otherwise."""
-    from minimult.evaluate.multilinguality import mu_layers
-
     layer = mu_layers(depth)[1] if cfg.layer < 0 else cfg.layer  # µ's upper layer: 8 of 12
     for name, n in [("transfer.layer", layer)] + [(f"mode {m}", n) for m, n in cfg.mode_list() if n is not None]:
         if n > depth:
             raise MinimultError(f"{name}: layer {n} does not exist: the model has layers 0..{depth}")
     return layer
-
-
-def task_data(task, sides: list[Side], limit: int | None) -> list[dict[str, tuple[Side, np.ndarray]]]:
-    """For each language, {split: (its sentences of that split cut to `limit` pieces (None: whole), their
-    labels)}: the New Testament part task, whose labels and split follow each sentence's English source."""
-    out = []
-    for side in sides:
-        known = side.source >= 0
-        parts = {}
-        for k, name in enumerate(SPLITS):
-            index = np.flatnonzero(known & (task.split[np.maximum(side.source, 0)] == k))
-            mine = side.subset(index)
-            parts[name] = (mine if limit is None else truncate(mine, limit), task.labels[side.source[index]])
-        out.append(parts)
-    return out
 
 
 def cut(data: list[dict], limit: int) -> list[dict]:
@@ -362,10 +347,6 @@ def table(t: dict) -> str:
 def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None] = print, write: bool = True) -> dict:
     """`minimult transfer`: the run's model through every mode of `cfg` (default: the run's own transfer
     settings), into results.json as an evaluation block of its own."""
-    from minimult.evaluate import context
-    from minimult.evaluate.registry import versions
-    from minimult.runs import Run, environment
-
     t0 = time.time()
     run = run if isinstance(run, Run) else Run.open(run)
     cfg = cfg or run.cfg.transfer

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from minimult.data import sources
 from minimult.data.cache import cache_root, cached, key_hash
 from minimult.knn.fasttext import neighbour_table as nearest_table, train_fasttext
 from minimult.data.languages import Side
@@ -138,8 +139,6 @@ def _key(prepared, cfg, k, sides) -> dict:
            "version": 2}  # 2: fastText rows all initialised from the seed
     if cfg.knn.seed_dictionary != "unsupervised":  # the default keeps the keys of tables built before the option
         key["seed_dictionary"] = cfg.knn.seed_dictionary
-    from minimult.data import sources
-
     source = sources.get(cfg.data.source)
     if cfg.knn.seed_dictionary == "dictionary" and source.pair_dictionaries:  # read from files, not the cache entry
         h = hashlib.sha256()

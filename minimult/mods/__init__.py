@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from minimult.data.masking import inputs_needed
 from minimult.errors import MinimultError
 
 REGISTRY: dict[str, "Mod"] = {}
@@ -144,29 +145,11 @@ def versions(mods: tuple[ActiveMod, ...]) -> dict[str, int]:
 
 def check_masking(cfg, mods: tuple[ActiveMod, ...]) -> None:
     """The masking mix can be served: whatever it needs (a neighbour table) some active mod builds."""
-    from minimult.data.masking import inputs_needed
-
     missing = inputs_needed(cfg.mask) - {name for a in mods for name in a.mod.provides}
     if missing:
         providers = [m.name for m in registered() if missing & set(m.provides)]
         raise MinimultError(f"the masking mix {cfg.mask.probs} needs {', '.join(sorted(missing))}, which no active "
                             f"mod builds: add --mods {' or '.join(providers)}")
-
-
-def apply_config(cfg, mods: tuple[ActiveMod, ...], explicit: dict | None = None):
-    """Each mod's `configure`, then the user's explicit settings of the keys a mod declared
-    `overridable` (so `--set mask.probs=0.9,0.1,0,0` wins over no-random's mix), then each mod's `check`."""
-    from minimult.config import override
-
-    for a in mods:
-        if a.mod.configure is not None:
-            cfg = a.mod.configure(cfg, a.value)
-    yielded = {key for a in mods for key in a.mod.overridable}
-    cfg = override(cfg, {k: v for k, v in (explicit or {}).items() if k in yielded})
-    for a in mods:
-        if a.mod.check is not None:
-            a.mod.check(cfg, a.value)
-    return cfg
 
 
 def set_section(cfg, section: str, **changes):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from minimult.data import sources
 from minimult.errors import MinimultError
 from minimult.mods import Mod, probability, register
 
@@ -34,8 +35,6 @@ def _named_language(cfg, name) -> None:
     """inv-order=NAME: NAME is one of the run's languages, and not the first (English: the reference order)."""
     if name is None:
         return
-    from minimult.data import sources
-
     names = sources.get(cfg.data.source).names(cfg.data)
     if name not in names[1:]:
         why = (f"the first language ({names[0]}) keeps its order (it is what the others align to)"

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from minimult.data.cache import atomic_write_text
 from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
 from minimult.report import links, probe, segments, series, transfer
 from minimult.report.readme import table_marker, update_readme
+from minimult.runs import write_json
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
                                     markdown, run_values, section_table, top_layer, welch_p)
 
@@ -89,9 +91,6 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     """Tables, figures and report.json into `out_dir` (see the module doc); with `readme` (a path), the
     first table also replaces the one between its markers. Returns report.json's contents. `loaded`:
     what `load(paths)` returned, when the caller has it already."""
-    from minimult.data.cache import atomic_write_text
-    from minimult.runs import write_json
-
     loaded = loaded or load(paths, log)
     runs, unevaluated, sections = loaded.runs, loaded.unevaluated, loaded.sections
     out = Path(out_dir)

@@ -190,7 +190,7 @@ def find(side: Side, found: list[Place]) -> tuple[Place | None, str]:
 
 
 def _one_sample_p(xs: list[float], value: float) -> float | None:
-    from scipy import stats
+    from scipy import stats  # lazy: 1-2 s to import, for this statistic only
 
     if len(xs) < 2:
         return None

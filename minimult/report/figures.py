@@ -27,10 +27,10 @@ N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK]: the first ids of each language'
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # lazy: ~1 s to import, for figures only
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: ~1 s to import, for figures only
 
     return plt
 

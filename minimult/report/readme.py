@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from minimult.data.cache import atomic_write_text
 from minimult.errors import MinimultError
 
 
@@ -26,8 +27,6 @@ def update_readme(path, markdown_table: str, marker: str, write: bool = True) ->
     """Replace the lines between `<!-- BEGIN marker -->` and `<!-- END marker -->` (each alone on its
     line, once, BEGIN first) with `markdown_table`; True when the text changed (`write=False`: would
     change; nothing is written)."""
-    from minimult.data.cache import atomic_write_text
-
     path = Path(path)
     try:
         text = path.read_bytes().decode("utf-8")

@@ -165,7 +165,7 @@ def _point(g: Group, x) -> dict:
 
 
 def _spearman(points: list[dict], key: str) -> float | None:
-    from scipy import stats
+    from scipy import stats  # lazy: 1-2 s to import, for this statistic only
 
     xy = [(p["x"], p[key]["mean"]) for p in points if p[key]["mean"] is not None and not isinstance(p["x"], str)]
     if len(xy) < 3 or len({x for x, _ in xy}) < 2 or len({y for _, y in xy}) < 2:
@@ -313,7 +313,7 @@ def figure(found: list[dict], out: Path) -> Path | None:
             a.set_ylabel(name, color=colour)
         ax.set_ylim(bottom=0)  # µ from 0: a flat series (heads) should not look steep
         if axis.log_x:
-            from matplotlib.ticker import FuncFormatter, NullFormatter
+            from matplotlib.ticker import FuncFormatter, NullFormatter  # lazy: ~1 s to import, for figures only
 
             ax.set_xscale("log")
             ax.set_xticks([p["x"] for p in numeric])

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import jinja2
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
 from minimult.errors import MinimultError
 from minimult.report.collect import REPOSITORY, Group, Run, Section, never_trained
 
@@ -42,8 +46,6 @@ def site_folders(results: Path = RESULTS) -> list[Path]:
 
 
 def _env():
-    import jinja2
-
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = number
@@ -64,9 +66,6 @@ def number(x) -> str:
 
 def markdown_html(text: str):
     """A report section's markdown (headings, tables, lists, code) as HTML; raw HTML in it is escaped."""
-    from markdown_it import MarkdownIt
-    from markupsafe import Markup
-
     return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
 
 

@@ -74,7 +74,7 @@ def aggregate(values: list[float | None]) -> dict:
 
 
 def welch_p(a: list, b: list) -> float | None:
-    from scipy import stats
+    from scipy import stats  # lazy: 1-2 s to import, for this statistic only
 
     a, b = [x for x in a if x is not None], [x for x in b if x is not None]
     if len(a) < 2 or len(b) < 2:

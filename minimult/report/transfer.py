@@ -78,7 +78,7 @@ def pearson(points: list[dict]) -> float | None:
 
 def pearson_test(points: list[dict]) -> tuple[float, float] | None:
     """(r, two-sided p) of word-order distance against zero-shot accuracy, as `pearson`."""
-    from scipy.stats import pearsonr
+    from scipy.stats import pearsonr  # lazy: 1-2 s to import, for this statistic only
 
     if len(points) < 3:
         return None

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from minimult import precision
 from minimult.errors import MinimultError
 from minimult.sweep import memory
@@ -79,8 +81,6 @@ class Placement:
 
     @classmethod
     def choose(cls, todo: list[Task], groups: list, jobs: int | None) -> "Placement":
-        import torch
-
         on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
         gpus = list(range(torch.cuda.device_count())) if on_gpu else []
         jobs = jobs or (len(gpus) if gpus else _cpu_count())
@@ -95,8 +95,6 @@ class Placement:
 
 def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: Placement, backend, stack, log) -> None:
     """The sweep's opening lines: what it will do, what failed or is left out already, a bf16 tip."""
-    import torch
-
     left_out = list(dict.fromkeys(o.task.setting_id for o in outcomes if o.status == LEFT_OUT))
     n_left = sum(o.status == LEFT_OUT for o in outcomes)
     log(f"sweep {grid.title}: {len(grid.settings)} settings x {len(seeds)} seeds ({','.join(map(str, seeds))}), "
@@ -161,8 +159,6 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
               log: Callable[[str], None] = print, only=None, stack: int = 1,
               progress_every: float = PROGRESS_EVERY) -> Summary:
     """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring."""
-    import torch
-
     _check(backend, jobs, stack, progress_every, address)
     whole, grid = grid, grid.select(only)
     seeds = tuple(seeds) if seeds else grid.seeds

@@ -89,7 +89,7 @@ def _token_auth(log) -> str:
 def run_ray(groups, jobs, address, report, log, tick, every) -> None:
     hint = _token_auth(log) if address is not None else ""  # before Ray is imported: it reads the mode then
     try:
-        import ray
+        import ray  # lazy: an optional dependency (the sweep extra)
     except ImportError:
         raise MinimultError("the ray backend needs Ray: pip install 'ray[default]>=2.9'") from None
     started = not ray.is_initialized()

@@ -8,11 +8,15 @@ run's log goes to `sweep.log` in its folder.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import signal
 import time
 import traceback
 from pathlib import Path
+
+import torch
 
 from minimult.errors import MinimultError
 from minimult.runs import LOCK
@@ -136,15 +140,13 @@ def run_group(tasks: list[Task], threads: int | None = 1) -> list[Outcome]:
     """Create / resume / train / evaluate the runs `tasks`; never raises for a failing run."""
     group = Group(tasks)
     try:
-        import torch
-
         if threads:
             torch.set_num_threads(threads)
         open_runs(group)
         how = train_fresh_together(group)
         for task in group.live:
             finish(group, task, how.get(task.run_dir))
-    except Exception as e:  # e.g. torch itself failing to import in this worker
+    except Exception as e:  # e.g. torch failing in this worker (its threads, its device)
         for task in tasks:
             if task.run_dir not in group.outcomes:
                 group.outcomes[task.run_dir] = Outcome(task, "failed", f"{type(e).__name__}: {e}",
@@ -166,9 +168,6 @@ def die_with_parent() -> None:
     leave its workers training on, unobserved; checkpoints are written atomically, so the next sweep
     resumes their runs."""
     try:
-        import ctypes
-        import signal
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):  # not Linux

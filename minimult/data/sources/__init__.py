@@ -24,6 +24,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import numpy as np
+
+from minimult.data.corpus import load_corpus, normalise, words
+from minimult.data.languages import Side
+from minimult.data.vocab import Vocab, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
 
 REGISTRY: dict[str, "Source"] = {}
@@ -92,19 +97,13 @@ class Source:
     def words(self, text: str, data_cfg) -> list[str]:
         """The words of one line of text in this source's languages, as its corpora were split into words
         (the built-in corpora: NLTK's tokenizer after `corpus.normalise`)."""
-        from minimult.data.corpus import normalise, words
-
         return words(normalise(text))
 
     def encode(self, prepared, data_cfg, lang: int, sentences: list[list[str]]):
         """Word-tokenized `sentences` of language `lang` as that language's Side (its vocabulary, its id
         offset, English text shifted where the language is written in a shifted script), with no gold
         alignment: how a labelled task's text reads as the run trained on that language."""
-        import numpy as np
-
-        from minimult.data.languages import Side
-        from minimult.data.sources.unicode import shift_text
-        from minimult.data.vocab import Vocab
+        from minimult.data.sources.unicode import shift_text  # lazy: unicode.py subclasses Source from this module
 
         spec = self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]
         vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.size) if spec["tokenizer"] \
@@ -117,8 +116,6 @@ class Source:
 
     def shipped(self, text: list[list[str]], size: int, data_cfg):
         """(the shipped WordPiece vocabulary for this training text, its file) or (None, None)."""
-        from minimult.data.vocab import shipped_vocab
-
         return shipped_vocab(text, size, self.name)
 
     def pair_dictionary(self, prepared, data_cfg, k: int) -> list:
@@ -140,8 +137,6 @@ class Source:
 
     def corpora(self, data_cfg, progress):
         """(train, dev) `Corpus`es: English, whose sentences the other languages are views of."""
-        from minimult.data.corpus import load_corpus
-
         progress(f"reading training corpus {data_cfg.train} ...")
         train = load_corpus(data_cfg.train, data_cfg.train_sentences or None)
         progress(f"reading development corpus {data_cfg.dev} ...")
@@ -169,8 +164,6 @@ class Source:
     def train_vocab(self, train, data_cfg):
         """A Vocab of `vocab_size(data_cfg)` entries trained on `training_text` (unless a shipped one
         exists for that text: `minimult.data.vocab.shipped_vocab`)."""
-        from minimult.data.vocab import train_vocab
-
         return train_vocab(data_cfg.tokenizer, self.training_text(train, data_cfg), self.vocab_size(data_cfg))
 
     def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict | None:

@@ -24,15 +24,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import torch
 
-from minimult.data.corpus import Corpus
+from minimult.data import sword
+from minimult.data.cache import atomic_write_text
+from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN, Corpus
 from minimult.data.languages import Side, english_side
-from minimult.data.links import word_first_pieces, write_links
+from minimult.data.links import word_first_pieces, write_links, write_pharaoh
 from minimult.data.sources import Source, register
 from minimult.data.sources.shift import one_piece_sides, shifted_side
 from minimult.data.sources.unicode import shift_piece, shift_text, unicode_side
+from minimult.data.tasks import SPLITS, verse_split
 from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_wordpiece
 from minimult.errors import MinimultError
 
@@ -50,8 +55,6 @@ class AlignedCorpus(Corpus):
 
 
 def aligned_corpus(name: str, testament: str, limit: int | None) -> AlignedCorpus:
-    from minimult.data import sword
-
     texts = {lang: sword.language_verses(lang, testament) for lang in LANGUAGES}
     keep, report = sword.aligned_verses(texts["en"], texts["es"])
     keep = keep[:limit] if limit else keep
@@ -132,10 +135,7 @@ class EnEs(Source):
         return self.extra + (("train_fake", "dev_fake") if self.with_fake_text(data_cfg) else ())
 
     def check(self, data_cfg) -> None:
-        from minimult.config import DataConfig
-
-        default = DataConfig()
-        if (data_cfg.train, data_cfg.dev) != (default.train, default.dev):
+        if (data_cfg.train, data_cfg.dev) != (DEFAULT_TRAIN, DEFAULT_DEV):
             raise MinimultError("--source en-es reads its own verse-aligned Bibles (KJV and RV1909 New Testament "
                                 "for training, Old Testament for development); --train-file and --dev-file do "
                                 "not apply (data.train_sentences and data.dev_sentences do)")
@@ -144,8 +144,6 @@ class EnEs(Source):
                                 f"{data_cfg.tokenizer}): char and word units work with --source shift, unicode or parallel")
 
     def cache_key(self, data_cfg, key: dict) -> dict:
-        from minimult.data import sword
-
         key = {**key, "train": "sword:new", "dev": "sword:old", "version": self.version,
                "modules": {lang: sword.module_fingerprint(lang) for lang in LANGUAGES}}
         # own vocabularies: Fake-English is ids (nothing cached), so the entry is the two-language one
@@ -248,8 +246,6 @@ class EnEs(Source):
         return one_piece_sides([en, es, fake][:data_cfg.n_langs])
 
     def random_ids(self, prepared, data_cfg):
-        import torch
-
         if self.shares_vocabulary(data_cfg):
             return torch.arange(N_SPECIAL, len(prepared.vocab))
         sizes = [len(prepared.vocab), len(self.spanish_vocab(prepared, data_cfg)), len(prepared.vocab)]
@@ -276,11 +272,6 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
     --task`: which Gospel a verse of the training files is from (Matthew, Mark, Luke, John), split by verse
     as the New Testament part task is (`tasks.verse_split`), the test verses in both languages. Returns
     counts of what was written."""
-    from pathlib import Path
-
-    from minimult.data.cache import atomic_write_text
-    from minimult.data.links import write_pharaoh
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
@@ -295,8 +286,6 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
         atomic_write_text(out / f"{lang}.train.txt", "".join(f"{v}\t{' '.join(w)}\n" for v, w in
                                                            zip(train.verse_ids, getattr(train, texts))))
         atomic_write_text(out / f"{lang}.dev.txt", "".join(f"{' '.join(w)}\n" for w in getattr(dev, texts)))
-    from minimult.data.tasks import SPLITS, verse_split
-
     gospels = {40: "matthew", 41: "mark", 42: "luke", 43: "john"}
     rows = [(gospels[v // 1_000_000], en, es) for v, en, es in zip(train.verse_ids, train.sentences, train.second)
             if v // 1_000_000 in gospels]

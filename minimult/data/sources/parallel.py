@@ -20,12 +20,18 @@ vocabularies), one per language pair. Each pair's id is its line number (line-al
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import torch
+from tokenizers import normalizers
 
+from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.languages import Side, english_side
-from minimult.data.parallel import Spec, absolute, parse_spec, read_corpora, read_dictionary, tokenize
+from minimult.data.links import read_links, says_silver, write_links
+from minimult.data.parallel import Spec, absolute, is_manifest, parse_spec, read_corpora, read_dictionary, tokenize
 from minimult.data.sources import Source, register
+from minimult.data.sources.en_es import silver_gold
 from minimult.data.sources.shift import one_piece_sides
 from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
@@ -38,10 +44,6 @@ def _spec(files: str, stamp: float) -> Spec:
 
 def spec_of(data_cfg) -> Spec:
     """The parsed data.files (a manifest is read again when it changes)."""
-    from pathlib import Path
-
-    from minimult.data.parallel import is_manifest
-
     path = Path(data_cfg.files.strip())
     stamp = path.stat().st_mtime if is_manifest(data_cfg.files) and path.is_file() else 0.0
     return _spec(data_cfg.files, stamp)
@@ -73,11 +75,8 @@ class Parallel(Source):
         return spec_of(data_cfg).describe()
 
     def check(self, data_cfg) -> None:
-        from minimult.config import DataConfig
-
         spec = spec_of(data_cfg)
-        default = DataConfig()
-        if (data_cfg.train, data_cfg.dev) != (default.train, default.dev):
+        if (data_cfg.train, data_cfg.dev) != (DEFAULT_TRAIN, DEFAULT_DEV):
             raise MinimultError("--source parallel reads the files named by --files (data.files); --train-file and "
                                 "--dev-file do not apply (dev files or dev_share go into a manifest)")
         if data_cfg.n_langs != len(spec.languages):
@@ -128,9 +127,6 @@ class Parallel(Source):
         return _load_vocab(str(prepared.path / self.names(data_cfg)[k]), data_cfg.vocab_size)
 
     def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict:
-        from minimult.data.links import write_links
-        from tokenizers import normalizers
-
         spec = spec_of(data_cfg)
         names = spec.languages
         shared = self.shares_vocabulary(data_cfg)
@@ -185,8 +181,6 @@ class Parallel(Source):
 
     @staticmethod
     def _dev_links(spec: Spec, lang: str, dev, k: int):
-        from minimult.data.links import read_links
-
         counts = [{int(i): len(s) for i, s in zip(dev.verse_ids, dev.language(j))} for j in (0, k)]
         return read_links(spec.links[lang], counts[0], counts[1], spec.links_base)
 
@@ -194,8 +188,6 @@ class Parallel(Source):
         """Language `lang`'s gold: its link file's kind (silver when a comment says so), "none" without one."""
         if data_cfg is None or lang == 0:
             return self.gold
-        from minimult.data.links import says_silver
-
         spec = spec_of(data_cfg)
         path = spec.links.get(spec.languages[lang])
         return "none" if path is None else "silver" if says_silver(path) else "gold"
@@ -248,8 +240,6 @@ class Parallel(Source):
                                + [np.array([m[i] for i in common], dtype=np.int32) for m in maps])
 
     def random_ids(self, prepared, data_cfg):
-        import torch
-
         if self.shares_vocabulary(data_cfg):
             return torch.arange(N_SPECIAL, len(prepared.vocab))
         return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k))) + k * data_cfg.vocab_size
@@ -271,8 +261,6 @@ def _load_vocab(path: str, size: int) -> Vocab:
 def _sure_gold(first, other, pair_ids, links) -> np.ndarray:
     """(P,) gold of the other language's pieces from a link file's sure links (`en_es.silver_gold`'s rule: a
     word's first piece to the first piece of the word it links to, the lowest index when several)."""
-    from minimult.data.sources.en_es import silver_gold
-
     row = {int(v): s for s, v in enumerate(pair_ids)}
     per = [[] for _ in pair_ids]
     for v, a, b, s in zip(links.verse_ids, links.a, links.b, links.sure):
