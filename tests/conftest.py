@@ -43,3 +43,15 @@ def tiny_prepared(minimult_cache, tiny_data_cfg):
     from minimult.data.prepare import prepare
 
     return prepare(tiny_data_cfg)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread for a module's tests (`pytestmark = pytest.mark.usefixtures("one_thread")`):
+    their tiny models train faster so, and the machine's other thread stays free."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -32,12 +32,7 @@ QUICK = TransferConfig(modes="full,freeze:0,frozen", seeds=2, epochs=2)  # a few
 quiet = lambda s: None  # noqa: E731
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_run(tmp_path, name, mods=None, settings=NT, **overrides):
