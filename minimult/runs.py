@@ -32,10 +32,9 @@ from minimult.errors import MinimultError
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
-# what one evaluation's block in results.json keeps, besides every evaluator column's key (`block_keys`)
-BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "mu", "mu_layers",
-              "perplexity", "dev_sentences", "dev_sentences_cut", "dictionary_entries", "eval_seconds",
-              "pairs")  # more than two languages: English with each other language (evaluate_model)
+# what one evaluation's block in results.json keeps of the evaluation itself, besides what the evaluators
+# write (`block_keys`); "pairs": more than two languages, English with each other language (evaluate_model)
+BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "eval_seconds", "pairs")
 
 
 def merge(into: dict, part: dict) -> None:
@@ -55,9 +54,11 @@ def merged(before: dict, latest: dict) -> dict:
 
 
 def block_keys() -> tuple[str, ...]:
-    from minimult.evaluate.registry import columns
+    """BLOCK_KEYS and every key the evaluators write (`registry.result_keys`: their scalar columns' and
+    declared `keys`)."""
+    from minimult.evaluate.registry import result_keys
 
-    return BLOCK_KEYS + tuple(c.group or c.name for c in columns() if not c.per_layer)
+    return BLOCK_KEYS + tuple(k for k in result_keys() if k not in BLOCK_KEYS)
 CHECKPOINT_FORMAT = 1
 
 
@@ -496,8 +497,8 @@ class Run:
         path = self.path / "results.json"
         old = read_results(path) if path.is_file() else {}
         keys = block_keys()
-        blocks = old.get("evaluations") or ([{k: old[k] for k in keys if k in old}] if "layers" in old else [])
-        blocks = [*blocks, {k: results[k] for k in keys if k in results}]
+        blocks = old.get("evaluations") or ([{k: v for k, v in old.items() if k in keys}] if "layers" in old else [])
+        blocks = [*blocks, {k: v for k, v in results.items() if k in keys}]  # in the order the evaluation wrote them
         keep_old = "layers" in old and not results["evaluation"]["complete"]
         top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
         if keep_old and fill is not None and old.get("steps") == results.get("steps"):

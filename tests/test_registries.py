@@ -3,17 +3,25 @@ reach every list that names evaluators without a line elsewhere."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from minimult.config import resolve
 from minimult.evaluate import summary_table
 from minimult.evaluate.registry import REGISTRY as EVALUATORS, Column, Evaluator
+from minimult.runs import Run, block_keys
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def toy_evaluator(monkeypatch):
     """A registered evaluator of one per-layer and one scalar column, for this test only."""
     toy = Evaluator("toy", "a throwaway evaluator", 1, order=50, run=lambda ctx: {},
-                    columns=(Column("toy_layer", "toy per layer", per_layer=True), Column("toy_score", "toy score")))
+                    columns=(Column("toy_layer", "toy per layer", per_layer=True), Column("toy_score", "toy score")),
+                    keys=("toy_count",))
     monkeypatch.setitem(EVALUATORS, "toy", toy)
     return toy
 
@@ -26,3 +34,20 @@ def test_eval_printout_shows_a_new_evaluators_columns(toy_evaluator):
     assert lines[1].split() == ["layer", "ρ", "toy", "per", "layer"]  # registry order; absent columns left out
     assert lines[2].split() == ["0", "-", "0.500"] and lines[3].split() == ["2", "0.750", "0.250"]
     assert lines[4:] == ["toy score 0.125"]  # evaluators whose part is missing print nothing
+
+
+def test_evaluation_blocks_keep_what_the_evaluators_declare(toy_evaluator, tmp_path):
+    run = Run(tmp_path, resolve("tiny")[0])
+    for complete in (True, False):
+        run.write_results({"evaluation": {"complete": complete}, "run": "runs/x", "steps": 1, "layers": {},
+                           "toy_score": 0.5, "toy_count": 3, "toy_note": "top only", "eval_seconds": 1.0})
+    blocks = json.loads((tmp_path / "results.json").read_text())["evaluations"]
+    assert [set(b) for b in blocks] == [{"evaluation", "steps", "layers", "toy_score", "toy_count", "eval_seconds"}] * 2
+
+
+def test_committed_evaluation_blocks_hold_only_derived_keys():
+    """A results key dropped from the evaluators' declarations would vanish from every later evaluation block."""
+    kept = set(block_keys())
+    for path in sorted(ROOT.glob("experiments/results/*/*/results.json")):
+        for block in json.loads(path.read_text()).get("evaluations", []):
+            assert set(block) <= kept, (path, set(block) - kept)

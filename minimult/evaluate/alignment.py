@@ -38,4 +38,4 @@ register(Evaluator(
     columns=(Column("align_precision", "align P", per_layer=True),
              Column("align_recall", "align R", per_layer=True),
              Column("align_f1", "align F1", per_layer=True, table=True, summary=True, short="F1")),
-    describe=describe))
+    keys=("dev_sentences", "dev_sentences_cut"), describe=describe))

@@ -40,4 +40,4 @@ def describe(results: dict) -> list[str]:
 register(Evaluator(
     "multilinguality", "µ = mean of translation and retrieval at layer 0 and layer round(2/3 x depth) (8 of 12)",
     version=2, order=10, run=run, pairwise=True, derived=True, needs=("gold alignment", "dictionary"),
-    columns=(Column("mu", "µ", table=True, curve=True, summary=True),), describe=describe))
+    columns=(Column("mu", "µ", table=True, curve=True, summary=True),), keys=("mu_layers",), describe=describe))

@@ -87,6 +87,9 @@ class Evaluator:
     # what it needs besides a line-aligned pair of texts and a model (e.g. "gold alignment", "dictionary"):
     # an evaluator that needs nothing runs on any pair (`eval --hf --pair` without --shift, `text_evaluators`)
     needs: tuple[str, ...] = ()
+    # top-level keys of the results it writes besides its columns' that each evaluation's block in results.json
+    # keeps (µ's `mu_layers`; `runs.block_keys`); other keys it writes stay at the top only (alignment's gold kind)
+    keys: tuple[str, ...] = ()
     # results -> its lines in `minimult eval`'s printout (`evaluate.summary_table`), below the table of the
     # per-layer columns; None: its columns that are not per layer, as 'label value', on one line
     describe: Callable[[dict], list[str]] | None = None
@@ -124,6 +127,13 @@ def standalone_keys() -> dict[str, Callable[[dict, dict], dict] | None]:
     """Top-level results keys of the standalone evaluators (see `Evaluator.standalone`), each with its
     evaluator's `combine`."""
     return {c.group or c.name: e.combine for e in evaluators() if e.standalone for c in e.columns}
+
+
+def result_keys() -> tuple[str, ...]:
+    """The top-level results keys the evaluators write and an evaluation's block keeps: each scalar column's
+    key (its group's, if any) and each evaluator's declared `keys`, in registry order, once each."""
+    return tuple(dict.fromkeys([c.group or c.name for e in evaluators() for c in e.columns if not c.per_layer]
+                               + [k for e in evaluators() for k in e.keys]))
 
 
 def columns() -> list[Column]:
