@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from minimult import cli_help
+from minimult.cli_help import DerivedHelp
 from minimult.errors import MinimultError, fail_cleanly as _fail_cleanly
 
 
@@ -31,10 +33,8 @@ def data_options(f):
                      help="Training corpus: one sentence per line, or a built-in name (default bbe-nt)."),
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
-        click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None,
-                     help="Where the languages come from (data.source; --fake is its old name): Fake-English by id "
-                          "shift (default), by unicode code-point shift (K et al.), en-es: Spanish (RV1909) "
-                          "verse-aligned with the KJV, or parallel: your own files (--files)."),
+        click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None, cls=DerivedHelp,
+                     derived_help=cli_help.sources),
         click.option("--files", default=None, metavar="NAME=PATH,...|MANIFEST.toml",
                      help="The parallel source's files (data.files; implies --source parallel): line-aligned or "
                           "keyed (ID<TAB>text), the first name the first language, or a TOML manifest with dev files, "
@@ -42,14 +42,15 @@ def data_options(f):
         click.option("--langs", "n_langs", type=int, default=None, metavar="N",
                      help="Languages in the run, English included (data.n_langs, default 2): shift gives N-1 "
                           "Fake-Englishes, en-es with 3 adds Fake-English to English and Spanish."),
-        click.option("--shared-vocab", "shared_vocab", is_flag=True, default=None,
-                     help="One vocabulary learned over every language's text, one id block (data.shared_vocab; "
-                          "en-es), instead of each language's own at its own id offset."),
+        click.option("--shared-vocab", "shared_vocab", is_flag=True, default=None, cls=DerivedHelp,
+                     derived_help=lambda: f"One vocabulary learned over every language's text, one id block "
+                                          f"(data.shared_vocab; --source {cli_help.shared_option_sources()}), instead "
+                                          f"of each language's own at its own id offset."),
         click.option("--tokenizer", type=click.Choice(_tokenizers()), default=None,
                      help="The units: wordpiece (default), char (every character of the training corpus) or "
                           "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
-        click.option("--preset", default="paper", show_default=True,
-                     help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
+        click.option("--preset", default="paper", show_default=True, cls=DerivedHelp,
+                     derived_help=lambda: cli_help.presets("see `minimult budget`")),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
                      help="Override any setting, e.g. --set train.lr=1e-3 (repeatable)."),
     ]):
@@ -298,16 +299,18 @@ def _layers(text: str) -> tuple[int, ...]:
                    "(default: as the run trained, train.attention; another choice is not 'complete').")
 @click.option("--hf", "hf_dir", default=None, type=click.Path(file_okay=False),
               help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer (needs --pair).")
-@click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B",
-              help="With --hf: line-aligned parallel text files (retrieval, word order, perplexity; every evaluator with --shift).")
+@click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B", cls=DerivedHelp,
+              derived_help=lambda: f"With --hf: line-aligned parallel text files ({cli_help.text_evaluators()}; every "
+                                   f"evaluator with --shift).")
 @click.option("--shift", is_flag=True,
               help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
 @click.option("--langs", default=None, metavar="A,B",
               help="With --hf on a minimult export: the languages A and B are written in (e.g. en,es), each read "
                    "with its own tokenizer, ids and layout as in training; needed when they have tokenizers of their own.")
-@click.option("--only", default=None, metavar="NAME,...",
-              help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
-                   "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
+@click.option("--only", default=None, metavar="NAME,...", cls=DerivedHelp,
+              derived_help=lambda: f"Only these evaluators ({cli_help.evaluator_names()}); at the default settings "
+                                   f"their numbers are filled into the run's results, e.g. a probe for a run evaluated "
+                                   f"before it.")
 @click.option("--links", "link_file", default=None, metavar="FILE|silver",
               help="Word alignment P, R, F1 and AER against a link file: verse_id<TAB>index_in_A<TAB>index_in_B"
                    "[<TAB>S|P] (0-based words), or Pharaoh (one line per pair, with --link-base; docs/corpora.md); "

@@ -51,3 +51,22 @@ def test_committed_evaluation_blocks_hold_only_derived_keys():
     for path in sorted(ROOT.glob("experiments/results/*/*/results.json")):
         for block in json.loads(path.read_text()).get("evaluations", []):
             assert set(block) <= kept, (path, set(block) - kept)
+
+
+@pytest.mark.parametrize("command, option", [("pretrain", "--source"), ("prepare", "--preset"), ("sweep", "--preset"),
+                                             ("eval", "--only"), ("eval", "--pair")])
+def test_help_lists_what_the_registries_hold(toy_evaluator, command, option):
+    from click.testing import CliRunner
+
+    from minimult.cli import main
+    from minimult.config import PRESETS, DataConfig
+    from minimult.data import sources
+    from minimult.evaluate.registry import text_evaluators
+
+    expected = {"--source": [f"{n}{' (default)' if n == DataConfig.source else ''}: {s.description}" for n, s in sources.REGISTRY.items()],
+                "--preset": [" | ".join(PRESETS)], "--only": [e for e in EVALUATORS],
+                "--pair": [", ".join(text_evaluators())]}[option]
+    assert "toy" in text_evaluators()  # needs nothing: runs on any pair of texts
+    out = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000).output  # no line wrapped
+    help = " ".join(out.split(f"\n  {option}", 1)[1].split("\n  -", 1)[0].split())  # the option's help text
+    assert all(x in help for x in expected), (help, expected)
