@@ -332,7 +332,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate import evaluate_run, summary_parts, summary_table
     from minimult.evaluate.registry import evaluators
     from minimult.evaluate.segments import parse_segments
-    from minimult.runs import Run, check_writable_file, latest_run, write_json
+    from minimult.runs import Run, check_writable_file, latest_run, read_results, write_json
 
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
     if names == ():  # '' or ',': not every evaluator, and never an empty evaluation over the results
@@ -359,6 +359,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     every = []
     with opened.locked():
         for value in values:
+            before = read_results(opened.path / "results.json") if (opened.path / "results.json").is_file() else {}
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                                    log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
                                    only=names, link_file=link_file, attention=attention, link_base=link_base)
@@ -367,7 +368,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
                 click.echo(f"segment {value}:")
             click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
             if layers and not names:
-                click.echo(_layers_note(opened, results))
+                click.echo(_layers_note(opened, results, before))
             if link_file is not None:
                 from minimult.evaluate.links import table as links_table
 
@@ -377,26 +378,32 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
 
 
-def _layers_note(run, results: dict) -> str:
-    """What `eval --layer` did: the layers it computed, whether µ came with them, and whether the run's
-    headline results (the top of results.json, which report and sweep read) are now these."""
+def _layers_note(run, results: dict, before: dict) -> str:
+    """What `eval --layer` did: the layers it computed, whether µ came with them (how to get it if not), and
+    whether the run's headline results (the top of results.json, which report and sweep read) are now these
+    (`runs.replaces_headline`, given `before`, the results.json before this evaluation)."""
     from minimult.evaluate.multilinguality import mu_layers
-    from minimult.runs import read_results
+    from minimult.runs import replaces_headline
 
     pair = mu_layers(run.cfg.model.layers)
     done = ", ".join(sorted(results["layers"], key=int))
-    mu = (f"µ {results['mu']:.3f} (layers {pair[0]} and {pair[1]})" if results.get("mu") is not None else
-          f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no --layer)")
-    top = read_results(run.path / "results.json")
-    if top.get("evaluation", {}).get("time") != results["evaluation"]["time"]:
-        where = ("the run's headline results (the top of results.json, which report and sweep read) are unchanged, "
-                 "those of its last complete evaluation; these are the last block of evaluations[]")
-    elif results["evaluation"]["complete"]:
-        where = "they are now the run's headline results (the top of results.json)"
+    if results.get("mu") is not None:
+        mu = f"µ {results['mu']:.3f} (layers {pair[0]} and {pair[1]})"
+    elif {str(l) for l in pair} <= set(results["layers"]):
+        mu = "no µ: no τ on this run's data (no dictionary)"
     else:
-        where = ("they are the run's headline results (the top of results.json) until a complete evaluation "
-                 "(µ's layers, default settings) replaces them")
-    return f"layers {done} computed; {mu}; {where}"
+        mu = f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no --layer)"
+    if replaces_headline(before, results):
+        where = ("they are now the run's headline results (the top of results.json)" if results["evaluation"]["complete"]
+                 else "they are the run's headline results (the top of results.json) until a complete evaluation "
+                      "(µ's layers, default settings) replaces them")
+        return f"layers {done} computed; {mu}; {where}"
+    old = before.get("evaluation", {})
+    headline = (f"its complete evaluation of {old.get('time', 'an earlier time')}" if old.get("complete") else
+                "its first evaluation" + (f" (layers {', '.join(map(str, old['layers']))})" if old.get("layers") else "")
+                + (", itself not complete, until a complete one replaces it" if "complete" in old else ""))
+    return (f"layers {done} computed; {mu}; the run's headline results (the top of results.json, which report and "
+            f"sweep read) are unchanged, {headline}; these numbers are the last block of its evaluations")
 
 
 def _check_figure(path: str) -> None:

@@ -62,6 +62,13 @@ def block_keys() -> tuple[str, ...]:
 CHECKPOINT_FORMAT = 1
 
 
+def replaces_headline(old: dict, results: dict) -> bool:
+    """Whether an evaluation's `results` become the run's headline results (the top of results.json, which
+    report and sweep read) over `old`, the results.json before it ({} if none): a complete evaluation always
+    does, any other only when nothing was evaluated before (`Run.write_results`)."""
+    return "layers" not in old or bool(results["evaluation"]["complete"])
+
+
 def run_name(mods: str, seed: int) -> str:
     return f"{mods.replace(',', '+').replace('=', '')}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -499,7 +506,7 @@ class Run:
         keys = block_keys()
         blocks = old.get("evaluations") or ([{k: v for k, v in old.items() if k in keys}] if "layers" in old else [])
         blocks = [*blocks, {k: v for k, v in results.items() if k in keys}]  # in the order the evaluation wrote them
-        keep_old = "layers" in old and not results["evaluation"]["complete"]
+        keep_old = not replaces_headline(old, results)
         top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
         if keep_old and fill is not None and old.get("steps") == results.get("steps"):
             merge(top, fill)
