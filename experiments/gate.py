@@ -52,8 +52,9 @@ def small(mods: str) -> dict:
 
 def extra_settings(table1: list[tuple]) -> list[tuple]:
     """Every registered mod that no Table 1 setting has alone, at its default value; EXTRA; and every
-    registered source besides the default, shift (and those that read the user's files), alone and with SOURCE_MODS (the
-    registries, not a hand list, so a new mod or source is covered without touching this file)."""
+    registered source besides the default (and those that read the user's files), alone and with
+    SOURCE_MODS (the registries, not a hand list, so a new mod or source is covered without touching this
+    file)."""
     from minimult.config import DataConfig
     from minimult.data import sources
     from minimult.mods import registered
@@ -62,7 +63,8 @@ def extra_settings(table1: list[tuple]) -> list[tuple]:
     out = [(f"m-{m.name}", m.name, small(m.name)) for m in registered() if m.name not in alone]
     out += EXTRA
     for name, source in sources.REGISTRY.items():
-        if name != DataConfig.source and not source.reads_files:  # Table 1 runs the default; parallel reads the user's files (tests/test_parallel.py)
+        # Table 1 runs the default source; parallel reads the user's files (tests/test_parallel.py)
+        if name != DataConfig.source and not source.reads_files:
             out += [(f"{name}-{mods or 'original'}", mods, {"data.fake": name}) for mods in SOURCE_MODS]
     return out
 

@@ -392,15 +392,18 @@ def _layers_note(run, results: dict, before: dict) -> str:
     elif {str(l) for l in pair} <= set(results["layers"]):
         mu = "no µ: no τ on this run's data (no dictionary)"
     else:
-        mu = f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no --layer)"
+        mu = (f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no "
+              f"--layer)")
     if replaces_headline(before, results):
-        where = ("they are now the run's headline results (the top of results.json)" if results["evaluation"]["complete"]
+        complete = results["evaluation"]["complete"]
+        where = ("they are now the run's headline results (the top of results.json)" if complete
                  else "they are the run's headline results (the top of results.json) until a complete evaluation "
                       "(µ's layers, default settings) replaces them")
         return f"layers {done} computed; {mu}; {where}"
     old = before.get("evaluation", {})
+    layers = f" (layers {', '.join(map(str, old['layers']))})" if old.get("layers") else ""
     headline = (f"its complete evaluation of {old.get('time', 'an earlier time')}" if old.get("complete") else
-                "its first evaluation" + (f" (layers {', '.join(map(str, old['layers']))})" if old.get("layers") else "")
+                f"its first evaluation{layers}"
                 + (", itself not complete, until a complete one replaces it" if "complete" in old else ""))
     return (f"layers {done} computed; {mu}; the run's headline results (the top of results.json, which report and "
             f"sweep read) are unchanged, {headline}; these numbers are the last block of its evaluations")

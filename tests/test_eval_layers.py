@@ -17,8 +17,9 @@ def test_eval_layer_note_says_what_write_results_did(tmp_path):
 
     def evaluate(layers, complete, mu=None, tau=0.5):
         before = json.loads(path.read_text()) if path.is_file() else {}
-        results = {"evaluation": {"layers": layers, "complete": complete, "time": f"T{len(before.get('evaluations', []))}"},
-                   "steps": 10, "layers": {str(l): {"translation": tau} for l in layers}, "mu": mu}
+        time = f"T{len(before.get('evaluations', []))}"
+        results = {"evaluation": {"layers": layers, "complete": complete, "time": time}, "steps": 10,
+                   "layers": {str(l): {"translation": tau} for l in layers}, "mu": mu}
         run.write_results(results)
         note = _layers_note(run, results, before)
         top = json.loads(path.read_text())

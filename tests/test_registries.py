@@ -65,7 +65,8 @@ def test_help_lists_what_the_registries_hold(toy_evaluator, command, option):
     from minimult.config import PRESETS
     from minimult.evaluate.registry import text_evaluators
 
-    expected = {"--source": [f"{n}{' (default)' if n == DataConfig.source else ''}: {s.description}" for n, s in SOURCES.items()],
+    default = DataConfig.source
+    expected = {"--source": [f"{n}{' (default)' if n == default else ''}: {s.description}" for n, s in SOURCES.items()],
                 "--preset": [" | ".join(PRESETS)], "--only": [e for e in EVALUATORS],
                 "--pair": [", ".join(text_evaluators())]}[option]
     assert "toy" in text_evaluators()  # needs nothing: runs on any pair of texts
