@@ -151,20 +151,34 @@ def budget(presets, mods, settings, json_path, readme):
                    "with AVX512-BF16 or AMX).")
 @click.option("--eval-every", type=int, default=None, metavar="STEPS",
               help="Evaluate multilinguality every N steps into metrics.jsonl (the paper's Fig. 6/7 curves).")
+@click.option("--nproc", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Train on N processes of one thread each, each a share of every batch (train.nproc; "
+                   "torch.distributed, gloo on CPU): ~N x faster on N idle cores. Also with --resume.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
 def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs,
              device, precision,
-             eval_every, out, resume):
-    """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
+             eval_every, nproc, out, resume):
+    """Pretrain a BERT on English + Fake-English with the given mods into a new run folder.
 
+    Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
+    train the one run together: rank 0 makes the run folder, holds its lock and writes."""
+    from contextlib import nullcontext
+
+    from minimult import distributed
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
     from minimult.runs import Run
     from minimult.train import train as run_train
 
+    launched = distributed.from_env()  # one of torchrun's ranks, or None
+    if nproc is not None:
+        distributed.check_nproc(nproc, launched)
+    main_rank = launched is None or launched.main
+    echo = click.echo if main_rank else (lambda *a, **k: None)
+    locked = (lambda run: run.locked()) if main_rank else (lambda run: nullcontext())
     if resume:
         given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
                                       ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
@@ -177,13 +191,15 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
                                 f"would be ignored, so it is refused")
         run = Run.open(resume)
-        with run.locked():
-            run_train([run], resume=True, log=click.echo)
-        click.echo(f"run folder: {run.path}")
+        with locked(run):
+            run_train([run], resume=True, log=echo, nproc=nproc)
+        echo(f"run folder: {run.path}")
         return
     overrides = _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab)
+    if launched is not None:
+        nproc = launched.size  # config.json says how many processes trained it
     for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
-                       ("train.precision", precision), ("train.eval_every", eval_every)):
+                       ("train.precision", precision), ("train.eval_every", eval_every), ("train.nproc", nproc)):
         if value is not None:
             overrides[key] = value
     if mask_probs is not None:
@@ -191,11 +207,13 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     if epochs is not None and epochs < 1:
         raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use --mods untrained")
     cfg, active = resolve(preset, overrides, mods)
-    run = Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True))
-    click.echo(f"run folder: {run.path}")
-    with run.locked():
-        run_train([run], log=click.echo)
-    click.echo(f"done: {run.path}")
+    with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
+        run = distributed.created_once(
+            launched, lambda: Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True)), Run.open)
+        echo(f"run folder: {run.path}")
+        with locked(run):
+            run_train([run], log=echo)
+    echo(f"done: {run.path}")
 
 
 def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,

@@ -426,12 +426,12 @@ class Run:
                                     f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
 
     def check_checkpoint_config(self, ckpt: dict) -> None:
-        """A checkpoint resumes only the run it was written for (same resolved config, evaluation settings
-        aside)."""
-        from minimult.config import EVALUATION_SECTIONS, RunConfig
+        """A checkpoint resumes only the run it was written for (same resolved config, evaluation and
+        execution settings aside: a run may resume on another number of processes)."""
+        from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
 
-        saved = RunConfig.from_dict(ckpt.get("config") or {}).to_dict()
-        mine = {k: v for k, v in self.cfg.to_dict().items() if k not in EVALUATION_SECTIONS}
+        saved = without_execution(RunConfig.from_dict(ckpt.get("config") or {}).to_dict())
+        mine = {k: v for k, v in without_execution(self.cfg.to_dict()).items() if k not in EVALUATION_SECTIONS}
         differ = [f"{s}.{k}" for s in mine if isinstance(mine[s], dict)
                   for k in mine[s] if saved.get(s, {}).get(k) != mine[s][k]]
         differ += [k for k in mine if not isinstance(mine[k], dict) and saved.get(k) != mine[k]]
