@@ -41,6 +41,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from minimult.errors import MinimultError
 
@@ -149,6 +150,12 @@ def pick_device(name: str) -> torch.device:
         raise MinimultError(f"device {name!r} requested but this machine has {n} CUDA device(s)"
                             + (f": cuda:0 to cuda:{n - 1}" if n else ""))
     return device
+
+
+# SDPA's kernels on GPU, cuDNN's left out: it builds an execution plan for every new (batch, length) shape, and
+# length-bucketed batches bring new shapes for hundreds of steps (on an H200 a paper-preset run in bf16 took
+# 35-45 ms a step with it allowed, 27-28 without; docs/speed.md, "On a GPU").
+SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def cpu_kernels(device: torch.device) -> bool:
@@ -286,7 +293,8 @@ class SelfAttention(nn.Module):
         q, k, v = (t.reshape(-1, T, H) for t in _linear(self.qkv, x).split(H, dim=-1))  # (rows, T, H) strided views
         if not cpu_kernels(x.device):
             q, k, v = (t.view(-1, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (rows, nh, T, hs) views
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+            with sdpa_kernel(SDPA_BACKENDS):
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
             return _linear(self.proj, y.transpose(1, 2).reshape(*lead, T, H))
         if nh == 1:  # (rows, T, H) views straight into bmm: no copies, no transposes
             kt = k.transpose(1, 2)

@@ -158,7 +158,7 @@ def table_info(prepared, cfg, k, sides) -> dict:
 def table_sha256(table: torch.Tensor) -> str:
     """The content hash of a neighbour table (its int64 ids): run.json records it, because a table built
     under the same cache key on another machine may differ (docs/pipeline.md, knn-replace)."""
-    return hashlib.sha256(table.to(torch.int64).contiguous().numpy().tobytes()).hexdigest()[:16]
+    return hashlib.sha256(table.to("cpu", torch.int64).contiguous().numpy().tobytes()).hexdigest()[:16]
 
 
 def _fill_columns(table: torch.Tensor) -> torch.Tensor:
