@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.data.batching import SequenceSet
 from minimult.config import resolve
 from minimult.evaluate import (PPL_SEED, evaluate_run, gold_links, mlm_perplexity, piece_vectors, row_slices,
@@ -71,10 +69,6 @@ def test_inv_order_evaluates_against_the_flipped_gold(untrained_small):
     r = evaluate_run(untrained_small["untrained,inv-order"], (0,), ppl_sentences=50, log=lambda s: None)
     assert r["layers"]["0"]["align_f1"] < 0.2  # paper ID 3: .02
     assert r["layers"]["0"]["order_distance"] < 0.1  # the model's order (by position), not the gold's
-
-
-def cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def test_cli_eval_latest_run_and_errors(tmp_path):

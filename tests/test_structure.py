@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.config import resolve
 from minimult.data.batching import SequenceSet
 from minimult.data.run_data import RunData
@@ -123,8 +123,6 @@ def test_alternations_on_a_model_without_segments_and_bad_values_are_refused():
 
 def test_cli_eval_writes_one_block_per_alternation(tmp_path):
     import json
-    import subprocess
-    import sys
 
     from minimult.runs import Run
     from minimult.train import train
@@ -132,9 +130,7 @@ def test_cli_eval_writes_one_block_per_alternation(tmp_path):
     cfg, active = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8}, "lang-pos")
     run = Run.create_at(tmp_path / "r", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", str(run.path), "--segment",
-                           "original,0s,null", "--dev-sentences", "50", "--ppl-sentences", "50"],
-                          capture_output=True, text=True)
+    proc = cli("eval", run.path, "--segment", "original,0s,null", "--dev-sentences", "50", "--ppl-sentences", "50")
     assert proc.returncode == 0, proc.stderr
     results = json.loads((run.path / "results.json").read_text())
     blocks = results["evaluations"][-3:]
