@@ -67,10 +67,11 @@ def tiny_prepared(minimult_cache, tiny_data_cfg):
     return prepare(tiny_data_cfg)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session", autouse=True)
 def one_thread():
-    """Torch on one thread for a module's tests (`pytestmark = pytest.mark.usefixtures("one_thread")`):
-    their tiny models train faster so, and the machine's other thread stays free."""
+    """Torch on one thread for every test: the tiny models train faster so (with a second process busy on this
+    2-core machine, a tiny run's training and evaluation took 2-3 s on one thread, 40-60 s on two), and the
+    machine's other thread stays free. The sweep's workers run on one thread each too."""
     import torch
 
     threads = torch.get_num_threads()

@@ -48,9 +48,6 @@ def write(path: Path, lines) -> Path:
     return path
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.fixture
 def lines(tmp_path):
     """Line-aligned en, xx, yy files: {name: path}."""

@@ -32,9 +32,6 @@ QUICK = TransferConfig(modes="full,freeze:0,frozen", seeds=2, epochs=2)  # a few
 quiet = lambda s: None  # noqa: E731
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def make_run(tmp_path, name, mods=None, settings=NT, **overrides):
     cfg, active = resolve("tiny", {**settings, **overrides}, mods)
     path = tmp_path / name
