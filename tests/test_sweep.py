@@ -28,7 +28,7 @@ SETTINGS = {"0": "original", "1": "lang-pos", "18": "untrained"}
 SEEDS = (0, 42)
 RUNS = [f"{i}-{m}-s{s}" for i, m in SETTINGS.items() for s in SEEDS]
 
-# 8 layers (µ at layers 0 and 5 = round(2/3 x 8)); half the tiny corpus (2 x 13 steps); evaluations during
+# 4 layers (µ at layers 0 and 3 = round(2/3 x 4)); half the tiny corpus (2 x 13 steps); evaluations during
 # training for the report's curves
 GRID = f"""
 title = "Tiny test grid"
@@ -39,7 +39,7 @@ seeds = [{", ".join(map(str, SEEDS))}]
 "data.train" = "{ROOT / 'corpora/tiny/train.txt'}"
 "data.dev" = "{ROOT / 'corpora/tiny/dev.txt'}"
 "data.vocab_size" = 256
-"model.layers" = 8
+"model.layers" = 4
 "data.train_sentences" = 200
 "data.dev_sentences" = 100
 "train.eval_every" = 13
@@ -100,11 +100,11 @@ def test_sweep_completes_every_run(swept):
         results = read_json(run / "results.json")
         meta = read_json(run / "run.json")
         assert meta["status"] == "complete" and results["steps"] == meta["steps"]
-        assert results["mu"] is not None and set(results["layers"]) == {"0", "5"} and results["mu_layers"] == [0, 5]
+        assert results["mu"] is not None and set(results["layers"]) == {"0", "3"} and results["mu_layers"] == [0, 3]
         assert results["seed"] == int(name.rsplit("-s", 1)[1])
         assert (run / "sweep.log").is_file() and (run / "vocab.txt").is_file()
     cfg = read_json(swept.root / "1-lang-pos-s42" / "config.json")
-    assert cfg["mods"] == "lang-pos" and cfg["train"]["seed"] == 42 and cfg["model"]["layers"] == 8
+    assert cfg["mods"] == "lang-pos" and cfg["train"]["seed"] == 42 and cfg["model"]["layers"] == 4
     assert read_json(swept.root / "18-untrained-s0" / "run.json")["steps"] == 0
     manifest = read_json(swept.root / "tiny.sweep.json")
     assert [s["id"] for s in manifest["settings"]] == list(SETTINGS)

@@ -92,7 +92,7 @@ def test_a_sweep_prints_status_lines_while_runs_train(tmp_path, monkeypatch):
 
     monkeypatch.setattr("minimult.sweep.SweepProgress", partial(SweepProgress, clock=Hurried()))
     grid_file = tmp_path / "tiny.toml"  # 2 layers, no evaluation during training: 2 epochs of 13 steps
-    small = GRID.replace('"model.layers" = 8', '"model.layers" = 2').replace('"train.eval_every" = 13', "")
+    small = GRID.replace('"model.layers" = 4', '"model.layers" = 2').replace('"train.eval_every" = 13', "")
     grid_file.write_text(small)
     lines = []
     summary = run_sweep(load_grid(grid_file), seeds=[0], root=tmp_path / "runs", log=lines.append, only=["0"],
