@@ -67,6 +67,20 @@ def tiny_prepared(minimult_cache, tiny_data_cfg):
     return prepare(tiny_data_cfg)
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A tiny run of the tiny corpus (default settings) trained to its end, not evaluated, shared by the tests
+    that only read it; a test that changes it changes a copy (`shutil.copytree`)."""
+    from minimult.config import resolve
+    from minimult.runs import Run
+    from minimult.train import train
+
+    cfg, _ = resolve("tiny", TINY_SETTINGS)
+    run = Run.create_at(tmp_path_factory.mktemp("tiny-run") / "run", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    return run
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_thread():
     """Torch on one thread for every test: the tiny models train faster so (with a second process busy on this

@@ -24,13 +24,12 @@ TINY = ["--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """A finished tiny run with its results.json, and one killed at step 10 of 50 (run.json as a killed
-    process leaves it: status training, no steps)."""
+def runs(tmp_path_factory, tiny_run):
+    """A finished tiny run with its results.json (a copy of conftest's, evaluated), and one killed at step 10
+    of 50 (run.json as a killed process leaves it: status training, no steps)."""
     tmp = tmp_path_factory.mktemp("reliability")
     cfg, active = resolve("tiny", TINY_SETTINGS)
-    done = Run.create(cfg, active, tmp / "done", log=QUIET)
-    train([done], log=QUIET)
+    done = copy_run(tiny_run.path, tmp)
     evaluate_run(done, log=QUIET)
     killed = Run.create(cfg, active, tmp / "killed", log=QUIET)
     train([killed], log=QUIET, stop_after=10)
@@ -38,7 +37,7 @@ def runs(tmp_path_factory):
     meta.pop("steps")
     meta["status"] = "training"
     killed.write_meta(meta)
-    return done.path, killed.path
+    return done, killed.path
 
 
 def copy_run(path, tmp_path):
