@@ -376,10 +376,9 @@ def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
     pids = []
     try:
         deadline = time.monotonic() + 300
-        while not list(tmp_path.glob("runs/0-original-s*/sweep.log")) and time.monotonic() < deadline:
+        while len(list(tmp_path.glob("runs/0-original-s*/sweep.log"))) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, "the sweep ended before it was killed"
-            time.sleep(0.5)
-        time.sleep(2)  # both workers training
+            time.sleep(0.5)  # until both workers are on their runs (each has started its log)
         pids += [p for p in workers() if "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text()]
         assert pids, "no worker processes found"
         proc.send_signal(signal.SIGKILL)
