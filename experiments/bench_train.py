@@ -2,7 +2,7 @@
 
     .venv/bin/python experiments/bench_train.py [--config small|overparam] [--steps 6] [--threads 1]
         [--omp-wait-policy passive] [--precision fp32|bf16] [--hf-precision fp32|bf16] [--device cpu|cuda]
-        [--json experiments/results/bench/NAME.json [--label TEXT]]
+        [--nproc N] [--json experiments/results/bench/NAME.json [--label TEXT]]
 
 Models, alternated step by step after warm-up (the order rotates every round), each with its own
 AdamW (lr 2e-3 small / 1e-4 overparam, wd 0.01, eps 1e-6) and dropout 0.1, on synthetic batches
@@ -24,6 +24,15 @@ Biases, LayerNorm, GELU, softmax, dropout, embeddings and the optimizer are not 
 "GEMM rate" = the FLOPs of one layer's 12 linear-layer matmuls (forward X@W^T, backward dY@W and
 dY^T@X for qkv, proj, fc_in, fc_out) at n = the median bucketed batch size, torch.matmul, same
 threads, timed between the rounds; ours' share of it is the median of per-round ratios.
+
+--nproc N (N > 1) measures instead one run's throughput on one process and on N (minimult.distributed, as
+`minimult pretrain --nproc N` trains: gloo on CPU, each process --threads threads (default 1) and its share
+of every batch's rows, gradients summed by one all-reduce), ours only, the same precision and batches,
+alternated round by round in one invocation (the order rotating), so that a loaded machine's changes
+touch both alike; the speed-up is the median of per-round ratios. This process is rank 0 and times the
+N-process step from a common start (all ranks released together) to its optimizer step; the other ranks
+wait in a blocking receive (no spinning) while the one-process step runs. The load average before and
+after is printed: the ratio means little on a machine whose cores are busy with other work.
 
 --json writes the result (the last line printed), the command line and the machine to a JSON file
 (experiments/bench_results.py); experiments/bench_table.py makes the Speed table (docs/speed.md) from those
@@ -204,6 +213,112 @@ def hf_step(model, b):
 
 
 # ------------------------------------------------------------------------------------------------
+# --nproc: one process against N
+
+
+SHARE_KEYS = ("input_ids", "position_ids", "token_type_ids", "attention_mask", "selected", "targets")
+
+
+def _nproc_model(cfg, lr, seed, adamw):
+    torch.manual_seed(seed)
+    model = Bert(cfg).train()
+    impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[adamw]
+    return model, torch.optim.AdamW(model.param_groups(0.01), lr=lr, betas=(0.9, 0.999), eps=1e-6, **impl)
+
+
+def _nproc_step(world, model, opt, batch, precision, device) -> float:
+    """One data-parallel step of `model` on this rank's share of `batch` (as minimult.train does it),
+    from a common start: seconds until this rank's optimizer step is done."""
+    from minimult import distributed
+
+    distributed.barrier()  # every rank starts together
+    t = time.perf_counter()
+    b = {k: batch[k] for k in SHARE_KEYS}
+    totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
+    b = distributed.rows(b, distributed.share(totals[1], world))
+    with autocast(precision, torch.device(device)):
+        loss = model.mlm_loss(*(b[k] for k in SHARE_KEYS), totals=totals).view(1)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    distributed.all_reduce(list(model.parameters()), loss)
+    opt.step()
+    return time.perf_counter() - t
+
+
+def _nproc_rank(rank, nproc, port, threads, cfg, lr, seed, adamw, batches, precision, device):
+    """Ranks 1..N-1 (spawned): the N-process step of every round, in step with rank 0."""
+    import torch.distributed as dist
+
+    from minimult.distributed import World
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(threads)
+    dist.init_process_group("gloo", rank=rank, world_size=nproc)
+    model, opt = _nproc_model(cfg, lr, seed, adamw)
+    for b in batches:
+        _nproc_step(World(rank, nproc), model, opt, b, precision, device)
+    dist.destroy_process_group()
+
+
+def bench_nproc(args, cfg, lr, batches, device) -> dict:
+    """Ours on one process and on --nproc, alternated round by round (see the module doc)."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    from minimult.distributed import World, free_port
+
+    if device.type != "cpu":
+        raise SystemExit("error: --nproc measures CPU processes (gloo); use --device cpu")
+    n, threads = args.nproc, args.threads or 1
+    torch.set_num_threads(threads)
+    load_before = os.getloadavg()
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    helpers = [ctx.Process(target=_nproc_rank, args=(r, n, port, threads, cfg, lr, args.seed, args.adamw, batches,
+                                                     args.precision, str(device))) for r in range(1, n)]
+    for h in helpers:
+        h.start()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=n)
+    one = Runner("nproc1", _nproc_model(cfg, lr, args.seed, args.adamw)[0], lr, ours_step, device, args.adamw,
+                 args.precision)
+    model, opt = _nproc_model(cfg, lr, args.seed, args.adamw)
+    world = World(0, n)
+    times = {1: [], n: []}
+    print(f"# {args.config}: {model.num_parameters():,} parameters | batch {args.batch_size} | one process vs {n}, "
+          f"{threads} thread(s) each | precision {args.precision} | torch {torch.__version__} | load average "
+          f"{' '.join(f'{x:.2f}' for x in load_before)}", flush=True)
+    t_start = time.perf_counter()
+    for r, b in enumerate(batches):
+        record = r >= args.warmup
+        line = []
+        for k in ((1, n) if r % 2 == 0 else (n, 1)):
+            dt = one.step(b, False) if k == 1 else _nproc_step(world, model, opt, b, args.precision, device)
+            line.append(f"{k} process{'es' if k > 1 else ''} {dt:.2f}s")
+            if record:
+                times[k].append((b["real_tokens"], dt))
+        print(f"#   round {r + 1}/{len(batches)}{'' if record else ' (warm-up)'}: " + ", ".join(line), flush=True)
+    dist.destroy_process_group()
+    for h in helpers:
+        h.join()
+    load_after = os.getloadavg()
+    tps = {k: [tok / t for tok, t in v] for k, v in times.items()}
+    res = {"config": args.config, "device": str(device), "threads": threads, "nproc": n,
+           "batch_size": args.batch_size, "steps": args.steps, "adamw": args.adamw, "torch": torch.__version__,
+           "precision": args.precision, "tok_s_ours_nproc1": round(statistics.median(tps[1])),
+           f"tok_s_ours_nproc{n}": round(statistics.median(tps[n])),
+           "nproc_speedup": round(statistics.median(b / a for a, b in zip(tps[1], tps[n])), 2),
+           "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after],
+           "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t_start, 1)}
+    print()
+    print(f"one run, real tok/s (median): 1 process {res['tok_s_ours_nproc1']:,}, {n} processes "
+          f"{res[f'tok_s_ours_nproc{n}']:,}: {res['nproc_speedup']:.2f}x (median of per-round ratios) | "
+          f"load average {' '.join(f'{x:.2f}' for x in load_before)} before, "
+          f"{' '.join(f'{x:.2f}' for x in load_after)} after, {os.cpu_count()} CPUs")
+    return res
+
+
+# ------------------------------------------------------------------------------------------------
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -232,6 +347,8 @@ def main():
                    help="the HF models' precision (default: the same as --precision)")
     p.add_argument("--models", default="ours,hf-bucketed,hf-padded", help="comma-separated subset")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nproc", type=int, default=1,
+                   help="N > 1: one run's tokens/s on 1 process and on N (ours only; see the module doc)")
     p.add_argument("--json", metavar="PATH", help="also write the result, command line and machine as JSON to PATH")
     p.add_argument("--label", help="with --json: the run's first cell in the Speed table (docs/speed.md) (bench_table.py)")
     args = p.parse_args()
@@ -257,6 +374,13 @@ def main():
     bucketed = [make_batch(lengths[b], int(lengths[b].max()), cfg.vocab_size, device, g) for b in pick]
     padded = [make_batch(lengths[rng.choice(len(lengths), args.batch_size, replace=False)], args.max_len,
                          cfg.vocab_size, device, g) for _ in range(rounds)]
+
+    if args.nproc > 1:
+        res = bench_nproc(args, cfg, lr, bucketed, device)
+        print(json.dumps(res))
+        if args.json:
+            write_result(args.json, res, args.label)
+        return
 
     ours_model = Bert(cfg)
     wanted = args.models.split(",")

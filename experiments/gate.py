@@ -39,23 +39,32 @@ ROOT = Path(__file__).resolve().parent.parent
 # than a mod's default, and the other sources with a few mods
 EXTRA = [("m-permute25", "permute=0.25", {}), ("m-knn2", "knn-replace=2", {})]
 SOURCE_MODS = ("", "inv-order", "lang-pos")
-SMALL = {"data.train_sentences": 100}  # for BERT-base sized settings
+SMALL = {"data.train_sentences": 100}  # for settings with a mod that wants a GPU (BERT-base sizes)
 TIMING_KEYS = {"tokens_per_s", "elapsed_s"}
+
+
+def small(mods: str) -> dict:
+    """SMALL for settings with a mod that wants a GPU (`Mod.needs_gpu`: overparam's BERT-base sizes), else {}."""
+    from minimult.mods import parse_mods
+
+    return SMALL if any(a.mod.needs_gpu for a in parse_mods(mods)) else {}
 
 
 def extra_settings(table1: list[tuple]) -> list[tuple]:
     """Every registered mod that no Table 1 setting has alone, at its default value; EXTRA; and every
-    registered source besides shift (and those that read the user's files), alone and with SOURCE_MODS (the
-    registries, not a hand list, so a new mod or source is covered without touching this file)."""
+    registered source besides the default (and those that read the user's files), alone and with
+    SOURCE_MODS (the registries, not a hand list, so a new mod or source is covered without touching this
+    file)."""
+    from minimult.config import DataConfig
     from minimult.data import sources
     from minimult.mods import registered
 
     alone = {mods for _, mods, _ in table1}
-    out = [(f"m-{m.name}", m.name, SMALL if m.name == "overparam" else {}) for m in registered()
-           if m.name not in alone]
+    out = [(f"m-{m.name}", m.name, small(m.name)) for m in registered() if m.name not in alone]
     out += EXTRA
     for name, source in sources.REGISTRY.items():
-        if name != "shift" and not source.reads_files:  # parallel reads the user's files (tests/test_parallel.py)
+        # Table 1 runs the default source; parallel reads the user's files (tests/test_parallel.py)
+        if name != DataConfig.source and not source.reads_files:
             out += [(f"{name}-{mods or 'original'}", mods, {"data.fake": name}) for mods in SOURCE_MODS]
     return out
 
@@ -66,7 +75,7 @@ def grid_text() -> str:
     table1 = tomllib.loads((ROOT / "experiments" / "table1.toml").read_text())
     lines = ['title = "gate"', 'preset = "tiny"', "seeds = [0]", "[preset_overrides.tiny]",
              '"model.layers" = 8', '"train.eval_every" = 13']
-    settings = [(s["id"], s["mods"], SMALL if "overparam" in s["mods"] else {}) for s in table1["settings"]]
+    settings = [(s["id"], s["mods"], small(s["mods"])) for s in table1["settings"]]
     for sid, mods, overrides in settings + extra_settings(settings):
         lines += ["[[settings]]", f'id = "{sid}"', f'name = "{sid}"', f'mods = "{mods}"']
         if overrides:

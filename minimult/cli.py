@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from minimult import cli_help
+from minimult.cli_help import DerivedHelp
 from minimult.errors import MinimultError, fail_cleanly as _fail_cleanly
 
 
@@ -31,10 +33,8 @@ def data_options(f):
                      help="Training corpus: one sentence per line, or a built-in name (default bbe-nt)."),
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
-        click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None,
-                     help="Where the languages come from (data.source; --fake is its old name): Fake-English by id "
-                          "shift (default), by unicode code-point shift (K et al.), en-es: Spanish (RV1909) "
-                          "verse-aligned with the KJV, or parallel: your own files (--files)."),
+        click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None, cls=DerivedHelp,
+                     derived_help=cli_help.sources),
         click.option("--files", default=None, metavar="NAME=PATH,...|MANIFEST.toml",
                      help="The parallel source's files (data.files; implies --source parallel): line-aligned or "
                           "keyed (ID<TAB>text), the first name the first language, or a TOML manifest with dev files, "
@@ -42,14 +42,15 @@ def data_options(f):
         click.option("--langs", "n_langs", type=int, default=None, metavar="N",
                      help="Languages in the run, English included (data.n_langs, default 2): shift gives N-1 "
                           "Fake-Englishes, en-es with 3 adds Fake-English to English and Spanish."),
-        click.option("--shared-vocab", "shared_vocab", is_flag=True, default=None,
-                     help="One vocabulary learned over every language's text, one id block (data.shared_vocab; "
-                          "en-es), instead of each language's own at its own id offset."),
+        click.option("--shared-vocab", "shared_vocab", is_flag=True, default=None, cls=DerivedHelp,
+                     derived_help=lambda: f"One vocabulary learned over every language's text, one id block "
+                                          f"(data.shared_vocab; --source {cli_help.shared_option_sources()}), instead "
+                                          f"of each language's own at its own id offset."),
         click.option("--tokenizer", type=click.Choice(_tokenizers()), default=None,
                      help="The units: wordpiece (default), char (every character of the training corpus) or "
                           "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
-        click.option("--preset", default="paper", show_default=True,
-                     help="paper | quick | tiny | paper-b256 | quick-b256 (see `minimult budget`)."),
+        click.option("--preset", default="paper", show_default=True, cls=DerivedHelp,
+                     derived_help=lambda: cli_help.presets("see `minimult budget`")),
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
                      help="Override any setting, e.g. --set train.lr=1e-3 (repeatable)."),
     ]):
@@ -150,20 +151,34 @@ def budget(presets, mods, settings, json_path, readme):
                    "with AVX512-BF16 or AMX).")
 @click.option("--eval-every", type=int, default=None, metavar="STEPS",
               help="Evaluate multilinguality every N steps into metrics.jsonl (the paper's Fig. 6/7 curves).")
+@click.option("--nproc", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Train on N processes of one thread each, each a share of every batch (train.nproc; "
+                   "torch.distributed, gloo on CPU): ~N x faster on N idle cores. Also with --resume.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
 def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs,
              device, precision,
-             eval_every, out, resume):
-    """Pretrain a BERT on English + Fake-English with the given mods into a new run folder."""
+             eval_every, nproc, out, resume):
+    """Pretrain a BERT on English + Fake-English with the given mods into a new run folder.
 
+    Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
+    train the one run together: rank 0 makes the run folder, holds its lock and writes."""
+    from contextlib import nullcontext
+
+    from minimult import distributed
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
     from minimult.runs import Run
     from minimult.train import train as run_train
 
+    launched = distributed.from_env()  # one of torchrun's ranks, or None
+    if nproc is not None:
+        distributed.check_nproc(nproc, launched)
+    main_rank = launched is None or launched.main
+    echo = click.echo if main_rank else (lambda *a, **k: None)
+    locked = (lambda run: run.locked()) if main_rank else (lambda run: nullcontext())
     if resume:
         given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
                                       ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
@@ -176,13 +191,15 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
                                 f"would be ignored, so it is refused")
         run = Run.open(resume)
-        with run.locked():
-            run_train([run], resume=True, log=click.echo)
-        click.echo(f"run folder: {run.path}")
+        with locked(run):
+            run_train([run], resume=True, log=echo, nproc=nproc)
+        echo(f"run folder: {run.path}")
         return
     overrides = _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab)
+    if launched is not None:
+        nproc = launched.size  # config.json says how many processes trained it
     for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
-                       ("train.precision", precision), ("train.eval_every", eval_every)):
+                       ("train.precision", precision), ("train.eval_every", eval_every), ("train.nproc", nproc)):
         if value is not None:
             overrides[key] = value
     if mask_probs is not None:
@@ -190,11 +207,13 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     if epochs is not None and epochs < 1:
         raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use --mods untrained")
     cfg, active = resolve(preset, overrides, mods)
-    run = Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True))
-    click.echo(f"run folder: {run.path}")
-    with run.locked():
-        run_train([run], log=click.echo)
-    click.echo(f"done: {run.path}")
+    with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
+        run = distributed.created_once(
+            launched, lambda: Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True)), Run.open)
+        echo(f"run folder: {run.path}")
+        with locked(run):
+            run_train([run], log=echo)
+    echo(f"done: {run.path}")
 
 
 def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,
@@ -298,16 +317,18 @@ def _layers(text: str) -> tuple[int, ...]:
                    "(default: as the run trained, train.attention; another choice is not 'complete').")
 @click.option("--hf", "hf_dir", default=None, type=click.Path(file_okay=False),
               help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer (needs --pair).")
-@click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B",
-              help="With --hf: line-aligned parallel text files (retrieval, word order, perplexity; every evaluator with --shift).")
+@click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B", cls=DerivedHelp,
+              derived_help=lambda: f"With --hf: line-aligned parallel text files ({cli_help.text_evaluators()}; every "
+                                   f"evaluator with --shift).")
 @click.option("--shift", is_flag=True,
               help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
 @click.option("--langs", default=None, metavar="A,B",
               help="With --hf on a minimult export: the languages A and B are written in (e.g. en,es), each read "
                    "with its own tokenizer, ids and layout as in training; needed when they have tokenizers of their own.")
-@click.option("--only", default=None, metavar="NAME,...",
-              help="Only these evaluators (see `minimult eval --help`'s list in README); at the default settings "
-                   "their numbers are filled into the run's results, e.g. a probe for a run evaluated before it.")
+@click.option("--only", default=None, metavar="NAME,...", cls=DerivedHelp,
+              derived_help=lambda: f"Only these evaluators ({cli_help.evaluator_names()}); at the default settings "
+                                   f"their numbers are filled into the run's results, e.g. a probe for a run evaluated "
+                                   f"before it.")
 @click.option("--links", "link_file", default=None, metavar="FILE|silver",
               help="Word alignment P, R, F1 and AER against a link file: verse_id<TAB>index_in_A<TAB>index_in_B"
                    "[<TAB>S|P] (0-based words), or Pharaoh (one line per pair, with --link-base; docs/corpora.md); "
@@ -329,7 +350,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate import evaluate_run, summary_parts, summary_table
     from minimult.evaluate.registry import evaluators
     from minimult.evaluate.segments import parse_segments
-    from minimult.runs import Run, check_writable_file, latest_run, write_json
+    from minimult.runs import Run, check_writable_file, latest_run, read_results, write_json
 
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
     if names == ():  # '' or ',': not every evaluator, and never an empty evaluation over the results
@@ -356,6 +377,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     every = []
     with opened.locked():
         for value in values:
+            before = read_results(opened.path / "results.json") if (opened.path / "results.json").is_file() else {}
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
                                    log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
                                    only=names, link_file=link_file, attention=attention, link_base=link_base)
@@ -364,7 +386,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
                 click.echo(f"segment {value}:")
             click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
             if layers and not names:
-                click.echo(_layers_note(opened, results))
+                click.echo(_layers_note(opened, results, before))
             if link_file is not None:
                 from minimult.evaluate.links import table as links_table
 
@@ -374,26 +396,35 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
 
 
-def _layers_note(run, results: dict) -> str:
-    """What `eval --layer` did: the layers it computed, whether µ came with them, and whether the run's
-    headline results (the top of results.json, which report and sweep read) are now these."""
+def _layers_note(run, results: dict, before: dict) -> str:
+    """What `eval --layer` did: the layers it computed, whether µ came with them (how to get it if not), and
+    whether the run's headline results (the top of results.json, which report and sweep read) are now these
+    (`runs.replaces_headline`, given `before`, the results.json before this evaluation)."""
     from minimult.evaluate.multilinguality import mu_layers
-    from minimult.runs import read_results
+    from minimult.runs import replaces_headline
 
     pair = mu_layers(run.cfg.model.layers)
     done = ", ".join(sorted(results["layers"], key=int))
-    mu = (f"µ {results['mu']:.3f} (layers {pair[0]} and {pair[1]})" if results.get("mu") is not None else
-          f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no --layer)")
-    top = read_results(run.path / "results.json")
-    if top.get("evaluation", {}).get("time") != results["evaluation"]["time"]:
-        where = ("the run's headline results (the top of results.json, which report and sweep read) are unchanged, "
-                 "those of its last complete evaluation; these are the last block of evaluations[]")
-    elif results["evaluation"]["complete"]:
-        where = "they are now the run's headline results (the top of results.json)"
+    if results.get("mu") is not None:
+        mu = f"µ {results['mu']:.3f} (layers {pair[0]} and {pair[1]})"
+    elif {str(l) for l in pair} <= set(results["layers"]):
+        mu = "no µ: no τ on this run's data (no dictionary)"
     else:
-        where = ("they are the run's headline results (the top of results.json) until a complete evaluation "
-                 "(µ's layers, default settings) replaces them")
-    return f"layers {done} computed; {mu}; {where}"
+        mu = (f"no µ: it averages layers {pair[0]} and {pair[1]}, so give both (--layer {pair[0]},{pair[1]}, or no "
+              f"--layer)")
+    if replaces_headline(before, results):
+        complete = results["evaluation"]["complete"]
+        where = ("they are now the run's headline results (the top of results.json)" if complete
+                 else "they are the run's headline results (the top of results.json) until a complete evaluation "
+                      "(µ's layers, default settings) replaces them")
+        return f"layers {done} computed; {mu}; {where}"
+    old = before.get("evaluation", {})
+    layers = f" (layers {', '.join(map(str, old['layers']))})" if old.get("layers") else ""
+    headline = (f"its complete evaluation of {old.get('time', 'an earlier time')}" if old.get("complete") else
+                f"its first evaluation{layers}"
+                + (", itself not complete, until a complete one replaces it" if "complete" in old else ""))
+    return (f"layers {done} computed; {mu}; the run's headline results (the top of results.json, which report and "
+            f"sweep read) are unchanged, {headline}; these numbers are the last block of its evaluations")
 
 
 def _check_figure(path: str) -> None:

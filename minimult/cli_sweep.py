@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from minimult import cli_help
+from minimult.cli_help import DerivedHelp
 from minimult.errors import MinimultError, fail_cleanly
 
 
@@ -27,7 +29,7 @@ def _ids(only: str | None) -> list[str] | None:
 @click.command()
 @click.argument("grid_file", metavar="GRID", type=click.Path(dir_okay=False))
 @click.option("--seeds", default=None, metavar="S,S,...", help="Seeds (default: the grid's, e.g. 0,42,43,100,101).")
-@click.option("--preset", default=None, help="paper | quick | tiny | paper-b256 | quick-b256 (default: the grid's).")
+@click.option("--preset", default=None, cls=DerivedHelp, derived_help=lambda: cli_help.presets("default: the grid's"))
 @click.option("--jobs", type=int, default=None,
               help="Runs in parallel (default: one per CPU core with one thread each, or one per GPU).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,

@@ -85,7 +85,10 @@ class TrainConfig:
     clip: float = 1.0
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default
+    threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (with nproc > 1: 1 per process)
+    # processes that train this run together, each a share of every batch (minimult.distributed); how the
+    # run executes, not what it is (EXECUTION_SETTINGS): it may change between resumes
+    nproc: int = 1
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16: see minimult.precision
     checkpoint_every: int = 0  # steps; 0 = once per epoch
     eval_every: int = 0  # steps between multilinguality evaluations during training; 0 = never
@@ -105,6 +108,8 @@ class TrainConfig:
         for name in ("warmup_steps", "threads", "checkpoint_every", "eval_every"):
             if getattr(self, name) < 0:
                 raise MinimultError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if self.nproc < 1:
+            raise MinimultError(f"train.nproc must be >= 1, got {self.nproc}")
         if self.eval_sentences < 2:
             raise MinimultError(f"train.eval_sentences must be >= 2, got {self.eval_sentences}")
         if not 0 <= self.seed < 2**32:
@@ -121,6 +126,20 @@ class TrainConfig:
 # sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a
 # resume matches checkpoints and the report groups runs without them
 EVALUATION_SECTIONS = ("transfer",)
+# settings that say how a run executes, not which run it is: left out where a sweep matches run folders, a
+# resume matches checkpoints and the report groups runs (and of a run's fingerprint, which they would
+# otherwise change for every run made before they existed)
+EXECUTION_SETTINGS = ("train.nproc",)
+
+
+def without_execution(config: dict) -> dict:
+    """A config dict (`RunConfig.to_dict()`) without the EXECUTION_SETTINGS (a copy)."""
+    out = json.loads(json.dumps(config))
+    for key in EXECUTION_SETTINGS:
+        section, _, name = key.partition(".")
+        if isinstance(out.get(section), dict):
+            out[section].pop(name, None)
+    return out
 
 
 @dataclass(frozen=True)

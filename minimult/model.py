@@ -433,11 +433,21 @@ class Bert(nn.Module):
         return self.head(hidden_selected, self.embeddings.lookups["token"].weight)  # tied decoder
 
     def mlm_loss(self, input_ids, position_ids, token_type_ids, attention_mask, selected, targets,
-                 nsp_labels=None) -> torch.Tensor:
+                 nsp_labels=None, totals: tuple[int, int] | None = None) -> torch.Tensor:
         """Mean cross-entropy at `selected` (N,) flat indices into B*T, against `targets` (N,); with
-        `nsp_labels` (B,) (1 = B is the next sentence) plus the next-sentence cross-entropy on [CLS]."""
+        `nsp_labels` (B,) (1 = B is the next sentence) plus the next-sentence cross-entropy on [CLS].
+
+        `totals` = (masked tokens, rows) of a whole batch this one is a share of (several processes,
+        minimult.distributed): the sums of the cross-entropies divided by those instead, so that the
+        shares' losses (and gradients) add up to the whole batch's mean."""
         h = self(input_ids, position_ids, token_type_ids, attention_mask)  # (B, T, H)
         logits = self.mlm_logits(h.flatten(0, 1)[selected])  # (N, V)
+        if totals is not None:
+            masked, rows = totals
+            loss = F.cross_entropy(logits.float(), targets, reduction="sum") / masked
+            if nsp_labels is not None:
+                loss = loss + F.cross_entropy(self.nsp_head(h[:, 0]).float(), nsp_labels, reduction="sum") / rows
+            return loss
         loss = F.cross_entropy(logits.float(), targets)
         if nsp_labels is not None:
             loss = loss + F.cross_entropy(self.nsp_head(h[:, 0]).float(), nsp_labels)

@@ -32,10 +32,9 @@ from minimult.errors import MinimultError
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
-# what one evaluation's block in results.json keeps, besides every evaluator column's key (`block_keys`)
-BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "mu", "mu_layers",
-              "perplexity", "dev_sentences", "dev_sentences_cut", "dictionary_entries", "eval_seconds",
-              "pairs")  # more than two languages: English with each other language (evaluate_model)
+# what one evaluation's block in results.json keeps of the evaluation itself, besides what the evaluators
+# write (`block_keys`); "pairs": more than two languages, English with each other language (evaluate_model)
+BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "eval_seconds", "pairs")
 
 
 def merge(into: dict, part: dict) -> None:
@@ -55,10 +54,19 @@ def merged(before: dict, latest: dict) -> dict:
 
 
 def block_keys() -> tuple[str, ...]:
-    from minimult.evaluate.registry import columns
+    """BLOCK_KEYS and every key the evaluators write (`registry.result_keys`: their scalar columns' and
+    declared `keys`)."""
+    from minimult.evaluate.registry import result_keys
 
-    return BLOCK_KEYS + tuple(c.group or c.name for c in columns() if not c.per_layer)
+    return BLOCK_KEYS + tuple(k for k in result_keys() if k not in BLOCK_KEYS)
 CHECKPOINT_FORMAT = 1
+
+
+def replaces_headline(old: dict, results: dict) -> bool:
+    """Whether an evaluation's `results` become the run's headline results (the top of results.json, which
+    report and sweep read) over `old`, the results.json before it ({} if none): a complete evaluation always
+    does, any other only when nothing was evaluated before (`Run.write_results`)."""
+    return "layers" not in old or bool(results["evaluation"]["complete"])
 
 
 def run_name(mods: str, seed: int) -> str:
@@ -418,12 +426,12 @@ class Run:
                                     f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
 
     def check_checkpoint_config(self, ckpt: dict) -> None:
-        """A checkpoint resumes only the run it was written for (same resolved config, evaluation settings
-        aside)."""
-        from minimult.config import EVALUATION_SECTIONS, RunConfig
+        """A checkpoint resumes only the run it was written for (same resolved config, evaluation and
+        execution settings aside: a run may resume on another number of processes)."""
+        from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
 
-        saved = RunConfig.from_dict(ckpt.get("config") or {}).to_dict()
-        mine = {k: v for k, v in self.cfg.to_dict().items() if k not in EVALUATION_SECTIONS}
+        saved = without_execution(RunConfig.from_dict(ckpt.get("config") or {}).to_dict())
+        mine = {k: v for k, v in without_execution(self.cfg.to_dict()).items() if k not in EVALUATION_SECTIONS}
         differ = [f"{s}.{k}" for s in mine if isinstance(mine[s], dict)
                   for k in mine[s] if saved.get(s, {}).get(k) != mine[s][k]]
         differ += [k for k in mine if not isinstance(mine[k], dict) and saved.get(k) != mine[k]]
@@ -496,9 +504,9 @@ class Run:
         path = self.path / "results.json"
         old = read_results(path) if path.is_file() else {}
         keys = block_keys()
-        blocks = old.get("evaluations") or ([{k: old[k] for k in keys if k in old}] if "layers" in old else [])
-        blocks = [*blocks, {k: results[k] for k in keys if k in results}]
-        keep_old = "layers" in old and not results["evaluation"]["complete"]
+        blocks = old.get("evaluations") or ([{k: v for k, v in old.items() if k in keys}] if "layers" in old else [])
+        blocks = [*blocks, {k: v for k, v in results.items() if k in keys}]  # in the order the evaluation wrote them
+        keep_old = not replaces_headline(old, results)
         top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
         if keep_old and fill is not None and old.get("steps") == results.get("steps"):
             merge(top, fill)

@@ -10,6 +10,10 @@ Evaluation during training, progress logging and checkpointing are callbacks of 
 Every step's randomness (batch order, masking, dropout) is derived from (seed, epoch, step), and
 checkpoints hold model + optimizer state, so a resumed run ends bit-identical to an uninterrupted
 one on CPU.
+
+`train.nproc` > 1 (`--nproc`, or torchrun's ranks) trains on several processes, each its share of
+every batch's rows with the whole batch's masking, their gradients summed before clipping: see
+minimult.distributed (what equals one process and what differs: dropout is drawn per rank).
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from minimult import precision
+from minimult import distributed, precision
 from minimult.data.batching import SequenceSet, attention_mask, plan_epoch, steps_per_epoch
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
+from minimult.distributed import SINGLE, World
 from minimult.errors import MinimultError
 from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
 from minimult.knn.neighbours import table_sha256
@@ -37,7 +42,7 @@ from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, truncate_log
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
-                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching")
+                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching", "nproc")
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -49,6 +54,15 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
 
 def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7919 + 1) % (2**63 - 1)
+
+
+def dropout_seed(seed: int, rank: int) -> int:
+    """Rank `rank`'s dropout seed at a step whose seed is `seed` (`step_seed`): the step's own seed on rank
+    0 (and on one process), so rank 0's rows get the masks one process gives them; a seed of its own on
+    every other rank, so that no two ranks draw the same masks for their rows."""
+    if rank == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0] % (2**63 - 1))
 
 
 def fmt_time(s: float) -> str:
@@ -138,19 +152,27 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
 
 
 class Single:
-    """One model: dropout from torch's default generator reseeded every step."""
+    """One model: dropout from torch's default generator reseeded every step. On several processes each
+    computes its rows of the whole masked batch, its loss weighted by the whole batch's counts."""
 
-    def __init__(self, members: list[Member]):
+    def __init__(self, members: list[Member], world: World = SINGLE):
         self.member = members[0]
         self.model = self.member.model
+        self.world = world
 
     def losses(self, step: int, indices: list) -> torch.Tensor:
         m = self.member
-        torch.manual_seed(step_seed(m.cfg.train.seed, step))  # dropout
+        torch.manual_seed(dropout_seed(step_seed(m.cfg.train.seed, step), self.world.rank))  # dropout
         m.generator.manual_seed(step_seed(m.cfg.train.seed, step) + 1)  # masking
         b = m.masked_batch(indices[0])
+        totals = None
+        if self.world.size > 1:
+            totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
+            b = distributed.rows(b, distributed.share(totals[1], self.world))
+            if b["input_ids"].shape[0] == 0:  # fewer rows than processes: nothing to compute here
+                return torch.zeros(1, device=b["input_ids"].device)
         return self.model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
-                                   b["selected"], b["targets"], b["nsp_labels"]).view(1)
+                                   b["selected"], b["targets"], b["nsp_labels"], totals=totals).view(1)
 
     def clip(self, max_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -165,20 +187,33 @@ class Single:
 class Stacked:
     """K models as one stacked `Bert`: one generator per model for dropout (CPU) and for masking."""
 
-    def __init__(self, members: list[Member]):
+    def __init__(self, members: list[Member], world: World = SINGLE):
         self.members = members
+        self.world = world
         self.model = stack([m.model for m in members])
         self.model.generators = [torch.Generator() for _ in members] if self.model.embeddings.ln.weight.is_cpu else None
+        if self.model.generators is None and world.rank > 0:  # CUDA: torch's generator, another stream per rank
+            torch.cuda.manual_seed(dropout_seed(step_seed(members[0].cfg.train.seed, 0), world.rank))
 
     def losses(self, step: int, indices: list) -> torch.Tensor:
-        items = []
+        items, counts = [], []
         for k, (m, index) in enumerate(zip(self.members, indices)):
             seed = step_seed(m.cfg.train.seed, step)
             if self.model.generators is not None:
-                self.model.generators[k].manual_seed(seed)  # dropout, as Single's torch.manual_seed
+                self.model.generators[k].manual_seed(dropout_seed(seed, self.world.rank))  # as Single's
             m.generator.manual_seed(seed + 1)  # masking
-            items.append(m.masked_batch(index))
-        return self.model.stacked_losses(pack(items))
+            item = m.masked_batch(index)
+            if self.world.size > 1:  # this process's rows; each model's loss over its whole batch's count
+                counts.append(int(item["selected"].numel()))
+                item = distributed.rows(item, distributed.share(int(item["input_ids"].shape[0]), self.world))
+            items.append(item)
+        if self.world.size == 1:
+            return self.model.stacked_losses(pack(items))
+        if all(it["input_ids"].shape[0] == 0 for it in items):  # fewer rows than processes: nothing here
+            return torch.zeros(len(items), device=items[0]["input_ids"].device)
+        packed = pack(items)
+        packed.counts = torch.tensor(counts, dtype=torch.float32, device=packed.counts.device)
+        return self.model.stacked_losses(packed)
 
     def clip(self, max_norm: float) -> None:
         self.model.clip_grad_norm_per_model(max_norm)
@@ -227,15 +262,19 @@ class Loop:
     start_step: int
     end: int
     log: Callable[[str], None]
-    metrics: list = field(default_factory=list)  # open metrics.jsonl files, one per member
+    metrics: list = field(default_factory=list)  # open metrics.jsonl files, one per member (rank 0's)
     step: int = 0
     t0: float = field(default_factory=time.time)
     lr: float = 0.0
+    world: World = SINGLE  # several processes: only rank 0 (`world.main`) writes and evaluates
 
     def write(self, k: int, row: dict) -> None:
-        self.metrics[k].write(json.dumps(row) + "\n")
+        if self.world.main:
+            self.metrics[k].write(json.dumps(row) + "\n")
 
     def save(self, complete: bool) -> None:
+        if not self.world.main:
+            return
         state = self.optimizer.state_dict()
         K = len(self.members)
         for k, (m, weights) in enumerate(zip(self.members, self.stepper.states())):
@@ -251,7 +290,7 @@ class EvaluateEvery:
         self.every = every
 
     def __call__(self, loop: Loop) -> None:
-        if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total):
+        if not self.every or not (loop.step % self.every == 0 or loop.step == loop.total) or not loop.world.main:
             return
         periodic = [e.name for e in evaluators() if e.periodic]  # the final-only ones (probe) wait for the end
         for k, (m, model) in enumerate(zip(loop.members, loop.stepper.models())):
@@ -290,9 +329,12 @@ class Progress:
         # one model: the float64 mean of the float32 losses; stacked: their float32 mean (as logged so far)
         mean = [float(self.loss[0]) / self.steps] if K == 1 else (self.loss / self.steps).tolist()
         bad = [(m.run, x) for m, x in zip(loop.members, mean) if not math.isfinite(x)]
-        if bad:
+        if bad:  # every rank holds the summed losses: all stop at this step
             self._fail(loop, bad)
         now = time.time()
+        if not loop.world.main:
+            self.window_t, self.tokens, self.steps, self.loss = now, 0, 0, None
+            return
         rate = self.tokens / max(now - self.window_t, 1e-9)
         eta = (now - loop.t0) / (step - loop.start_step) * (loop.total - step)
         for k, x in enumerate(mean):
@@ -307,7 +349,7 @@ class Progress:
     @staticmethod
     def _fail(loop: Loop, bad) -> None:
         run, x = bad[0]
-        for m in loop.members:
+        for m in loop.members if loop.world.main else []:
             m.meta.update(status=f"failed: loss {x} at step {loop.step}")
             m.run.write_meta(m.meta)
         if len(loop.members) == 1:
@@ -371,33 +413,39 @@ def _knn_tables(m: Member, log) -> dict:
     return {"knn_tables": used if used and used[-1] == sha else [*used, sha]}
 
 
-def _begin(members: list[Member], spe: int, total: int, device, log) -> None:
-    """run.json of every member at the start, and the one line saying what will train where."""
+def _begin(members: list[Member], spe: int, total: int, device, log, world: World = SINGLE) -> None:
+    """run.json of every member at the start, and the one line saying what will train where (rank 0)."""
+    if not world.main:
+        return
     tc, K = members[0].cfg.train, len(members)
     parameters = members[0].model.num_parameters()
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
     for m in members:
-        m.meta = start_meta(m, spe, total, device, parameters, **extra, **_knn_tables(m, log))
+        m.meta = start_meta(m, spe, total, device, parameters, processes=world.size, **extra, **_knn_tables(m, log))
     tokens_per_step = sum(m.epoch_tokens for m in members) / K / spe
     who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1
            else f"mods: {members[0].cfg.mods}")
-    log(f"device {device} ({precision.describe(tc.precision, device)}) | "
+    ranks = (f" | {world.size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), each a share of every "
+             f"batch" if world.size > 1 else "")
+    log(f"device {device} ({precision.describe(tc.precision, device)}){ranks} | "
         + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
         f"sequences (~{tokens_per_step:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
         f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | {who}")
 
 
 def _run(loop: Loop, device) -> None:
-    """The steps from loop.step to loop.end, each followed by the callbacks."""
-    members, optimizer, tc = loop.members, loop.optimizer, loop.members[0].cfg.train
+    """The steps from loop.step to loop.end, each followed by the callbacks. On several processes each
+    rank's gradients (and losses) are summed into the whole batch's before clipping and the step."""
+    members, optimizer, tc, world = loop.members, loop.optimizer, loop.members[0].cfg.train, loop.world
     progress = Progress(max(1, min(50, loop.spe // 4)), tc.checkpoint_every or loop.spe)
     callbacks = [EvaluateEvery(tc.eval_every), progress, CheckpointEvery(tc.checkpoint_every or loop.spe)]
     autocast = precision.autocast(tc.precision, device)
+    params = list(loop.stepper.model.parameters())
     loop.stepper.model.train()
     loop.t0 = time.time()
     plans: dict[int, list] = {}
     with ExitStack() as files:
-        loop.metrics = [files.enter_context(open(m.run.metrics_path, "a")) for m in members]
+        loop.metrics = [files.enter_context(open(m.run.metrics_path, "a")) for m in members] if world.main else []
         while loop.step < loop.end:
             epoch, within = divmod(loop.step, loop.spe)
             if epoch not in plans:
@@ -412,7 +460,10 @@ def _run(loop: Loop, device) -> None:
             with autocast:
                 losses = loop.stepper.losses(loop.step, indices)
             optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
+            if losses.requires_grad:  # always on one process; a rank without rows this step has no graph
+                losses.sum().backward()
+            if world.size > 1:
+                losses = distributed.all_reduce(params, losses)
             loop.stepper.clip(tc.clip)
             optimizer.step()
             loop.step += 1
@@ -422,18 +473,56 @@ def _run(loop: Loop, device) -> None:
 
 
 def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None] = print,
-          stop_after: int | None = None) -> list[dict]:
+          stop_after: int | None = None, nproc: int | None = None) -> list[dict]:
     """Train (or continue) `runs` together; see the module docstring. `stop_after` ends early after that
-    many steps in total (used to test resuming)."""
+    many steps in total (used to test resuming). `nproc` (default: train.nproc) processes share every
+    step (minimult.distributed), started here, each with train.threads threads (default 1); in a process
+    that torchrun started (RANK, WORLD_SIZE, ...) this one is one of torchrun's ranks instead."""
     runs = [runs] if isinstance(runs, Run) else list(runs)
     if not runs:
         raise MinimultError("nothing to train: no runs given")
     check_stackable([r.cfg for r in runs])
     tc = runs[0].cfg.train
+    launched = distributed.from_env()
+    if nproc is not None:
+        distributed.check_nproc(nproc, launched)
+    if launched is not None:  # one of torchrun's ranks
+        torch.set_num_threads(tc.threads or 1)
+        with distributed.session(launched, tc.device):
+            return _train(runs, resume, log if launched.main else (lambda s: None), stop_after, launched)
+    nproc = tc.nproc if nproc is None else nproc
+    if nproc > 1:
+        distributed.check_devices(tc.device, nproc)
+        specs = [(str(r.path), r.cfg) for r in runs]
+        distributed.launch(nproc, tc.threads or 1, _train_rank, (specs, resume, stop_after), log,
+                           lambda: distributed.kept_checkpoints([r.checkpoint_path for r in runs]))
+        return [r.meta for r in runs]
     if tc.threads:
         torch.set_num_threads(tc.threads)
-    device = pick_device(tc.device)
-    members = [setup(r, device, log) for r in runs]
+    return _train(runs, resume, log, stop_after, SINGLE)
+
+
+def _train_rank(world: World, log, specs: list, resume: bool, stop_after: int | None) -> None:
+    """One of the processes `train` started (minimult.distributed.launch): the same runs, from their folders."""
+    runs = [Run(Path(path), cfg) for path, cfg in specs]
+    with distributed.session(world, runs[0].cfg.train.device):
+        _train(runs, resume, log, stop_after, world)
+
+
+def _setup_all(runs: list[Run], device, log, world: World) -> list[Member]:
+    """Every run's data and model; on several processes rank 0 first (it builds what the cache lacks:
+    e.g. knn-replace's neighbour table), then the others, which read what it built."""
+    if world.size == 1:
+        return [setup(r, device, log) for r in runs]
+    members = [setup(r, device, log) for r in runs] if world.main else None
+    distributed.barrier()
+    return members if world.main else [setup(r, device, log) for r in runs]
+
+
+def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: World) -> list[dict]:
+    tc = runs[0].cfg.train
+    device = distributed.device_for(tc.device, world)
+    members = _setup_all(runs, device, log, world)
     spes = [steps_per_epoch(len(m.train_set), tc.batch_size, tc.batching, languages=m.cfg.data.n_langs)
             for m in members]
     if len(set(spes)) != 1:
@@ -443,7 +532,8 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
     if resume and not any(m.run.has_checkpoint() for m in members):  # failed before its first checkpoint
         for m in members:
             m.run.check_vocabulary(m.run.data.prepared)
-            m.run.metrics_path.unlink(missing_ok=True)
+            if world.main:
+                m.run.metrics_path.unlink(missing_ok=True)
         log(f"no checkpoint yet in {', '.join(m.run.name for m in members)}: training from step 0")
     elif resume:
         names = ", ".join(m.run.name for m in members)
@@ -451,16 +541,19 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         if complete:
             log(f"run{'s' if K > 1 else ''} {names} {'are' if K > 1 else 'is'} already complete ({step} steps)")
             return [m.run.meta for m in members]
-        for m in members:
+        for m in members if world.main else []:
             truncate_log(m.run.metrics_path, step)
         log(f"resuming {names} from step {step}")
-    stepper = (Single if K == 1 else Stacked)(members)
+    stepper = (Single if K == 1 else Stacked)(members, world)
     optimizer = torch.optim.AdamW(stepper.model.param_groups(tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999),
                                   eps=tc.adam_eps, fused=True)  # fused: ~4% faster per step on CPU too
     if opt_states is not None:
         optimizer.load_state_dict(stack_optimizer_states(opt_states))
-    _begin(members, spe, total, device, log)
-    loop = Loop(members, stepper, optimizer, spe, total, step, min(total, stop_after or total), log, step=step)
+    if world.size > 1:
+        distributed.broadcast_parameters(list(stepper.model.parameters()))
+    _begin(members, spe, total, device, log, world)
+    loop = Loop(members, stepper, optimizer, spe, total, step, min(total, stop_after or total), log, step=step,
+                world=world)
     if total == 0 or step >= total:
         loop.save(complete=True)
         _finish(loop, 0.0)
@@ -472,6 +565,8 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
 
 
 def _finish(loop: Loop, elapsed: float) -> None:
+    if not loop.world.main:
+        return
     done = loop.step - loop.start_step
     tokens_per_epoch = sum(m.epoch_tokens for m in loop.members)
     for m in loop.members:
@@ -483,6 +578,6 @@ def _finish(loop: Loop, elapsed: float) -> None:
 
 
 def pretrain(cfg, mods, run_dir: Path, resume: bool = False, log: Callable[[str], None] = print,
-             stop_after: int | None = None) -> dict:
+             stop_after: int | None = None, nproc: int | None = None) -> dict:
     """Train (or continue) the one run in `run_dir` (which holds its config.json)."""
-    return train([Run(Path(run_dir), cfg, mods)], resume=resume, log=log, stop_after=stop_after)[0]
+    return train([Run(Path(run_dir), cfg, mods)], resume=resume, log=log, stop_after=stop_after, nproc=nproc)[0]

@@ -67,6 +67,25 @@ def tiny_prepared(minimult_cache, tiny_data_cfg):
     return prepare(tiny_data_cfg)
 
 
+@pytest.fixture
+def sword_fixture(monkeypatch):
+    """en-es's Bibles read from `fixtures/sword-verses.jsonl` (raw markup of a few verses of each module) in
+    place of the installed SWORD modules: fast, and the same on a machine without them."""
+    import json
+
+    from minimult.data import sword
+
+    path = ROOT / "tests" / "fixtures" / "sword-verses.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def verses(language, testament, limit=None):
+        out = {r["verse"]: r["markup"] for r in rows if r["lang"] == language and r["testament"] == testament}
+        return dict(list(sorted(out.items()))[:limit])
+
+    monkeypatch.setattr(sword, "module_verses", verses)
+    monkeypatch.setattr(sword, "module_fingerprint", lambda language: f"fixture:{path.stat().st_size}")
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A tiny run of the tiny corpus (default settings) trained to its end, not evaluated, shared by the tests

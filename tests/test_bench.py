@@ -45,6 +45,14 @@ def test_bench_train_reports_ratios_and_gemm_share(precision, tmp_path):
         assert res[key] > 0, key
 
 
+def test_bench_train_nproc_reports_one_run_on_one_process_and_on_two(tmp_path):
+    res = bench("bench_train.py", "--nproc", "2", "--json", str(tmp_path / "n.json"))
+    filed(tmp_path / "n.json", res, "bench_train.py")
+    assert (res["nproc"], res["threads"], res["precision"]) == (2, 1, "fp32")
+    assert res["tok_s_ours_nproc1"] > 0 and res["tok_s_ours_nproc2"] > 0 and res["nproc_speedup"] > 0
+    assert len(res["load_avg_before"]) == len(res["load_avg_after"]) == 3
+
+
 def test_bench_stacked_reports_the_ratio_to_separate_models(tmp_path):
     res = bench("bench_stacked.py", "--models", "2", "--precision", "bf16", "--json", str(tmp_path / "s.json"))
     filed(tmp_path / "s.json", res, "bench_stacked.py")

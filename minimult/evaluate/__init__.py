@@ -20,7 +20,8 @@ from typing import Callable
 from minimult.data.batching import ATTENTIONS
 from minimult.data.links import link_format
 from minimult.errors import MinimultError
-from minimult.evaluate.registry import REGISTRY, Column, Evaluator, evaluators, register, summary_parts, versions
+from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, register, summary_parts,
+                                       versions)
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
 from minimult.evaluate.segments import with_segment
@@ -30,10 +31,9 @@ from minimult.runs import Run, environment, merge
 for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
     importlib.import_module(f"{__name__}.{_m.name}")
 
-from minimult.evaluate.links import table as links_table  # noqa: E402
 from minimult.evaluate.multilinguality import mu_layers  # noqa: E402
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
-from minimult.evaluate.transfer import frozen_layer, table as transfer_table  # noqa: E402
+from minimult.evaluate.transfer import frozen_layer  # noqa: E402
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -185,38 +185,11 @@ def _link_file(run, link_file: str, base: int | None = None) -> str:
 
 
 def summary_table(results: dict) -> str:
-    rows = [("layer", "align P", "align R", "align F1", "retrieval ρ", "translation τ")]
-    for l, r in sorted(results["layers"].items(), key=lambda kv: int(kv[0])):
-        tau = "-" if r["translation"] is None else f"{r['translation']:.3f}"
-        num = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731  (None: not measured)
-        rows.append((l, num(r['align_precision']), num(r['align_recall']), num(r['align_f1']),
-                     num(r['retrieval']), tau))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, {results['dev_sentences']:,} dev sentences)"]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    mu = results.get("mu")
-    ppl = results.get("perplexity", {})
-    pair = " and ".join(map(str, results.get("mu_layers", (0, 8))))
-    # per unit, then per word (ppl ** (units / word): the one that compares across data.tokenizer's granularities)
-    per_word = "".join(f", {name} {ppl[key]:.1f}/word" for name, key in (("train", "train_word"), ("dev", "dev_word"))
-                       if ppl.get(key) is not None)
-    no_tau = all(results["layers"].get(str(l), {}).get("translation") is None for l in results.get("mu_layers", ()))
-    why = "no dictionary, so no τ" if no_tau and set(map(str, results.get("mu_layers", ()))) <= set(results["layers"]) \
-        else f"needs layers {pair}"
-    lines.append(f"multilinguality µ (layers {pair}) = {f'n/a ({why})' if mu is None else f'{mu:.3f}'}   "
-                 f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}"
-                 + (f" per unit{per_word}" if per_word else ""))
-    per_language = {k: v for k, v in ppl.get("dev_languages", {}).items() if v is not None}
-    if per_language:
-        lines.append("dev perplexity per language (per unit): "
-                     + ", ".join(f"{name} {x:.1f}" for name, x in per_language.items()))
-    if results.get("alignment_gold", "exact") != "exact" and results.get("gold_links"):
-        lines.append(f"alignment scored against {results['alignment_gold']} links ({results.get('gold_links', 0):,} "
-                     f"sure links in the dev sentences)")
-    if "links" in results:
-        lines.append(links_table(results["links"]))
-    if "transfer" in results:
-        task = results["transfer"].get("task", {}).get("name", "nt-part")
-        lines += [f"zero-shot transfer ({'New Testament part' if task == 'nt-part' else task}, test split):",
-                  transfer_table(results["transfer"])]
+    """`minimult eval`'s printout: the run, a table of every per-layer column the results hold
+    (`registry.layer_table`), then each evaluator's lines in registry order (`Evaluator.lines`: its own
+    `describe`, or its other columns as 'label value'), so a new evaluator's numbers show without a change here."""
+    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, "
+             f"{results['dev_sentences']:,} dev sentences)"]
+    lines += layer_table(results)
+    lines += [line for e in evaluators() for line in e.lines(results)]
     return "\n".join(lines)

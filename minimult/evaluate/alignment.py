@@ -24,9 +24,18 @@ def run(ctx) -> dict:
     return {"layers": out, "dev_sentences": en.num_sentences, "dev_sentences_cut": ctx.dev_sentences_cut, **gold}
 
 
+def describe(results: dict) -> list[str]:
+    """What the alignment was scored against, when it is not an exact gold (en-es's silver links)."""
+    if results.get("alignment_gold", "exact") == "exact" or not results.get("gold_links"):
+        return []
+    return [f"alignment scored against {results['alignment_gold']} links ({results['gold_links']:,} sure links in "
+            f"the dev sentences)"]
+
+
 register(Evaluator(
     "alignment", "word alignment precision, recall and F1 against the gold links (intersection of argmaxes)",
     version=1, order=20, run=run, pairwise=True, needs=("gold alignment",),
     columns=(Column("align_precision", "align P", per_layer=True),
              Column("align_recall", "align R", per_layer=True),
-             Column("align_f1", "align F1", per_layer=True, table=True, summary=True, short="F1"))))
+             Column("align_f1", "align F1", per_layer=True, table=True, summary=True, short="F1")),
+    keys=("dev_sentences", "dev_sentences_cut"), describe=describe))

@@ -22,8 +22,9 @@ tokenizer's special ids, positions from 0 and segment 0, as minimult writes its 
   reads Spanish text as it trained on it. An export whose languages have tokenizers of their own needs it.
 - otherwise B is tokenized as text with the folder's tokenizer, at the same ids as A.
 
-Without `shift` there is no gold alignment and no dictionary, so retrieval, word-order distance and
-perplexity run (they need no gold); `link_file` adds word alignment against a link file (the
+Without `shift` there is no gold alignment and no dictionary, so the evaluators that need nothing else run
+(`registry.text_evaluators`, which `eval --help` lists: retrieval, word order, the language-ID probe,
+perplexity); `link_file` adds word alignment against a link file (the
 `minimult.data.links` formats: the lab's, whose verse id is the pair's 1-based line number, or Pharaoh's,
 whose line k is line k of the pair, its word indices from `link_base`). A word is a
 whitespace-separated word of a line (as link files count them; per-word perplexity counts them too),

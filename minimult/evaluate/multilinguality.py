@@ -24,7 +24,20 @@ def run(ctx) -> dict:
     return out
 
 
+def describe(results: dict) -> list[str]:
+    """µ with its layers, or why it is missing (no dictionary, or a layer of its pair not evaluated)."""
+    if "mu" not in results:
+        return []
+    depth = results.get("config", {}).get("model", {}).get("layers")
+    mu, layers = results["mu"], results.get("mu_layers") or (mu_layers(depth) if depth else ())  # older results
+    pair = " and ".join(map(str, layers))
+    no_tau = all(results["layers"].get(str(l), {}).get("translation") is None for l in layers)
+    why = ("no dictionary, so no τ" if no_tau and set(map(str, layers)) <= set(results["layers"])
+           else f"needs layers {pair}")
+    return [f"multilinguality µ (layers {pair}) = {f'n/a ({why})' if mu is None else f'{mu:.3f}'}"]
+
+
 register(Evaluator(
     "multilinguality", "µ = mean of translation and retrieval at layer 0 and layer round(2/3 x depth) (8 of 12)",
     version=2, order=10, run=run, pairwise=True, derived=True, needs=("gold alignment", "dictionary"),
-    columns=(Column("mu", "µ", table=True, curve=True, summary=True),)))
+    columns=(Column("mu", "µ", table=True, curve=True, summary=True),), keys=("mu_layers",), describe=describe))

@@ -104,6 +104,23 @@ def run(ctx) -> dict:
     return {"perplexity": out}
 
 
+def describe(results: dict) -> list[str]:
+    """Perplexity per unit, then per word (ppl ** (units / word): the one that compares across data.tokenizer's
+    granularities), and the dev perplexity of each language."""
+    ppl = results.get("perplexity")
+    if not ppl:
+        return []
+    per_word = "".join(f", {name} {ppl[key]:.1f}/word" for name, key in (("train", "train_word"), ("dev", "dev_word"))
+                       if ppl.get(key) is not None)
+    lines = [f"perplexity train {ppl.get('train', float('nan')):.1f}, dev {ppl.get('dev', float('nan')):.1f}"
+             + (f" per unit{per_word}" if per_word else "")]
+    per_language = {k: v for k, v in ppl.get("dev_languages", {}).items() if v is not None}
+    if per_language:
+        lines.append("dev perplexity per language (per unit): "
+                     + ", ".join(f"{name} {x:.1f}" for name, x in per_language.items()))
+    return lines
+
+
 register(Evaluator(
     "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data, per unit "
     "and per word, and per language", version=4,  # 4: per-language numbers (the pooled ones are unchanged)
@@ -116,4 +133,5 @@ register(Evaluator(
              Column("train_word", "ppl/word train", group="perplexity", kind="perplexity", higher_is_better=False),
              Column("train_parallel_word", "ppl/word train (whole parallel)", group="perplexity",
                     kind="perplexity", higher_is_better=False),
-             Column("dev_word", "ppl/word dev", group="perplexity", kind="perplexity", higher_is_better=False))))
+             Column("dev_word", "ppl/word dev", group="perplexity", kind="perplexity", higher_is_better=False)),
+    describe=describe))

@@ -87,6 +87,20 @@ class Evaluator:
     # what it needs besides a line-aligned pair of texts and a model (e.g. "gold alignment", "dictionary"):
     # an evaluator that needs nothing runs on any pair (`eval --hf --pair` without --shift, `text_evaluators`)
     needs: tuple[str, ...] = ()
+    # top-level keys of the results it writes besides its columns' that each evaluation's block in results.json
+    # keeps (µ's `mu_layers`; `runs.block_keys`); other keys it writes stay at the top only (alignment's gold kind)
+    keys: tuple[str, ...] = ()
+    # results -> its lines in `minimult eval`'s printout (`evaluate.summary_table`), below the table of the
+    # per-layer columns; None: its columns that are not per layer, as 'label value', on one line
+    describe: Callable[[dict], list[str]] | None = None
+
+    def lines(self, results: dict) -> list[str]:
+        """Its lines in `minimult eval`'s printout: `describe`'s, or its scalar columns that have a value."""
+        if self.describe is not None:
+            return self.describe(results)
+        parts = [f"{c.label} {c.short_text(c.value(results))}" for c in self.columns
+                 if not c.per_layer and c.value(results) is not None]
+        return [", ".join(parts)] if parts else []
 
 
 def register(evaluator: Evaluator) -> Evaluator:
@@ -115,6 +129,13 @@ def standalone_keys() -> dict[str, Callable[[dict, dict], dict] | None]:
     return {c.group or c.name: e.combine for e in evaluators() if e.standalone for c in e.columns}
 
 
+def result_keys() -> tuple[str, ...]:
+    """The top-level results keys the evaluators write and an evaluation's block keeps: each scalar column's
+    key (its group's, if any) and each evaluator's declared `keys`, in registry order, once each."""
+    return tuple(dict.fromkeys([c.group or c.name for e in evaluators() for c in e.columns if not c.per_layer]
+                               + [k for e in evaluators() for k in e.keys]))
+
+
 def columns() -> list[Column]:
     return [c for e in evaluators() for c in e.columns]
 
@@ -129,6 +150,19 @@ def table_columns(top: str) -> list[tuple[Column, str | None]]:
     before = [(c, None) for c in cols[:first] if not c.per_layer]
     after = [(c, None) for c in cols[first:] if not c.per_layer]
     return before + [(c, l) for l in dict.fromkeys(["0", top]) for c in layered] + after
+
+
+def layer_table(results: dict) -> list[str]:
+    """Rows of every per-layer column the results hold (a column whose evaluator gave nothing is left out;
+    a number it could not measure, such as τ without a dictionary, is '-'), one row per layer."""
+    layers = sorted(results.get("layers", {}), key=int)
+    cols = [c for c in columns() if c.per_layer and any(c.name in results["layers"][l] for l in layers)]
+    if not cols:
+        return []
+    num = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    rows = [("layer", *(c.label for c in cols))] + [(l, *(num(c.value(results, l)) for c in cols)) for l in layers]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(x.rjust(w) for x, w in zip(r, widths)) for r in rows]
 
 
 def summary_parts(results: dict) -> list[str]:

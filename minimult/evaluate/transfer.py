@@ -367,6 +367,14 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
     return run.write_results(results) if write else results
 
 
+def describe(results: dict) -> list[str]:
+    if "transfer" not in results:
+        return []
+    task = results["transfer"].get("task", {}).get("name", "nt-part")
+    return [f"zero-shot transfer ({'New Testament part' if task == 'nt-part' else task}, test split):",
+            table(results["transfer"])]
+
+
 register(Evaluator(
     "transfer", "zero-shot transfer on the New Testament part task (or a task directory): first-language accuracy, "
     "zero-shot accuracy and ∆",
@@ -374,4 +382,5 @@ register(Evaluator(
     order=97, run=evaluate, standalone=True, combine=combine,
     columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
              Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
-             Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆"))))
+             Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆")),
+    describe=describe))

@@ -29,4 +29,5 @@ register(Evaluator(
     run=run, pairwise=True, needs=("dictionary",),
     columns=(Column("translation", "τ", per_layer=True, table=True, curve=True, summary=True),
              Column("translation_forward", "τ en→L1", per_layer=True),
-             Column("translation_backward", "τ L1→en", per_layer=True))))
+             Column("translation_backward", "τ L1→en", per_layer=True)),
+    keys=("dictionary_entries",)))

@@ -58,6 +58,9 @@ class Mod:
     # (axis, x of the value text): a setting with this mod alone is a point of that series in the report
     # (minimult.report.series: K et al.'s permutation series)
     series: tuple[str, Callable[[str], Any]] | None = None
+    # why a run with it wants a GPU ("": it does not): the registry-wide test (tests/test_registries.py) skips
+    # it on a CPU with this reason, and the gate (experiments/gate.py) trains it on fewer sentences
+    needs_gpu: str = ""
 
     def spec(self, value) -> str:
         return self.name if self.parse is None or value is None else f"{self.name}={value}"

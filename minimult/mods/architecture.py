@@ -29,4 +29,6 @@ register(Mod("shift-special", "special tokens shifted per language like any othe
              layout=_shifted_specials))
 register(Mod("overparam", "BERT-base sizes: hidden 768, intermediate 3072, 12 heads, 12 layers, lr 1e-4", 1,
              order=50, configure=lambda cfg, v: set_section(set_section(cfg, "model", hidden=768, intermediate=3072,
-                                                                        heads=12, layers=12), "train", lr=1e-4)))
+                                                                        heads=12, layers=12), "train", lr=1e-4),
+             needs_gpu="BERT-base sizes whatever the preset: minutes for a few steps on a CPU, a day for a "
+                       "quick-preset run"))

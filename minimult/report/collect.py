@@ -183,11 +183,13 @@ def current_config(config: dict) -> dict:
 
 
 def _fingerprint(config: dict) -> str:
-    """The configuration without seed, device and transfer settings (how a run is evaluated, not trained;
-    runs made before the section existed have none): runs that differ only there are one setting."""
-    from minimult.config import EVALUATION_SECTIONS, comparable
+    """The configuration without seed, device, transfer settings (how a run is evaluated, not trained;
+    runs made before the section existed have none) and execution settings (train.nproc: how many processes
+    trained it): runs that differ only there are one setting."""
+    from minimult.config import EVALUATION_SECTIONS, comparable, without_execution
 
-    c = comparable(current_config(config))  # data.source under its old name: fingerprints from before the rename hold
+    # data.source under its old name, without train.nproc: fingerprints from before the rename and the key hold
+    c = comparable(without_execution(current_config(config)))
     c.get("train", {}).pop("seed", None)
     c.get("train", {}).pop("device", None)
     for section in EVALUATION_SECTIONS:

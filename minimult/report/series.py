@@ -91,9 +91,13 @@ def _parameters(g: Group) -> int | None:
 
 
 def _differ(g: Group, base: Group) -> tuple[dict, set[str]]:
-    """`g`'s flat configuration and the fields in which it differs from `base`'s (solved sizes aside)."""
+    """`g`'s flat configuration and the fields in which it differs from `base`'s (solved sizes and execution
+    settings aside)."""
+    from minimult.config import EXECUTION_SETTINGS
+
     mine, theirs = _flat(g.runs[0].config), _flat(base.runs[0].config)
-    return mine, {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)} - DERIVED
+    differ = {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
+    return mine, differ - DERIVED - set(EXECUTION_SETTINGS)
 
 
 def classify(g: Group, base: Group) -> tuple[str, object] | None:

@@ -72,25 +72,33 @@ def _cpu_count() -> int:
 
 @dataclass
 class Placement:
-    """Where the runs go: GPUs (one worker each) or CPU workers with `threads` threads each."""
+    """Where the runs go: GPUs (one worker each) or CPU workers with `threads` threads each; a run with
+    train.nproc > 1 trains on that many processes of its own (one thread each), so by default a CPU
+    sweep runs a core's worth of them at a time."""
 
     gpus: list[int]
     jobs: int
     workers: int
     threads: int
+    nproc: int = 1  # the most processes one run of the sweep trains on
 
     @classmethod
     def choose(cls, todo: list[Task], groups: list, jobs: int | None) -> "Placement":
         on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
         gpus = list(range(torch.cuda.device_count())) if on_gpu else []
-        jobs = jobs or (len(gpus) if gpus else _cpu_count())
+        nproc = max([t.config["train"].get("nproc", 1) for t in todo] or [1])
+        jobs = jobs or (len(gpus) if gpus else max(1, _cpu_count() // nproc))
         workers = max(1, min(jobs, len(groups)))
         asked = {t.config["train"].get("threads", 0) for t in todo}  # a run's train.threads wins in train.py
         threads = asked.pop() if len(asked) == 1 and 0 not in asked else max(1, _cpu_count() // workers)
-        return cls(gpus, jobs, workers, 1 if gpus else threads)
+        return cls(gpus, jobs, workers, 1 if gpus else threads, nproc)
 
     def describe(self) -> str:
-        return f"{len(self.gpus)} GPU(s)" if self.gpus else f"CPU, {self.threads} thread(s) per run"
+        if self.gpus:
+            return f"{len(self.gpus)} GPU(s)"
+        if self.nproc > 1:
+            return f"CPU, up to {self.nproc} processes of one thread per run (train.nproc)"
+        return f"CPU, {self.threads} thread(s) per run"
 
 
 def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: Placement, backend, stack, log) -> None:

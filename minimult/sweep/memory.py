@@ -56,7 +56,8 @@ def peak_bytes(config: dict, longest: int | None = None) -> int:
                           + ACT_PER_HEAD_KEY * m["heads"] * length)
     selected = config.get("mask", {}).get("rate", 0.15) * batch * length
     floats = batch * m["layers"] * per_layer + MLM_COPIES * selected * m["vocab_size"]
-    return int(BASE + (NSP_SLACK if m.get("nsp") else SLACK) * 4 * floats)
+    # train.nproc processes share the batch's activations, but each holds its own interpreter, torch and data
+    return int(t.get("nproc", 1) * BASE + (NSP_SLACK if m.get("nsp") else SLACK) * 4 * floats)
 
 
 def available_bytes(meminfo: str | Path = "/proc/meminfo") -> int | None:

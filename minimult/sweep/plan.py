@@ -136,7 +136,7 @@ def state(task: Task) -> str:
     run_dir = Path(task.run_dir)
     if not (run_dir / "config.json").is_file():
         return "new"
-    from minimult.config import EVALUATION_SECTIONS, RunConfig
+    from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig
 
     try:  # through RunConfig: keys added to the config since the run was made read as their defaults
         stored = _flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
@@ -144,9 +144,10 @@ def state(task: Task) -> str:
         raise MinimultError(f"{run_dir}/config.json is not a run configuration ({e})") from None
     wanted = _flat(task.config)
     # the preset is a name for settings, not one: a run made under a preset since renamed still matches;
-    # evaluation settings (transfer) are the sweep's to choose for a finished run
+    # evaluation settings (transfer) are the sweep's to choose for a finished run, execution settings
+    # (train.nproc) for any run
     differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k) and k != "preset"
-                    and k.split(".")[0] not in EVALUATION_SECTIONS)
+                    and k.split(".")[0] not in EVALUATION_SECTIONS and k not in EXECUTION_SETTINGS)
     if differ:
         shown = ", ".join(f"{k}={stored.get(k)!r} (sweep wants {wanted.get(k)!r})" for k in differ[:3])
         raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"

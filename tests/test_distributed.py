@@ -1,0 +1,190 @@
+"""One run on several processes (minimult.distributed): every batch's rows shared out, gradients summed.
+
+The multi-process tests spawn 2 ranks (gloo, CPU, tiny model) through the real torch.distributed; each
+start costs a few seconds of imports, so each test starts as few as it can."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from minimult import distributed
+from minimult.errors import MinimultError
+from minimult.runs import Run, load_checkpoint, read_json
+from minimult.train import train
+from test_train import ROOT, TINY_ARGS, assert_one_line_error, quiet, tiny_cfg
+
+
+# AdamW's first step moves a weight by lr*g/(|g| + eps): with eps far above every |g| that is (lr/eps)*g, a
+# plain gradient step, so the weights after one step show the gradient itself (at the usual eps it would be
+# ~lr*sign(g), blind to a gradient off by a factor). clip 0.05 is below the gradient's norm at the start, so
+# clipping is active: clipping each rank's part instead of the summed gradient would show too.
+GRADIENT_STEP = {"model.dropout": 0.0, "train.adam_eps": 1e3, "train.lr": 1e3, "train.weight_decay": 0.0,
+                 "train.warmup_steps": 0, "train.clip": 0.05}
+
+
+def _runs(tmp_path, name, specs, **overrides):
+    runs = []
+    for i, (mods, seed) in enumerate(specs):
+        cfg, active = tiny_cfg(mods, **{"train.seed": seed, **overrides})
+        runs.append(Run.create(cfg, active, tmp_path / f"{name}{i}", log=quiet))
+    return runs
+
+
+def _rows(run) -> list[dict]:
+    return [json.loads(line) for line in run.metrics_path.read_text().splitlines()]
+
+
+# ---------------------------------------------------------------------------------------------
+# In one process: the shares and their weighting.
+
+
+def test_shares_cover_every_row_once_and_their_losses_add_up_to_the_whole_batch():
+    for B in range(0, 9):
+        for N in (1, 2, 3, 4):
+            parts = [distributed.share(B, distributed.World(r, N)) for r in range(N)]
+            assert [i for p in parts for i in range(B)[p]] == list(range(B))
+    from minimult.model import Bert, ModelConfig
+
+    torch.manual_seed(0)
+    model = Bert(ModelConfig(vocab_size=50, hidden=16, intermediate=32, heads=2, layers=2, max_positions=16,
+                             dropout=0.0, nsp=True))
+    B, T = 5, 7
+    batch = {"input_ids": torch.randint(5, 50, (B, T)), "position_ids": torch.arange(T).expand(B, T),
+             "token_type_ids": torch.zeros(B, T, dtype=torch.long),
+             "attention_mask": torch.ones(B, T, dtype=torch.bool),
+             "selected": torch.tensor([1, 3, 8, 15, 16, 22, 30, 34]), "nsp_labels": torch.tensor([0, 1, 1, 0, 1])}
+    batch["targets"] = batch["input_ids"].flatten()[batch["selected"]]
+
+    def loss_and_grads(b, totals=None):
+        model.zero_grad()
+        loss = model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
+                              b["selected"], b["targets"], b["nsp_labels"], totals=totals)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    full, full_grads = loss_and_grads(batch)
+    totals = (len(batch["selected"]), B)
+    parts = [loss_and_grads(distributed.rows(batch, distributed.share(B, distributed.World(r, 2))), totals)
+             for r in range(2)]
+    assert torch.allclose(parts[0][0] + parts[1][0], full, rtol=1e-6)
+    for a, b, g in zip(parts[0][1], parts[1][1], full_grads):
+        assert (a + b - g).abs().max() <= 1e-6 * g.abs().max(), (a + b - g).abs().max()
+
+
+def test_nproc_is_an_execution_setting_kept_out_of_fingerprints_folder_matches_and_resume_checks(tmp_path):
+    from minimult.report.collect import _fingerprint
+    from minimult.runs import save_checkpoint
+
+    cfg, mods = tiny_cfg()
+    two, _ = tiny_cfg(**{"train.nproc": 2})
+    older = cfg.to_dict()
+    del older["train"]["nproc"]  # a run made before train.nproc existed
+    assert _fingerprint(cfg.to_dict()) == _fingerprint(two.to_dict()) == _fingerprint(older)
+    run = Run(tmp_path, two, mods)
+    save_checkpoint(tmp_path / "checkpoint.pt", {}, None, 0, cfg, False)
+    run.check_checkpoint_config(run.checkpoint())  # written on one process, resumed on two: accepted
+    with pytest.raises(MinimultError, match="train.nproc must be >= 1"):
+        tiny_cfg(**{"train.nproc": 0})
+
+
+# ---------------------------------------------------------------------------------------------
+# Two processes.
+
+
+@pytest.mark.parametrize("specs,clip", [([(None, 0)], 1e9), ([(None, 0), ("shift-special", 3)], 0.05)],
+                         ids=["single-unclipped", "stacked-clipped"])
+def test_one_step_on_two_processes_equals_one_process(tmp_path, specs, clip):
+    """With dropout off, one step on 2 ranks (each half the rows, gradients summed, then clipped per model)
+    gives the weights one process gives on the whole batch, up to float round-off: unclipped, the step is
+    the gradient itself (a sum off by a factor would show); clipped, the clipping of the summed gradient."""
+    from minimult.model import Bert
+
+    one = _runs(tmp_path, "one", specs, **{**GRADIENT_STEP, "train.clip": clip})
+    two = _runs(tmp_path, "two", specs, **{**GRADIENT_STEP, "train.clip": clip})
+    train(one, stop_after=1, log=quiet)
+    train(two, stop_after=1, log=quiet, nproc=2)
+    for a, b in zip(one, two):
+        A, B = (load_checkpoint(r.checkpoint_path)["model"] for r in (a, b))
+        torch.manual_seed(a.cfg.train.seed)
+        start = Bert(a.cfg.model).state_dict()  # the weights before the step (setup's seeded initialisation)
+        moved = torch.cat([(A[k] - start[k]).flatten() for k in A]).norm().item()
+        if clip < 1:
+            assert moved == pytest.approx(clip, rel=0.01)  # a clipped gradient step
+        else:
+            assert moved > 0.05 * 10  # the whole gradient, unclipped: far above 0.05 and the tolerance below
+        for k in A:
+            assert torch.allclose(A[k], B[k], rtol=1e-6, atol=1e-7), k
+        (la,), (lb,) = ([r["loss"] for r in _rows(run) if "loss" in r] for run in (a, b))
+        assert lb == pytest.approx(la, rel=1e-6)
+        assert read_json(b.path / "run.json")["processes"] == 2
+
+
+def test_two_process_run_resumed_equals_an_uninterrupted_one(tmp_path):
+    """Dropout on (drawn per rank, from the step's seed and the rank): interrupted and resumed on 2
+    processes ends bit-identical to 2 processes uninterrupted, with rank 0's log rows once each."""
+    over = {"train.epochs": 1, "train.checkpoint_every": 5, "train.eval_every": 10}
+    (full,), (part,) = _runs(tmp_path, "full", [(None, 0)], **over), _runs(tmp_path, "part", [(None, 0)], **over)
+    train([full], log=quiet, nproc=2)
+    train([part], log=quiet, nproc=2, stop_after=10)
+    assert load_checkpoint(part.checkpoint_path)["step"] == 10
+    train([part], log=quiet, nproc=2, resume=True)
+    a, b = (load_checkpoint(r.checkpoint_path) for r in (full, part))
+    assert a["step"] == b["step"] == 25 and b["complete"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    drop = lambda row: {k: v for k, v in row.items() if k not in ("tokens_per_s", "elapsed_s")}  # noqa: E731
+    assert [drop(r) for r in _rows(full)] == [drop(r) for r in _rows(part)]
+    assert [r["step"] for r in _rows(full) if "eval" in r] == [10, 20, 25]
+
+
+def _rank_process(launcher: int, rank: int) -> int | None:
+    """The pid of the launcher's child that runs `rank` (ranks name themselves minimult-rankN)."""
+    try:
+        children = open(f"/proc/{launcher}/task/{launcher}/children").read().split()
+    except OSError:
+        return None
+    for pid in children:
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() == f"minimult-rank{rank}":
+                return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the rank's process in /proc")
+def test_a_rank_that_dies_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_path):
+    from minimult.data.run_data import RunData
+
+    cfg, mods = tiny_cfg()
+    RunData(cfg, mods).prepare(quiet)  # the data cached first, so stderr holds nothing but the error
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "minimult.cli", "pretrain", *TINY_ARGS, "--epochs", "400",
+                             "--set", "train.checkpoint_every=5", "--nproc", "2", "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600  # a guard against waiting forever, not a timing assertion
+        victim = None
+        while victim is None and proc.poll() is None and time.monotonic() < deadline:
+            if (out / "checkpoint.pt").is_file():
+                victim = _rank_process(proc.pid, 1)
+            time.sleep(0.2)
+        assert victim is not None, "the run never wrote a checkpoint with rank 1 alive"
+        os.kill(victim, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert_one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr),
+                          "training process 1 of 2 died (killed by SIGKILL)", "checkpoint is kept")
+    ckpt = load_checkpoint(out / "checkpoint.pt")  # the last one, whole
+    assert ckpt["step"] >= 5 and ckpt["step"] % 5 == 0 and not ckpt["complete"]
+    assert read_json(out / "run.json")["status"] == "training"
