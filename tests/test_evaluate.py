@@ -147,7 +147,7 @@ def test_gold_links_equal_per_sentence_alignment(tiny_model):
     *_, english, second = tiny_model
     assert (second.gold == -1).any() and not (second.gold == np.arange(len(second.gold))).all()  # truncated, permuted
     empty = second.subset(np.array([0, 1]))
-    empty = Side(1, empty.ids, np.array([0, 0, len(empty.ids)]), empty.word_starts, empty.source, empty.gold)
+    empty = Side(1, empty.ids, np.array([0, 0, len(empty.ids)]), empty.word_starts, empty.english_index, empty.gold)
     for side in (second, empty):
         expected = np.concatenate([np.column_stack([np.full(len(a), i), a])
                                    for i in range(side.num_sentences) for a in [side.alignment(i)]])

@@ -39,7 +39,7 @@ def knn_setup(tmp_path_factory):
 
 def test_table_links_each_language_to_the_other(knn_setup):
     cfg, _, prepared, _, table, _ = knn_setup
-    V = prepared.vocab.size
+    V = prepared.vocab.stride
     assert table.shape == (2 * V, 1)
     have = table[:, 0] >= 0
     en, l1 = torch.arange(2 * V) < V, torch.arange(2 * V) >= V

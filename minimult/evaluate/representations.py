@@ -20,7 +20,6 @@ import torch
 from minimult import precision
 from minimult.data.batching import SequenceSet, attention_mask
 from minimult.data.languages import Side, positions_within, truncate
-from minimult.data.masking import random_replacement_ids
 from minimult.errors import MinimultError
 from minimult.model import Bert
 
@@ -269,7 +268,7 @@ def context(run, model, layers, **options) -> Context:
     options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
     verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, task_sides=d.task_sides,
+                   random_ids=d.random_ids(), task=d.task, task_sides=d.task_sides,
                    verse_ids=verse_ids,
                    gold=d.source.gold_of(1, dc), languages=d.source.names(dc),
                    golds=tuple(d.source.gold_of(k, dc) for k in range(dc.n_langs)),

@@ -70,7 +70,7 @@ def concat(sides: list[Side]) -> Side:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return Side(sides[0].lang, np.concatenate([s.ids for s in sides]), offsets,
-                np.concatenate([s.word_starts for s in sides]), np.concatenate([s.source for s in sides]),
+                np.concatenate([s.word_starts for s in sides]), np.concatenate([s.english_index for s in sides]),
                 np.concatenate([s.gold for s in sides]))
 
 

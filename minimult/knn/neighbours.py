@@ -35,7 +35,7 @@ VECMAP = VecMapConfig(patience=5)  # patience 5 matched 50's accuracy in a quart
 def token_name(i: int, vocab) -> str:
     """An id as fastText's word for it: its display piece (`::` per language block), or `::[idN]` for an id
     past the first vocabulary's entries (a language whose own vocabulary is larger: parallel's char units)."""
-    k, j = divmod(int(i), vocab.size)
+    k, j = divmod(int(i), vocab.stride)
     return vocab.display([i])[0] if j < len(vocab) else f"{LANG_PREFIX * k}[id{j}]"
 
 

@@ -106,7 +106,7 @@ class Source:
         from minimult.data.sources.unicode import shift_text  # lazy: unicode.py subclasses Source from this module
 
         spec = self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]
-        vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.size) if spec["tokenizer"] \
+        vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.stride) if spec["tokenizer"] \
             else prepared.vocab
         if spec["unicode_shift"]:
             sentences = [[shift_text(w) for w in s] for s in sentences]

@@ -174,8 +174,8 @@ class EnEs(Source):
         if shared:
             es_vocab = vocab
         else:
-            es_vocab, _ = shipped_vocab(train.second, vocab.size, self.name)  # ids the same on every machine
-            es_vocab = es_vocab or train_wordpiece(train.second, vocab.size)
+            es_vocab, _ = shipped_vocab(train.second, vocab.stride, self.name)  # ids the same on every machine
+            es_vocab = es_vocab or train_wordpiece(train.second, vocab.stride)
             (tmp / "es").mkdir()
             es_vocab.save(tmp / "es")
         stats = {"languages": {}}

@@ -136,10 +136,10 @@ class Parallel(Source):
                 vocabs.append(vocab)
                 continue
             text = train.language(k)
-            mine, where = shipped_vocab(text, vocab.size, "*") if data_cfg.tokenizer == "wordpiece" else (None, None)
+            mine, where = shipped_vocab(text, vocab.stride, "*") if data_cfg.tokenizer == "wordpiece" else (None, None)
             if where is not None:
                 shipped[lang] = where.name
-            vocabs.append(mine or train_vocab(data_cfg.tokenizer, text, vocab.size))
+            vocabs.append(mine or train_vocab(data_cfg.tokenizer, text, vocab.stride))
         if spec.lowercase:  # the tokenizers lowercase raw text too, as the corpus was (an export reads raw text)
             for v in vocabs:
                 v.tokenizer.normalizer = normalizers.Lowercase()
