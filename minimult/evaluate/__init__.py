@@ -14,14 +14,12 @@ import copy
 import importlib
 import pkgutil
 import time
-from pathlib import Path
 from typing import Callable
 
 from minimult.data.batching import ATTENTIONS
-from minimult.data.links import link_format
 from minimult.errors import MinimultError
-from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, register, summary_parts,
-                                       versions)
+from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, option_names, register,
+                                       summary_parts, versions)
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
 from minimult.evaluate.segments import with_segment
@@ -33,7 +31,6 @@ for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers it
 
 from minimult.evaluate.multilinguality import mu_layers  # noqa: E402
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
-from minimult.evaluate.transfer import frozen_layer  # noqa: E402
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -73,17 +70,18 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
                  timings: dict | None = None, precision: str = "fp32", segment: str = "original",
-                 only=None, link_file: str | None = None, attention: str | None = None,
-                 link_base: int | None = None) -> dict:
+                 only=None, attention: str | None = None, **options) -> dict:
     """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
     subset per split) is given. `attention` (train.attention's values) encodes otherwise than the run
     trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the default settings fills its numbers into the
     run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed.
+    `options` are evaluator options by name (`link_file`, `link_base`: word alignment against a link file),
+    handed to every evaluator's `inputs` hook (`registry.Evaluator`).
     Results record the checkpoint's `steps` of the run's `total_steps`: an unfinished run (killed, or stopped
     early) is evaluated with one line saying so and is never 'complete'; a failed (diverged) run is refused.
-    Bad input (an `only` naming nothing, links without a link file, a damaged results.json) is refused
-    before the model loads."""
+    Bad input (an `only` naming nothing, what an evaluator's `inputs` refuses, a damaged results.json) is
+    refused before the model loads."""
     t0 = time.time()
     names = ", ".join(e.name for e in evaluators())
     if only is not None and not only:
@@ -91,9 +89,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     unknown = sorted(set(only or ()) - set(REGISTRY))
     if unknown:
         raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {names}")
-    if only and "links" in only and link_file is None:
-        raise MinimultError("--only links scores against a link file: give one with --links FILE (or --links silver "
-                            "for the en-es source's silver links); without it there is nothing to score")
+    strange = sorted(set(options) - option_names())
+    if strange:  # a misspelt option would otherwise be ignored silently
+        raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
     depth = run.cfg.model.layers
@@ -110,17 +108,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     attention = attention or trained
     if attention not in ATTENTIONS:
         raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
-    # minutes of fine-tuning: only when the run's config asks, and for the model as trained
-    transfer = run.cfg.transfer if run.cfg.transfer.enabled and segment == "original" else None
-    if only and "transfer" in only and transfer is None:
-        why = ("this run's config does not enable transfer (transfer.enabled); `minimult transfer RUN` fine-tunes it"
-               if segment == "original" else f"transfer fine-tunes the model as trained, not --segment {segment}")
-        raise MinimultError(f"--only transfer: {why}")
-    if link_file is not None:
-        link_file = _link_file(run, link_file, link_base)
-    if transfer is not None:
-        frozen_layer(transfer, depth)
-        run.data.task(transfer.task)  # a corpus without verse ids (or a bad task directory) fails before any evaluator
+    inputs = evaluator_inputs(run, {**options, "segment": segment, "only": only})
     run.check_not_failed()
     if write:
         run.check_results()  # a damaged results.json or a read-only folder: now, not after the evaluation
@@ -128,7 +116,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
         model = with_segment(run.load_model(device, log=log), segment)
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
-                  transfer=transfer, log=log, link_file=link_file, attention=attention, link_base=link_base)
+                  inputs=inputs, log=log, attention=attention)
     log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
         f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
     scores = evaluate_model(ctx, log, only=only)
@@ -137,8 +125,6 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
                             f"without it); nothing was stored")
     meta, trained_steps = run.meta, run.trained or {}
     steps = trained_steps.get("steps", meta.get("steps"))
-    if "transfer" in scores:
-        scores["transfer"]["steps"] = steps
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
                 and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
@@ -161,27 +147,13 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     return results
 
 
-def _link_file(run, link_file: str, base: int | None = None) -> str:
-    """The link file to score against (`silver`: the source's silver development links), refused for runs
-    that reorder the words of the language it scores against the first (language 1; a mod that reorders
-    another language of a 3-language run, `inv-order=fake`, is no reason), or a Pharaoh file whose index base
-    is not declared."""
-    scored = run.data.source.names(run.cfg.data)[1]
-    reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None
-                  and (a.mod.reorders is None or a.mod.reorders(scored, a.value))]
-    if reordering:
-        raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
-                            f"{reordering[0]} reorders them")
-    if link_file == "silver":
-        path = run.data.prepared.path / "silver-dev.links"
-        if not path.is_file():
-            raise MinimultError(f"--links silver: the language source {run.cfg.data.source!r} has no silver links "
-                                f"(--source en-es does); give a link file")
-        return str(path)
-    if link_format(link_file) == "pharaoh" and base not in (0, 1):
-        raise MinimultError(f"{link_file} is a Pharaoh link file (i-j per pair): say whether its word indices count "
-                            f"from 0 or from 1 (--link-base 0|1)")
-    return link_file
+def evaluator_inputs(run, options: dict) -> dict:
+    """{name: inputs} of the evaluators `options["only"]` chooses (all without it) whose `inputs` hook gives
+    something for `run`; each hook refuses its own bad input, before the model loads."""
+    only = options["only"]
+    chosen = [e for e in evaluators() if e.inputs is not None and (only is None or e.name in only)]
+    given = {e.name: e.inputs(run, options) for e in chosen}
+    return {name: x for name, x in given.items() if x is not None}
 
 
 def summary_table(results: dict) -> str:
