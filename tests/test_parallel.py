@@ -622,7 +622,7 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
         np.testing.assert_array_equal(ours.ids, theirs.ids)
     assert len(enes.dictionary()[0].ids) > 0
     np.testing.assert_array_equal(files.random_ids(), enes.random_ids())
-    assert files.source.gold_of(1, cfg.data) == "silver"
+    assert files.source.alignment_gold_of(1, cfg.data) == "silver"
     # and a task directory of the Gospel verses (the fixture's are Matthew's), split by verse, tests in both languages
     task = tmp_path / "files" / "gospels"
     parts = {name: [line.split("\t") for line in (task / name).read_text().splitlines()]

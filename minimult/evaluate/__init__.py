@@ -129,11 +129,11 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
                 and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
     finished = trained_steps.get("complete", True)  # an unfinished run's evaluation is never 'complete'
-    settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
-                "precision": precision, "segment": segment, "attention": attention,
-                **({"only": sorted(only)} if only else {}),
-                "complete": defaults and not only and finished, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    results = {"evaluation": settings,
+    evaluation = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
+                  "precision": precision, "segment": segment, "attention": attention,
+                  **({"only": sorted(only)} if only else {}),
+                  "complete": defaults and not only and finished, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    results = {"evaluation": evaluation,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
         "vocab_sha256": run.data.prepared.vocab_hash, "steps": steps,

@@ -155,14 +155,14 @@ class Context:
     random_ids: torch.Tensor | None = None  # ids a random replacement may draw (perplexity's masking)
     timings: dict | None = None
     log: Callable[[str], None] | None = None  # progress lines of long evaluators (transfer's fine-tuning)
-    gold: str = "exact"  # what the views' gold alignment is (the source's `gold`: exact | silver)
+    alignment_gold: str = "exact"  # what the views' gold alignment is (the source's `alignment_gold`: exact | silver)
     # evaluator name -> its own inputs (`Evaluator.inputs`: links' link file, transfer's task); an evaluator
     # absent here gives nothing that needs them. Kept here, not as fields, so a new evaluator adds no field
     inputs: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
     languages: tuple[str, ...] = ("en", "fake")  # the languages' names (the source's), for per-pair results
-    golds: tuple[str, ...] = ()  # each language's `gold` where they differ (en-es + Fake-English); () = `gold`
+    alignment_golds: tuple[str, ...] = ()  # each language's `alignment_gold` where they differ (en-es + Fake-English); () = `alignment_gold`
     attention: str = "masked"  # how the dev and dictionary sides are encoded (train.attention; `encode_sides`)
     # k -> [first language, language k] dictionary sides, for a source with a dictionary per language pair
     # (parallel); None: every pair reads its two languages' entries of `dictionary`
@@ -232,7 +232,7 @@ class PairContext:
         self.parent, self.k = parent, k
         self.name = f"{parent.languages[0]}-{parent.languages[k]}"
         self.results: dict = {"layers": {}}
-        self.gold = parent.golds[k] if parent.golds else parent.gold
+        self.alignment_gold = parent.alignment_golds[k] if parent.alignment_golds else parent.alignment_gold
 
     def __getattr__(self, name):  # only for what is not defined here: the model, layers, options, phase
         return getattr(self.parent, name)
@@ -268,6 +268,6 @@ def context(run, model, layers, **options) -> Context:
     d, dc = run.data, run.cfg.data
     options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=d.random_ids(), gold=d.source.gold_of(1, dc), languages=d.source.names(dc),
-                   golds=tuple(d.source.gold_of(k, dc) for k in range(dc.n_langs)),
+                   random_ids=d.random_ids(), alignment_gold=d.source.alignment_gold_of(1, dc), languages=d.source.names(dc),
+                   alignment_golds=tuple(d.source.alignment_gold_of(k, dc) for k in range(dc.n_langs)),
                    pair_dictionary=d.pair_dictionary if d.source.pair_dictionaries else None, **options)

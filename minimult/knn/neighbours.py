@@ -194,7 +194,7 @@ def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Calla
                                         nearest_table(l1[0], l1[1], en[0], en[1], total, k)))
             info["identity_p1"] = dictionary_p1(en, l1, pair_dictionary)  # any dictionary's
             info["seed_dictionary"] = cfg.knn.seed_dictionary
-            info["dictionary"] = "identity" if source.gold == "exact" else source.gold  # en-es: silver
+            info["dictionary"] = "identity" if source.alignment_gold == "exact" else source.alignment_gold  # en-es: silver
             infos.append(info)
         table = tables[0] if len(tables) == 1 else _fill_columns(torch.cat(tables, dim=1))
         info = infos[0] if len(infos) == 1 else {
