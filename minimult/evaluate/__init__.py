@@ -83,27 +83,11 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     Bad input (an `only` naming nothing, what an evaluator's `inputs` refuses, a damaged results.json) is
     refused before the model loads."""
     t0 = time.time()
-    names = ", ".join(e.name for e in evaluators())
-    if only is not None and not only:
-        raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
-    unknown = sorted(set(only or ()) - set(REGISTRY))
-    if unknown:
-        raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {names}")
-    strange = sorted(set(options) - option_names())
-    if strange:  # a misspelt option would otherwise be ignored silently
-        raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
+    _check_request(only, options)
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
     depth = run.cfg.model.layers
-    layers = tuple(sorted(set(int(l) for l in (layers or mu_layers(depth)))))
-    bad = [l for l in layers if not 0 <= l <= depth]
-    if bad:
-        raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
-    if dev_sentences is not None and dev_sentences < 2:
-        raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
-    if ppl_sentences is not None and ppl_sentences < 1:
-        raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
-                            f"for every sequence")
+    layers = _checked_layers(layers, depth, dev_sentences, ppl_sentences)
     trained = run.cfg.train.attention
     attention = attention or trained
     if attention not in ATTENTIONS:
@@ -123,28 +107,62 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if only and not scores.get("layers") and not any(k != "layers" for k in scores):
         raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
                             f"without it); nothing was stored")
-    meta, trained_steps = run.meta, run.trained or {}
-    steps = trained_steps.get("steps", meta.get("steps"))
     dev_asked = dev_sentences or run.cfg.data.dev_sentences
     defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
                 and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
-    finished = trained_steps.get("complete", True)  # an unfinished run's evaluation is never 'complete'
     evaluation = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
                   "precision": precision, "segment": segment, "attention": attention,
-                  **({"only": sorted(only)} if only else {}),
-                  "complete": defaults and not only and finished, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    results = {"evaluation": evaluation,
-        "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
-        "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
-        "vocab_sha256": run.data.prepared.vocab_hash, "steps": steps,
-        "total_steps": trained_steps.get("total_steps", meta.get("total_steps")), "config": run.cfg.to_dict(),
-        "environment": environment(),
-        "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
-        **scores, "eval_seconds": time.time() - t0,
-    }
+                  **({"only": sorted(only)} if only else {}), "complete": defaults and not only}
+    results = _record(run, evaluation, scores, time.time() - t0)
     if write:
         results = run.write_results(results, fill=scores if defaults and only else None)
     return results
+
+
+def _check_request(only, options: dict) -> None:
+    """Refuse an `only` that names nothing or an unknown evaluator, and an option no evaluator reads."""
+    names = ", ".join(e.name for e in evaluators())
+    if only is not None and not only:
+        raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
+    unknown = sorted(set(only or ()) - set(REGISTRY))
+    if unknown:
+        raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {names}")
+    strange = sorted(set(options) - option_names())
+    if strange:  # a misspelt option would otherwise be ignored silently
+        raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
+
+
+def _checked_layers(layers, depth: int, dev_sentences: int | None, ppl_sentences: int | None) -> tuple[int, ...]:
+    """The layers to measure (default: µ's), sorted and checked against the model's depth; the sentence counts
+    checked too."""
+    layers = tuple(sorted(set(int(l) for l in (layers or mu_layers(depth)))))
+    bad = [l for l in layers if not 0 <= l <= depth]
+    if bad:
+        raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
+    if dev_sentences is not None and dev_sentences < 2:
+        raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
+    if ppl_sentences is not None and ppl_sentences < 1:
+        raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
+                            f"for every sequence")
+    return layers
+
+
+def _record(run, evaluation: dict, scores: dict, seconds: float) -> dict:
+    """results.json's content: the evaluation's settings (never 'complete' for an unfinished run: killed, or
+    stopped early), what was evaluated (run, config, versions, steps) and the scores."""
+    meta, trained_steps = run.meta, run.trained or {}
+    finished = trained_steps.get("complete", True)
+    evaluation = {**evaluation, "complete": evaluation["complete"] and finished,
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {"evaluation": evaluation,
+        "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
+        "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
+        "vocab_sha256": run.data.prepared.vocab_hash, "steps": trained_steps.get("steps", meta.get("steps")),
+        "total_steps": trained_steps.get("total_steps", meta.get("total_steps")), "config": run.cfg.to_dict(),
+        "environment": environment(),
+        "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
+        **scores, "eval_seconds": seconds,
+    }
 
 
 def evaluator_inputs(run, options: dict) -> dict:
