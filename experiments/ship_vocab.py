@@ -34,11 +34,11 @@ def main() -> None:
         texts.append(("es", source.spanish_vocab(prepared, data), train.second))
     n = data.train_sentences or "all"
     for lang, vocab, text in texts:
-        if shipped_vocab(text, vocab.size, source.name)[1] is not None:
+        if shipped_vocab(text, vocab.stride, source.name)[1] is not None:
             print(f"already shipped: {lang or 'first'} vocabulary of {data.fake}, {n} sentences")
             continue
         shared = " shared" if source.shared_option and data.shared_vocab else ""  # --shared-vocab
-        what = f"{data.fake}{' ' + lang if lang else ''}{shared}, {n} training sentences, {vocab.size}"
+        what = f"{data.fake}{' ' + lang if lang else ''}{shared}, {n} training sentences, {vocab.stride}"
         print(f"shipped {ship_vocab(vocab, text, source.name, what)}")
     print(f"index: {SHIPPED / 'index.json'}")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from contextlib import chdir, nullcontext
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,26 @@ TINY_TRAIN = ROOT / "corpora" / "tiny" / "train.txt"
 TINY_DEV = ROOT / "corpora" / "tiny" / "dev.txt"
 # `resolve(preset, settings, mods)` settings for the tiny shipped corpus
 TINY_SETTINGS = {"data.train": str(TINY_TRAIN), "data.dev": str(TINY_DEV), "data.vocab_size": 256}
+
+
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """`minimult ARGS` run in this process by click's CliRunner (a subprocess spends ~3 s importing torch), its
+    exit code, stdout and stderr returned apart as a subprocess gives them. The CLI's own handling is all there
+    (a MinimultError is one `error:` line and exit code 2); any other exception fails the test with its
+    traceback, where a subprocess would print it on stderr. The torch threads a command sets (--threads) are
+    put back. The real console script's exit code: tests/test_cli_prepare.py."""
+    import torch
+    from click.testing import CliRunner
+
+    from minimult.cli import main
+
+    threads = torch.get_num_threads()
+    with chdir(cwd) if cwd else nullcontext():
+        result = CliRunner().invoke(main, [str(a) for a in args])
+    torch.set_num_threads(threads)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["minimult", *map(str, args)], result.exit_code, result.stdout, result.stderr)
 
 
 def pytest_configure(config):
@@ -64,10 +86,25 @@ def sword_fixture(monkeypatch):
     monkeypatch.setattr(sword, "module_fingerprint", lambda language: f"fixture:{path.stat().st_size}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A tiny run of the tiny corpus (default settings) trained to its end, not evaluated, shared by the tests
+    that only read it; a test that changes it changes a copy (`shutil.copytree`)."""
+    from minimult.config import resolve
+    from minimult.runs import Run
+    from minimult.train import train
+
+    cfg, _ = resolve("tiny", TINY_SETTINGS)
+    run = Run.create_at(tmp_path_factory.mktemp("tiny-run") / "run", cfg, log=lambda s: None)
+    train([run], log=lambda s: None)
+    return run
+
+
+@pytest.fixture(scope="session", autouse=True)
 def one_thread():
-    """Torch on one thread for a module's tests (`pytestmark = pytest.mark.usefixtures("one_thread")`):
-    their tiny models train faster so, and the machine's other thread stays free."""
+    """Torch on one thread for every test: the tiny models train faster so (with a second process busy on this
+    2-core machine, a tiny run's training and evaluation took 2-3 s on one thread, 40-60 s on two), and the
+    machine's other thread stays free. The sweep's workers run on one thread each too."""
     import torch
 
     threads = torch.get_num_threads()

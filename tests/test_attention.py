@@ -102,8 +102,9 @@ def test_unmasked_evaluation_reproduces_the_published_batches(lang_pos_run):
 
 def test_attend_padding_trains_otherwise_and_is_recorded(tmp_path):
     losses = {}
-    for attention in ("masked", "attend-padding"):
-        cfg, mods = tiny(None, **{"train.epochs": 1, "train.batching": "random", "train.attention": attention})
+    for attention in ("masked", "attend-padding"):  # on half the tiny corpus: each run is evaluated completely
+        cfg, mods = tiny(None, **{"train.epochs": 1, "train.batching": "random", "train.attention": attention,
+                                  "data.train_sentences": 200, "data.dev_sentences": 100})
         path = tmp_path / attention
         train([Run.create_at(path, cfg, log=lambda s: None)], log=lambda s: None)
         rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]

@@ -21,7 +21,6 @@ from minimult.runs import Run, load_checkpoint, read_json
 from minimult.train import train
 from test_train import ROOT, TINY_ARGS, assert_one_line_error, quiet, tiny_cfg
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 # AdamW's first step moves a weight by lr*g/(|g| + eps): with eps far above every |g| that is (lr/eps)*g, a
 # plain gradient step, so the weights after one step show the gradient itself (at the usual eps it would be

@@ -24,13 +24,12 @@ TINY = ["--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """A finished tiny run with its results.json, and one killed at step 10 of 50 (run.json as a killed
-    process leaves it: status training, no steps)."""
+def runs(tmp_path_factory, tiny_run):
+    """A finished tiny run with its results.json (a copy of conftest's, evaluated), and one killed at step 10
+    of 50 (run.json as a killed process leaves it: status training, no steps)."""
     tmp = tmp_path_factory.mktemp("reliability")
     cfg, active = resolve("tiny", TINY_SETTINGS)
-    done = Run.create(cfg, active, tmp / "done", log=QUIET)
-    train([done], log=QUIET)
+    done = copy_run(tiny_run.path, tmp)
     evaluate_run(done, log=QUIET)
     killed = Run.create(cfg, active, tmp / "killed", log=QUIET)
     train([killed], log=QUIET, stop_after=10)
@@ -38,7 +37,7 @@ def runs(tmp_path_factory):
     meta.pop("steps")
     meta["status"] = "training"
     killed.write_meta(meta)
-    return done.path, killed.path
+    return done, killed.path
 
 
 def copy_run(path, tmp_path):
@@ -124,6 +123,26 @@ def test_only_links_without_a_link_file_is_refused(runs, tmp_path, no_evaluation
     one_error_line(cli("eval", run, "--only", "links"), "--links")
     one_error_line(cli("eval", run, "--only", "retrieval,links"), "--links")
     assert (run / "results.json").read_bytes() == before
+
+
+def test_evaluator_inputs_are_refused_before_the_model_loads(runs, tmp_path, monkeypatch):
+    """Each evaluator's `inputs` hook checks its own input (links' file, transfer's switch) before the model
+    loads; an evaluator option no evaluator declares is a TypeError, never ignored."""
+    def loaded(*a, **k):
+        raise AssertionError("the model loaded before the input was refused")
+
+    monkeypatch.setattr(Run, "load_model", loaded)
+    pharaoh, native = tmp_path / "dev.pharaoh", tmp_path / "dev.links"
+    pharaoh.write_text("0-0 1-1\n")
+    native.write_text("1\t0\t0\n")
+    for options, fragment in (({"link_file": str(pharaoh)}, "--link-base 0|1"),
+                              ({"link_file": str(native)}, "whole verses or lines"),  # the tiny run's verses are split
+                              ({"only": ("transfer",)}, "does not enable transfer"),
+                              ({"only": ("transfer",), "segment": "avg"}, "not --segment avg")):
+        with pytest.raises(MinimultError, match=re.escape(fragment)):
+            evaluate_run(runs[0], log=QUIET, write=False, **options)
+    with pytest.raises(TypeError, match="link_fil"):
+        evaluate_run(runs[0], log=QUIET, write=False, link_fil=str(native))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +319,7 @@ def test_resume_of_a_huggingface_export_is_refused_and_writes_nothing(tmp_path):
 def test_links_are_refused_only_when_the_scored_language_is_reordered(tmp_path):
     """A link file scores English against language 1: a 3-language run whose only reordering is of
     language 2 (`inv-order=fake2`) can be scored; `inv-order=fake` (language 1) cannot."""
-    from minimult.evaluate import _link_file
+    from minimult.evaluate.links import checked_file
 
     links = tmp_path / "gold.links"
     links.write_text("1001001\t0\t0\n")
@@ -309,6 +328,6 @@ def test_links_are_refused_only_when_the_scored_language_is_reordered(tmp_path):
         run = Run(tmp_path / mods, cfg)
         if refused:
             with pytest.raises(MinimultError, match=f"--mods {re.escape(mods)} reorders them"):
-                _link_file(run, str(links))
+                checked_file(run, str(links))
         else:
-            assert _link_file(run, str(links)) == str(links)
+            assert checked_file(run, str(links)) == str(links)

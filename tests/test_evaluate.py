@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.data.batching import SequenceSet
 from minimult.config import resolve
 from minimult.evaluate import (PPL_SEED, evaluate_run, gold_links, mlm_perplexity, piece_vectors, row_slices,
@@ -37,6 +35,10 @@ def make_run(tmp_path, name, mods, preset="tiny", **overrides):
     return run
 
 
+# what the untrained-model tests below read: every evaluator but the probe's 13 layers (tests/test_probe.py)
+UNTRAINED_READS = ("alignment", "retrieval", "translation", "word_order", "perplexity", "multilinguality")
+
+
 @pytest.fixture(scope="module")
 def untrained_small(tmp_path_factory):
     """Untrained BERT-small (12 layers, hidden 64), shared vs language-specific positions."""
@@ -46,7 +48,8 @@ def untrained_small(tmp_path_factory):
 
 
 def test_untrained_shared_positions_align_but_do_not_retrieve(untrained_small):
-    r = evaluate_run(untrained_small["untrained"], (0, 8), ppl_sentences=100, log=lambda s: None)
+    r = evaluate_run(untrained_small["untrained"], (0, 8), ppl_sentences=100, log=lambda s: None,
+                     only=UNTRAINED_READS)
     for layer in ("0", "8"):
         assert r["layers"][layer]["align_f1"] > 0.8  # positions alone align identical sequences (paper: .97)
         assert r["layers"][layer]["retrieval"] < 0.2
@@ -61,20 +64,16 @@ def test_untrained_shared_positions_align_but_do_not_retrieve(untrained_small):
 
 
 def test_lang_pos_collapses_alignment_of_untrained_model(untrained_small):
-    r = evaluate_run(untrained_small["untrained,lang-pos"], (0,), ppl_sentences=50, log=lambda s: None)
+    r = evaluate_run(untrained_small["untrained,lang-pos"], (0,), log=lambda s: None, only=("alignment", "word_order"))
     assert r["layers"]["0"]["align_f1"] < 0.2  # paper: .02
     assert 0.35 < r["layers"]["0"]["order_distance"] < 0.65  # nothing to align by: a random permutation's 0.5
 
 
 def test_inv_order_evaluates_against_the_flipped_gold(untrained_small):
     # Untrained: the model aligns equal positions, but under inv-order the gold links i to L-1-i.
-    r = evaluate_run(untrained_small["untrained,inv-order"], (0,), ppl_sentences=50, log=lambda s: None)
+    r = evaluate_run(untrained_small["untrained,inv-order"], (0,), log=lambda s: None, only=("alignment", "word_order"))
     assert r["layers"]["0"]["align_f1"] < 0.2  # paper ID 3: .02
     assert r["layers"]["0"]["order_distance"] < 0.1  # the model's order (by position), not the gold's
-
-
-def cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def test_cli_eval_latest_run_and_errors(tmp_path):
@@ -148,7 +147,7 @@ def test_gold_links_equal_per_sentence_alignment(tiny_model):
     *_, english, second = tiny_model
     assert (second.gold == -1).any() and not (second.gold == np.arange(len(second.gold))).all()  # truncated, permuted
     empty = second.subset(np.array([0, 1]))
-    empty = Side(1, empty.ids, np.array([0, 0, len(empty.ids)]), empty.word_starts, empty.source, empty.gold)
+    empty = Side(1, empty.ids, np.array([0, 0, len(empty.ids)]), empty.word_starts, empty.english_index, empty.gold)
     for side in (second, empty):
         expected = np.concatenate([np.column_stack([np.full(len(a), i), a])
                                    for i in range(side.num_sentences) for a in [side.alignment(i)]])

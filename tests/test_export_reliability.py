@@ -14,19 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY_SETTINGS
+from conftest import ROOT, TINY_SETTINGS, cli
 from minimult.config import resolve
 from minimult.errors import MinimultError
 from minimult.export import save_hf
 from minimult.model import Bert, ModelConfig
 from minimult.runs import Run
 from minimult.train import train
-
-
-def cli(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=env)
 
 
 def error_line(proc) -> str:
@@ -37,12 +31,9 @@ def error_line(proc) -> str:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A finished tiny run (2 epochs)."""
-    cfg, _ = resolve("tiny", dict(TINY_SETTINGS))
-    run = Run.create_at(tmp_path_factory.mktemp("finished") / "run", cfg, log=lambda s: None)
-    train([run], log=lambda s: None)
-    return run
+def finished(tiny_run):
+    """A finished tiny run (2 epochs); exporting it only reads it."""
+    return tiny_run
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,9 @@ minimult run gives the numbers `minimult eval` gives on the same sentences."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.config import resolve
 from minimult.data.corpus import load_corpus
 from minimult.errors import MinimultError
@@ -81,14 +78,12 @@ def test_bad_checkpoints_and_pairs_are_one_clear_error(exported, tmp_path):
     for args, fragment in cases:
         with pytest.raises(MinimultError, match=fragment):
             evaluate_hf(*args, log=lambda s: None)
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", "--hf", str(bare), "--pair", str(text),
-                           str(text)], capture_output=True, text=True)
+    proc = cli("eval", "--hf", bare, "--pair", text, text)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "has no tokenizer" in proc.stderr and "Traceback" not in proc.stderr
     for extra, fragment in ((["--langs", "en"], "name the pair's two languages"),
                             (["--links", "silver"], "with --hf give a link file")):
-        proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", "--hf", str(hf_dir), "--pair", str(text),
-                               str(text), *extra], capture_output=True, text=True)
+        proc = cli("eval", "--hf", hf_dir, "--pair", text, text, *extra)
         assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith("error: ")
         assert fragment in proc.stderr and "Traceback" not in proc.stderr
     with pytest.raises(MinimultError, match="must hold"):
@@ -183,8 +178,7 @@ def test_an_export_records_its_languages_and_reads_each_as_it_trained(tmp_path):
     cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 2}, "lang-pos,shift-special")
     run = Run.create_at(tmp_path / "run", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "export", str(run.path), "--hf", str(tmp_path / "hf")],
-                          capture_output=True, text=True)
+    proc = cli("export", run.path, "--hf", tmp_path / "hf")
     assert proc.returncode == 0, proc.stderr
     from transformers import AutoConfig
 
@@ -337,8 +331,7 @@ def test_weights_that_do_not_fit_a_bert_mlm_are_one_error_line(exported, tmp_pat
         with pytest.raises(MinimultError, match="is not a BERT masked LM") as e:
             evaluate_hf(folder, text, text, shift=True, device="cpu", log=lambda s: None)
         assert "\n" not in str(e.value) and all(f in str(e.value) for f in fragments), str(e.value)
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", "--hf", str(cut), "--pair", str(text),
-                           str(text), "--shift"], capture_output=True, text=True)
+    proc = cli("eval", "--hf", cut, "--pair", text, text, "--shift")
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     pretraining = tmp_path / "pretraining"  # the pooler and NSP head beside the MLM: known, not needed

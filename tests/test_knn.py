@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.data.batching import SequenceSet, plan_epoch
 from minimult.config import resolve
 from minimult.knn.neighbours import neighbour_table, p1_text, table_info
@@ -41,7 +39,7 @@ def knn_setup(tmp_path_factory):
 
 def test_table_links_each_language_to_the_other(knn_setup):
     cfg, _, prepared, _, table, _ = knn_setup
-    V = prepared.vocab.size
+    V = prepared.vocab.stride
     assert table.shape == (2 * V, 1)
     have = table[:, 0] >= 0
     en, l1 = torch.arange(2 * V) < V, torch.arange(2 * V) >= V
@@ -85,7 +83,7 @@ def test_embeddings_smaller_than_the_dimension_fail_cleanly(tmp_path):
     args = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
             "--set", "data.vocab_size=256", "--set", "knn.dim=400", "--mods", "knn-replace",
             "--out", str(tmp_path / "run")]
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "pretrain", *args], capture_output=True, text=True)
+    proc = cli("pretrain", *args)
     lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("knn-replace")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert lines[-1].startswith("error:") and "too small" in lines[-1], proc.stderr

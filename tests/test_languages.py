@@ -33,7 +33,7 @@ def sides(tiny_prepared, tiny_data_cfg):
 
 def same_side(a, b) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f))
-               for f in ("ids", "offsets", "word_starts", "source", "gold")) and a.lang == b.lang
+               for f in ("ids", "offsets", "word_starts", "english_index", "gold")) and a.lang == b.lang
 
 
 def words_per_sentence(side) -> np.ndarray:
@@ -58,7 +58,7 @@ def test_english_identity_and_shifted_second(sides, tiny_prepared, split):
     assert english.lang == 0 and second.lang == 1
     assert np.array_equal(english.ids, enc.ids) and np.array_equal(english.offsets, enc.offsets)
     assert np.array_equal(english.word_starts, enc.word_starts)
-    assert np.array_equal(english.source, np.arange(n)) and np.array_equal(second.source, np.arange(n))
+    assert np.array_equal(english.english_index, np.arange(n)) and np.array_equal(second.english_index, np.arange(n))
     assert np.array_equal(english.gold, positions_within(enc.offsets))
     assert np.array_equal(second.ids, enc.ids.astype(np.int64) + V)
     assert np.array_equal(second.offsets, enc.offsets)
@@ -77,9 +77,9 @@ def test_english_identity_and_shifted_second(sides, tiny_prepared, split):
 
 
 def assert_gold_follows(english, second):
-    """second.sentence(i)[j] == english.sentence(source[i])[gold[j]] + V, and gold is a permutation."""
+    """second.sentence(i)[j] == english.sentence(english_index[i])[gold[j]] + V, and gold is a permutation."""
     for i in range(second.num_sentences):
-        en = english.sentence(int(second.source[i]))
+        en = english.sentence(int(second.english_index[i]))
         s = second.sentence(i)
         g = second.gold[second.offsets[i]: second.offsets[i + 1]]
         assert len(s) == len(en)
@@ -162,9 +162,9 @@ def test_no_parallel_halves(sides, tiny_prepared):
     english, second = sides("no-parallel")
     half = n // 2
     assert english.num_sentences == half and second.num_sentences == n - half
-    assert english.source.tolist() == list(range(half))
-    assert second.source.tolist() == list(range(half, n))
-    assert set(english.source) .isdisjoint(second.source)
+    assert english.english_index.tolist() == list(range(half))
+    assert second.english_index.tolist() == list(range(half, n))
+    assert set(english.english_index) .isdisjoint(second.english_index)
     for i in range(english.num_sentences):
         assert np.array_equal(english.sentence(i), enc.sentence(i))
     for i in range(second.num_sentences):
@@ -184,7 +184,7 @@ def test_unigram(sides):
     drawn = word_tuples(second)
     assert len(drawn) == len(word_tuples(plain_second)) and set(drawn) <= types
     assert not np.array_equal(second.ids, plain_second.ids)
-    assert (second.gold == -1).all() and (second.source == -1).all()  # no sentence translates another
+    assert (second.gold == -1).all() and (second.english_index == -1).all()  # no sentence translates another
     # the frequent words stay frequent: the ten most frequent types of the sample are common originals
     from collections import Counter
     original = Counter(word_tuples(plain_second))
@@ -235,10 +235,10 @@ def test_shift_text():
 def test_unicode_fake_english(unicode_prepared, sides, split):
     cfg, prepared = unicode_prepared
     vocab = prepared.vocab
-    assert vocab.size == 2 * V and len(vocab) <= 2 * V
+    assert vocab.stride == 2 * V and len(vocab) <= 2 * V
     english, second = sides(None, split, prepared=prepared, cfg=cfg)
     assert second.num_sentences == english.num_sentences
-    assert np.array_equal(second.source, np.arange(english.num_sentences))
+    assert np.array_equal(second.english_index, np.arange(english.num_sentences))
     assert second.ids.max() < 2 * V  # one shared vocabulary over both scripts: no id shift
 
     def text(piece):

@@ -61,7 +61,7 @@ def test_shared_vocabulary_gives_every_language_one_id_block(fixture_modules):
     assert [l.id_offset for l in data.layouts] == [0, 0, 0]
     assert cfg.model.vocab_size == 3 * V  # the same id budget as three own vocabularies
     prepared = data.prepared
-    assert len(prepared.vocab) <= 3 * V and prepared.vocab.size == 3 * V
+    assert len(prepared.vocab) <= 3 * V and prepared.vocab.stride == 3 * V
     en, es, fake = data.views("train")
     for side in (en, es, fake):
         assert side.ids.min() >= 0 and side.ids.max() < len(prepared.vocab)

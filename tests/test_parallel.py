@@ -12,7 +12,6 @@ so the gold links are word i to word i and the dictionary is each word's enciphe
 from __future__ import annotations
 
 import json
-import os
 import string
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import ROOT, TINY_DEV, TINY_TRAIN
+from conftest import ROOT, TINY_DEV, TINY_TRAIN, cli
 from minimult.cli import main
 from minimult.config import RunConfig, comparable, resolve
 from minimult.data.parallel import parse_spec, read_corpora
@@ -47,9 +46,6 @@ def reverse(text: str) -> str:
 def write(path: Path, lines) -> Path:
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     return path
-
-
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
@@ -499,16 +495,12 @@ def test_a_parallel_run_exports_and_eval_hf_langs_reads_each_language_as_trained
     """A lang-pos run whose corpus was lowercased: the export carries each language's tokenizer (lowercasing
     raw text as the corpus was) and layout, so eval --hf --langs on the dev pairs, in their original case,
     gives the run's own numbers."""
-    import subprocess
-    import sys
-
     from minimult.evaluate import evaluate_run
     from minimult.evaluate.hf import evaluate_hf
 
     path = manifest(tmp_path, f'lowercase = true\n[languages]\nen = "{lines["en"].name}"\nxx = "{lines["xx"].name}"\n')
     run = train_run(tmp_path, "lower", path, "lang-pos")
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "export", str(run.path), "--hf", str(tmp_path / "hf")],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = cli("export", run.path, "--hf", tmp_path / "hf")
     assert proc.returncode == 0, proc.stderr
     from transformers import AutoConfig
 
@@ -630,7 +622,7 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
         np.testing.assert_array_equal(ours.ids, theirs.ids)
     assert len(enes.dictionary()[0].ids) > 0
     np.testing.assert_array_equal(files.random_ids(), enes.random_ids())
-    assert files.source.gold_of(1, cfg.data) == "silver"
+    assert files.source.alignment_gold_of(1, cfg.data) == "silver"
     # and a task directory of the Gospel verses (the fixture's are Matthew's), split by verse, tests in both languages
     task = tmp_path / "files" / "gospels"
     parts = {name: [line.split("\t") for line in (task / name).read_text().splitlines()]

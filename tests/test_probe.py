@@ -4,14 +4,12 @@ more, per layer, on held-out pairs; `minimult probe RUN` and `eval --only` fill 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.data.languages import Side
 from minimult.evaluate import evaluate_run
 from minimult.evaluate.linear import fit_logistic
@@ -82,14 +80,12 @@ def test_probe_command_fills_the_runs_results_and_bad_names_are_one_line(untrain
     run = untrained["untrained"]
     evaluate_run(run, ppl_sentences=None, log=lambda s: None)  # a complete evaluation first
     before = json.loads((run / "results.json").read_text())
-    cmd = [sys.executable, "-m", "minimult.cli"]
-    proc = subprocess.run([*cmd, "probe", str(run), "--json", str(tmp_path / "p.json"), "--png",
-                           str(tmp_path / "p.png")], capture_output=True, text=True)
+    proc = cli("probe", run, "--json", tmp_path / "p.json", "--png", tmp_path / "p.png")
     assert proc.returncode == 0, proc.stderr
     assert "| sentence |" in proc.stdout and (tmp_path / "p.png").stat().st_size > 0
     after = json.loads((run / "results.json").read_text())
     assert after["probe"] == json.loads((tmp_path / "p.json").read_text())  # filled in at the top
     assert after["layers"] == before["layers"] and after["mu"] == before["mu"]  # the rest untouched
     assert after["evaluator_versions"]["probe"] == 1 and after["evaluations"][-1]["evaluation"]["only"] == ["probe"]
-    proc = subprocess.run([*cmd, "eval", str(run), "--only", "probe,nope"], capture_output=True, text=True)
+    proc = cli("eval", run, "--only", "probe,nope")
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0 and "unknown evaluator 'nope'" in proc.stderr

@@ -204,7 +204,7 @@ def test_spanish_vocabulary_comes_shipped_and_the_hash_covers_both_languages(ene
     both = hashlib.sha256((built.path / "vocab.txt").read_bytes() + es_file.read_bytes()).hexdigest()
     assert built.vocab_hash == both
     pieces = es_file.read_text(encoding="utf-8").splitlines()
-    reordered = vocab_mod.from_pieces(pieces[:N_SPECIAL] + pieces[N_SPECIAL:][::-1], built.vocab.size)
+    reordered = vocab_mod.from_pieces(pieces[:N_SPECIAL] + pieces[N_SPECIAL:][::-1], built.vocab.stride)
     shipped = tmp_path / "vocabularies"
     shutil.copytree(vocab_mod.SHIPPED, shipped)
     monkeypatch.setattr(vocab_mod, "SHIPPED", shipped)

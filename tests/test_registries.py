@@ -137,12 +137,12 @@ def check_pipeline(tmp_path, cfg, active, results) -> None:
 
 
 @pytest.mark.parametrize("name", list(SOURCES))
-def test_every_registered_source_trains_and_evaluates(name, tmp_path, sword_fixture, one_thread):
+def test_every_registered_source_trains_and_evaluates(name, tmp_path, sword_fixture):
     check_pipeline(tmp_path, *short_run(tmp_path, name))
 
 
 @pytest.mark.parametrize("name", list(MODS))
-def test_every_registered_mod_trains_and_evaluates(name, tmp_path, one_thread):
+def test_every_registered_mod_trains_and_evaluates(name, tmp_path):
     import torch
 
     mod = MODS[name]

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def per_run(root, name) -> dict:
     r = read_json(root / name / "results.json")
     out = {"mu": r["mu"], "ppl_train": r["perplexity"]["train"], "ppl_dev": r["perplexity"]["dev"]}
-    for l in ("0", "5"):  # µ's layers at 8 layers
+    for l in ("0", "3"):  # µ's layers at 4 layers
         for k in ("align_f1", "retrieval", "translation"):
             out[f"{k}_L{l}"] = r["layers"][l][k]
     return out
@@ -78,7 +78,7 @@ def test_table_equals_the_runs_mean_and_sample_std(reported):
     assert printed in output and "## Language identification" not in output
     header = next(l for l in md.splitlines() if l.startswith("| ID"))
     assert [c.strip() for c in header.strip("|").split("|")] == [
-        "ID", "setting", "n", "µ", "p (µ)", "align F1 L0", "ρ L0", "τ L0", "align F1 L5", "ρ L5", "τ L5",
+        "ID", "setting", "n", "µ", "p (µ)", "align F1 L0", "ρ L0", "τ L0", "align F1 L3", "ρ L3", "τ L3",
         "ppl train", "ppl dev"]
     original = next(l for l in md.splitlines() if l.startswith("| 0 | original"))
     mus = [per_run(swept.root, f"0-original-s{s}")["mu"] for s in SEEDS]

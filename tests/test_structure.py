@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.config import resolve
 from minimult.data.batching import SequenceSet
 from minimult.data.run_data import RunData
@@ -123,24 +123,20 @@ def test_alternations_on_a_model_without_segments_and_bad_values_are_refused():
 
 def test_cli_eval_writes_one_block_per_alternation(tmp_path):
     import json
-    import subprocess
-    import sys
 
     from minimult.runs import Run
     from minimult.train import train
 
-    cfg, active = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8}, "lang-pos")
+    cfg, active = resolve("tiny", TINY_SETTINGS, "lang-pos")
     run = Run.create_at(tmp_path / "r", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
-    proc = subprocess.run([sys.executable, "-m", "minimult.cli", "eval", str(run.path), "--segment",
-                           "original,0s,null", "--dev-sentences", "50", "--ppl-sentences", "50"],
-                          capture_output=True, text=True)
+    proc = cli("eval", run.path, "--segment", "original,0s,null", "--dev-sentences", "50", "--ppl-sentences", "50")
     assert proc.returncode == 0, proc.stderr
     results = json.loads((run.path / "results.json").read_text())
     blocks = results["evaluations"][-3:]
     assert [b["evaluation"]["segment"] for b in blocks] == ["original", "0s", "null"]
     # a zero segment vector changes what the layers compute
-    assert blocks[0]["layers"]["5"] != blocks[2]["layers"]["5"]  # µ's upper layer at 8 layers
+    assert blocks[0]["layers"]["1"] != blocks[2]["layers"]["1"]  # µ's upper layer at 2 layers
     assert "segment null:" in proc.stdout
 
 
@@ -202,7 +198,7 @@ def test_nsp_trains_single_sentences_evaluate_and_stacking_is_refused(tmp_path):
     from minimult.runs import Run
     from minimult.train import check_stackable, train
 
-    cfg, active = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8}, "nsp")
+    cfg, active = resolve("tiny", TINY_SETTINGS, "nsp")
     run = Run.create_at(tmp_path / "nsp", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
     model = run.load_model("cpu")
@@ -218,7 +214,7 @@ def _plain_run(tmp_path):
     from minimult.runs import Run
     from minimult.train import train
 
-    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8})
+    cfg, _ = resolve("tiny", TINY_SETTINGS)
     run = Run.create_at(tmp_path / "plain", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
     return (run,)
@@ -259,7 +255,7 @@ def test_report_has_a_segment_alternation_table_and_figure(tmp_path):
     from minimult.runs import Run
     from minimult.train import train
 
-    cfg, _ = resolve("tiny", {**TINY_SETTINGS, "model.layers": 8})
+    cfg, _ = resolve("tiny", TINY_SETTINGS)
     run = Run.create_at(tmp_path / "runs" / "r", cfg, log=lambda s: None)
     train([run], log=lambda s: None)
     evaluate_run(run, log=lambda s: None)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import cli
 from minimult.config import RunConfig
 from minimult.mods import parse_mods
 from minimult.runs import read_json, write_json
@@ -27,7 +28,7 @@ SETTINGS = {"0": "original", "1": "lang-pos", "18": "untrained"}
 SEEDS = (0, 42)
 RUNS = [f"{i}-{m}-s{s}" for i, m in SETTINGS.items() for s in SEEDS]
 
-# 8 layers (µ at layers 0 and 5 = round(2/3 x 8)); half the tiny corpus (2 x 13 steps); evaluations during
+# 4 layers (µ at layers 0 and 3 = round(2/3 x 4)); half the tiny corpus (2 x 13 steps); evaluations during
 # training for the report's curves
 GRID = f"""
 title = "Tiny test grid"
@@ -38,7 +39,7 @@ seeds = [{", ".join(map(str, SEEDS))}]
 "data.train" = "{ROOT / 'corpora/tiny/train.txt'}"
 "data.dev" = "{ROOT / 'corpora/tiny/dev.txt'}"
 "data.vocab_size" = 256
-"model.layers" = 8
+"model.layers" = 4
 "data.train_sentences" = 200
 "data.dev_sentences" = 100
 "train.eval_every" = 13
@@ -47,6 +48,8 @@ seeds = [{", ".join(map(str, SEEDS))}]
 
 
 def sweep_cli(*args, cwd) -> subprocess.CompletedProcess:
+    """`minimult sweep ARGS` in a process of its own, as a user starts it; the tests below that only read what
+    a sweep prints and writes run it in this process (`cli`)."""
     return subprocess.run(CLI + ["sweep", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=900)
 
 
@@ -97,11 +100,11 @@ def test_sweep_completes_every_run(swept):
         results = read_json(run / "results.json")
         meta = read_json(run / "run.json")
         assert meta["status"] == "complete" and results["steps"] == meta["steps"]
-        assert results["mu"] is not None and set(results["layers"]) == {"0", "5"} and results["mu_layers"] == [0, 5]
+        assert results["mu"] is not None and set(results["layers"]) == {"0", "3"} and results["mu_layers"] == [0, 3]
         assert results["seed"] == int(name.rsplit("-s", 1)[1])
         assert (run / "sweep.log").is_file() and (run / "vocab.txt").is_file()
     cfg = read_json(swept.root / "1-lang-pos-s42" / "config.json")
-    assert cfg["mods"] == "lang-pos" and cfg["train"]["seed"] == 42 and cfg["model"]["layers"] == 8
+    assert cfg["mods"] == "lang-pos" and cfg["train"]["seed"] == 42 and cfg["model"]["layers"] == 4
     assert read_json(swept.root / "18-untrained-s0" / "run.json")["steps"] == 0
     manifest = read_json(swept.root / "tiny.sweep.json")
     assert [s["id"] for s in manifest["settings"]] == list(SETTINGS)
@@ -113,7 +116,7 @@ def test_sweep_completes_every_run(swept):
 
 def test_second_invocation_skips_everything(swept):
     before = {n: (swept.root / n / "results.json").stat().st_mtime_ns for n in RUNS}
-    proc = sweep_cli(swept.grid, "--root", swept.root, cwd=swept.base)
+    proc = cli("sweep", swept.grid, "--root", swept.root, cwd=swept.base)
     assert proc.returncode == 0, proc.stderr
     assert "6 runs: 0 done, 6 skipped (already complete), 0 failed" in proc.stdout
     assert {n: (swept.root / n / "results.json").stat().st_mtime_ns for n in RUNS} == before
@@ -137,7 +140,7 @@ def test_interrupted_sweep_finishes_only_the_rest(swept, tmp_path):
         torch.set_num_threads(threads)
     assert not load_checkpoint(run / "checkpoint.pt")["complete"]
     shutil.rmtree(root / "1-lang-pos-s0")
-    proc = sweep_cli(swept.grid, "--root", root, "--jobs", 2, cwd=tmp_path)
+    proc = cli("sweep", swept.grid, "--root", root, "--jobs", 2, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 runs: 2 done, 4 skipped (already complete), 0 failed" in proc.stdout
     assert "done 0-original-s42 (resumed" in proc.stdout and "done 1-lang-pos-s0 (new" in proc.stdout
@@ -160,7 +163,7 @@ def test_failing_runs_are_reported_and_the_others_go_on(swept, tmp_path):
     cfg = read_json(other / "config.json")
     cfg["train"]["lr"] = 0.5
     write_json(other / "config.json", cfg)
-    proc = sweep_cli(swept.grid, "--root", root, cwd=tmp_path)
+    proc = cli("sweep", swept.grid, "--root", root, cwd=tmp_path)
     assert proc.returncode == 1
     assert "6 runs: 0 done, 4 skipped (already complete), 2 failed" in proc.stdout
     assert "FAILED 0-original-s0: error: checkpoint" in proc.stdout and "corrupt" in proc.stdout
@@ -237,7 +240,7 @@ def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
 
 def test_stacked_sweep_gives_the_same_results(swept, tmp_path):
     assert swept.proc.returncode == 0
-    proc = sweep_cli(swept.grid, "--root", tmp_path / "runs", "--stack", 2, "--jobs", 2, cwd=tmp_path)
+    proc = cli("sweep", swept.grid, "--root", tmp_path / "runs", "--stack", 2, "--jobs", 2, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 runs: 6 done, 0 skipped" in proc.stdout and "stacked in 2 group(s) of up to 2" in proc.stdout
     assert "new run, stacked x2" in proc.stdout  # original s0+s42 and lang-pos s0+s42; untrained alone
@@ -373,10 +376,9 @@ def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
     pids = []
     try:
         deadline = time.monotonic() + 300
-        while not list(tmp_path.glob("runs/0-original-s*/sweep.log")) and time.monotonic() < deadline:
+        while len(list(tmp_path.glob("runs/0-original-s*/sweep.log"))) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, "the sweep ended before it was killed"
-            time.sleep(0.5)
-        time.sleep(2)  # both workers training
+            time.sleep(0.5)  # until both workers are on their runs (each has started its log)
         pids += [p for p in workers() if "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text()]
         assert pids, "no worker processes found"
         proc.send_signal(signal.SIGKILL)

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import TINY_SETTINGS
 from minimult.config import resolve
 from minimult.sweep import memory
 from minimult.sweep.memory import BASE, GIB, SLACK, admit, available_bytes, budget, peak_bytes
@@ -102,13 +103,13 @@ def test_available_bytes_reads_meminfo(tmp_path):
 
 
 def test_the_longest_prepared_sentence_bounds_the_estimate():
-    """Word-piece batches pad to the longest training sentence (BBE NT: 90 pieces), not to max_len 128;
-    nsp's pairs can fill max_len, so they keep it."""
+    """Word-piece batches pad to the longest training sentence (BBE NT: 90 pieces; the tiny corpus, read here:
+    97), not to max_len 128; nsp's pairs can fill max_len, so they keep it."""
     from minimult.config import RunConfig
     from minimult.data.prepare import prepare
     from minimult.sweep.memory import data_key, longest_sequence, need
 
-    cfg = config("tiny")
+    cfg = config("tiny", **TINY_SETTINGS)
     prepared = prepare(RunConfig.from_dict(cfg).data)
     longest = longest_sequence(prepared)
     assert longest == 2 + int(prepared.train.lengths.max()) < cfg["data"]["max_len"]

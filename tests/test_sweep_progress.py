@@ -1,8 +1,11 @@
 """The sweep's status lines: each running run's step, loss, speed and time left from its sweep.log,
-and the sweep's time left from them, the queue and finished runs; a real sweep prints them."""
+and the sweep's time left from them, the queue and finished runs, once per status interval; a real
+sweep prints them. The sweep's clock is the test's: nothing here depends on how fast the machine is."""
 
 from __future__ import annotations
 
+import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,36 +32,72 @@ def test_times_and_the_last_training_line(tmp_path):
     assert last_step(tmp_path / "missing.log", 0) is None
 
 
+class Clock:
+    """A clock the test sets (`clock.now = 300`)."""
+
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_status_lines_and_time_left(tmp_path):
     a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="20m00s"))
     b = run(tmp_path, "b", LINE.format(step=1200, elapsed="20m00s", left="10m00s"))
     queued = [SimpleNamespace(run_dir=str(tmp_path / q), name=q) for q in ("c", "d")]
     lines = []
-    progress = SweepProgress([a, b, *queued], workers=2, run_log="sweep.log", log=lines.append, every=0)
-    progress.start = 0  # the logs count as written during this sweep
+    clock = Clock(0)  # the sweep starts at 0 (1970): the logs count as written during it
+    progress = SweepProgress([a, b, *queued], workers=2, run_log="sweep.log", log=lines.append, every=300,
+                             clock=clock)
+    clock.now = 299
+    progress.tick()
+    assert lines == []  # less than a status interval since the start
+    clock.now = 300
     progress.tick()
     # running: 20 + 10 min left; 2 queued x a typical run of 30 min; over 2 workers -> 45 min
-    assert "] 2 running, 2 queued, 0 done in " in lines[0] and lines[0].endswith("; ~45m00s left")
+    assert "] 2 running, 2 queued, 0 done in 5m00s" in lines[0] and lines[0].endswith("; ~45m00s left")
     assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 20m00s left",
                          "    b: step 1200/1775, loss 3.9585, 11,962 tok/s, 10m00s left"]
     progress.finished(SimpleNamespace(task=b, status="done", seconds=1200.0))  # a finished run sets the pace
     lines.clear()
+    clock.now = 599
     progress.tick()
-    assert "1 running, 2 queued, 1 done" in lines[0] and lines[0].endswith("~30m00s left")  # (20 + 2 x 20) / 2
+    assert lines == []  # the interval counts from the last status line
+    clock.now = 600
+    progress.tick()
+    assert "1 running, 2 queued, 1 done in 10m00s" in lines[0]
+    assert lines[0].endswith("~30m00s left")  # (20 + 2 x 20) / 2
 
 
-def test_a_sweep_prints_status_lines_while_runs_train(tmp_path):
+class Hurried:
+    """The wall clock at the sweep's start, then an hour later at every reading: every tick is due."""
+
+    def __init__(self):
+        self.now = None
+
+    def __call__(self) -> float:
+        self.now = time.time() if self.now is None else self.now + 3600
+        return self.now
+
+
+def test_a_sweep_prints_status_lines_while_runs_train(tmp_path, monkeypatch):
+    """Whatever this machine's speed: every tick is due (`Hurried`), and the sweep ticks whenever it stops
+    waiting, so once more after the run has ended and before it counts it done (`sweep.backends.run_local`):
+    that tick reads the run's last training line (step 26/26) at least."""
     from minimult.sweep.grid import load_grid
     from minimult.sweep import run_sweep
 
     from test_sweep import GRID
 
-    grid_file = tmp_path / "tiny.toml"
-    grid_file.write_text(GRID.replace('"train.eval_every" = 13', '"train.epochs" = 12'))
+    monkeypatch.setattr("minimult.sweep.SweepProgress", partial(SweepProgress, clock=Hurried()))
+    grid_file = tmp_path / "tiny.toml"  # 2 layers, no evaluation during training: 2 epochs of 13 steps
+    small = GRID.replace('"model.layers" = 4', '"model.layers" = 2').replace('"train.eval_every" = 13', "")
+    grid_file.write_text(small)
     lines = []
     summary = run_sweep(load_grid(grid_file), seeds=[0], root=tmp_path / "runs", log=lines.append, only=["0"],
                         jobs=1, progress_every=0.5)
     assert summary.ok
     status = [l for l in lines if l.startswith("  [") and " running, " in l]
     assert status, "\n".join(lines)
-    assert any(l.startswith("    0-original-s0: step ") and "/156, loss " in l for l in lines), "\n".join(lines)
+    assert any(l.startswith("    0-original-s0: step ") and "/26, loss " in l for l in lines), "\n".join(lines)

@@ -128,7 +128,7 @@ def _gold_links(views, vocab_size, reordered):
     assert l1.gold.max() >= 0
     linked = np.flatnonzero(l1.gold >= 0)
     sentence = np.repeat(np.arange(l1.num_sentences), l1.lengths)[linked]
-    en_pos = en.offsets[l1.source[sentence]] + l1.gold[linked]
+    en_pos = en.offsets[l1.english_index[sentence]] + l1.gold[linked]
     if not reordered:
         assert (_word_index(en)[en_pos] == _word_index(l1)[linked]).all()  # a unit of the same word
     return linked, en_pos
@@ -192,14 +192,14 @@ def test_tiny_run_at_each_granularity_is_evaluated_by_every_evaluator(tmp_path, 
         assert 0 < results["dictionary_entries"] <= (len(vocab) - N_SPECIAL) // 2
     # every unit of the second language that has a gold link links into the same English word
     views = run.data.views("dev")
-    linked, en_pos = _gold_links(views, vocab.size, reordered=any(a.mod.reorder for a in active))
+    linked, en_pos = _gold_links(views, vocab.stride, reordered=any(a.mod.reorder for a in active))
     if fake == "shift":
-        assert (views[1].ids[linked] % vocab.size == views[0].ids[en_pos]).all()  # the same unit, shifted
+        assert (views[1].ids[linked] % vocab.stride == views[0].ids[en_pos]).all()  # the same unit, shifted
     if fake == "shift" and mods is None:
         assert len(linked) == len(views[1].ids)  # every character / word is linked
     # random replacements draw only from the vocabulary's entries
     ids = run.data.random_ids()
-    assert (ids % vocab.size < len(vocab)).all() and (ids % vocab.size >= N_SPECIAL).all()
+    assert (ids % vocab.stride < len(vocab)).all() and (ids % vocab.stride >= N_SPECIAL).all()
 
 
 def test_char_dev_sentences_cut_to_the_window_are_counted(tmp_path):

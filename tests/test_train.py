@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS
+from conftest import TINY_SETTINGS, cli
 from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.config import resolve
 from minimult.data.prepare import prepare
@@ -163,9 +163,10 @@ def test_no_parallel_doubles_epochs():
     assert tiny_cfg("no-parallel")[0].train.epochs == 2 * tiny_cfg(None)[0].train.epochs
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT)
+def process_cli(*args):
+    """`minimult ARGS` in a process of its own, the other process to a lock this one holds (the other tests run
+    the CLI in this process: `conftest.cli`)."""
+    return subprocess.run([sys.executable, "-m", "minimult.cli", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 TINY_ARGS = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"],
@@ -265,10 +266,10 @@ def test_resume_refuses_what_it_cannot_continue_faithfully(tmp_path):
     # options --resume would ignore
     assert_one_line_error(cli("pretrain", "--resume", str(run), "--epochs", "10", "--mods", "lang-pos"),
                           "--mods, --epochs")
-    # a second writer while the run is held
+    # a second writer while the run is held (by another process, as a sweep's worker holds it)
     with open(run / ".sweep.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert_one_line_error(cli("pretrain", "--resume", str(run)), "another process is working on")
+        assert_one_line_error(process_cli("pretrain", "--resume", str(run)), "another process is working on")
         assert_one_line_error(cli("eval", str(run)), "another process is working on")
     assert (run / "checkpoint.pt").read_bytes() == before  # nothing lost
     proc = cli("pretrain", "--resume", str(run))

@@ -32,9 +32,6 @@ QUICK = TransferConfig(modes="full,freeze:0,frozen", seeds=2, epochs=2)  # a few
 quiet = lambda s: None  # noqa: E731
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def make_run(tmp_path, name, mods=None, settings=NT, **overrides):
     cfg, active = resolve("tiny", {**settings, **overrides}, mods)
     path = tmp_path / name
@@ -85,9 +82,9 @@ def test_split_is_the_same_in_every_language_and_run():
         sides = data.views("train-parallel")
         for side, parts in zip(sides, task_data(task, sides, cfg.data.max_len - 2)):
             for k, s in enumerate(SPLITS):
-                mine = side.source[task.split[side.source] == k]  # the English sentences behind this split's
+                mine = side.english_index[task.split[side.english_index] == k]  # the English sentences behind this split's
                 assert (parts[s][1] == task.labels[mine]).all() and parts[s][0].num_sentences == len(mine)
-            seen.append({s: set(verses[side.source[task.split[side.source] == k]]) for k, s in enumerate(SPLITS)})
+            seen.append({s: set(verses[side.english_index[task.split[side.english_index] == k]]) for k, s in enumerate(SPLITS)})
     assert all(s == seen[0] for s in seen)
     a, b, c = (seen[0][s] for s in SPLITS)
     assert a and b and c and not (a & b or a & c or b & c)

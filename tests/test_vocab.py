@@ -32,7 +32,7 @@ def test_specials_first():
 
 
 def test_size_and_special_ids(vocab, tiny_sentences):
-    assert vocab.size == 256 and len(vocab) == 256  # the tiny corpus has enough text to fill 256
+    assert vocab.stride == 256 and len(vocab) == 256  # the tiny corpus has enough text to fill 256
     assert vocab.pieces[:5] == list(SPECIALS)
     assert [vocab.tokenizer.token_to_id(s) for s in SPECIALS] == [0, 1, 2, 3, 4]
     assert len(set(vocab.pieces)) == len(vocab.pieces)
@@ -109,7 +109,7 @@ def test_display_example(vocab):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 255)), max_size=40))
 def test_display_parse_round_trip(vocab, pairs):
-    ids = [k * vocab.size + i for k, i in pairs]
+    ids = [k * vocab.stride + i for k, i in pairs]
     shown = vocab.display(ids)
     for (k, i), t in zip(pairs, shown):
         assert t == "::" * k + vocab.pieces[i]
@@ -117,7 +117,7 @@ def test_display_parse_round_trip(vocab, pairs):
 
 
 def test_round_trip_of_every_id_two_languages(vocab):
-    ids = list(range(2 * vocab.size))
+    ids = list(range(2 * vocab.stride))
     assert vocab.parse(vocab.display(ids)) == ids
 
 
@@ -149,7 +149,7 @@ def test_vocab_save_load(tmp_path, vocab, tiny_sentences):
     vocab.save(tmp_path)
     assert (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines() == vocab.pieces
     back = Vocab.load(tmp_path, 256)
-    assert back.pieces == vocab.pieces and back.size == 256
+    assert back.pieces == vocab.pieces and back.stride == 256
     a, b = vocab.encode(tiny_sentences[:20], range(20)), back.encode(tiny_sentences[:20], range(20))
     assert np.array_equal(a.ids, b.ids)
     with pytest.raises(MinimultError, match="no vocabulary"):

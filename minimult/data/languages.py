@@ -23,8 +23,8 @@ class Side(Ragged):
     ids: np.ndarray  # (P,) int32 global ids
     offsets: np.ndarray  # (S+1,) int64
     word_starts: np.ndarray  # (P,) bool
-    source: np.ndarray  # (S,) index of the English sentence this one translates; -1 = none
-    gold: np.ndarray  # (P,) position in the source English sentence each piece aligns to; -1 = none
+    english_index: np.ndarray  # (S,) index of the English sentence this one translates; -1 = none
+    gold: np.ndarray  # (P,) position in the English sentence (english_index) each piece aligns to; -1 = none
 
     @property
     def num_sentences(self) -> int:
@@ -41,7 +41,7 @@ class Side(Ragged):
         take = _ranges(starts, ends)
         offsets = np.zeros(len(index) + 1, dtype=np.int64)
         np.cumsum(ends - starts, out=offsets[1:])
-        return Side(self.lang, self.ids[take], offsets, self.word_starts[take], self.source[index],
+        return Side(self.lang, self.ids[take], offsets, self.word_starts[take], self.english_index[index],
                     self.gold[take])
 
     def reordered(self, perms: list[np.ndarray]) -> "Side":
@@ -99,7 +99,7 @@ def truncate(side: Side, limit: int) -> Side:
     np.cumsum(lengths, out=offsets[1:])
     gold = side.gold[keep].copy()
     gold[gold >= limit] = -1
-    return Side(side.lang, side.ids[keep], offsets, side.word_starts[keep], side.source, gold)
+    return Side(side.lang, side.ids[keep], offsets, side.word_starts[keep], side.english_index, gold)
 
 
 def english_side(enc: Encoded) -> Side:

@@ -207,11 +207,11 @@ def task_data(task, sides: list[Side], limit: int | None) -> list[dict[str, tupl
     labels)}: the New Testament part task, whose labels and split follow each sentence's English source."""
     out = []
     for side in sides:
-        known = side.source >= 0
+        known = side.english_index >= 0
         parts = {}
         for k, name in enumerate(SPLITS):
-            index = np.flatnonzero(known & (task.split[np.maximum(side.source, 0)] == k))
+            index = np.flatnonzero(known & (task.split[np.maximum(side.english_index, 0)] == k))
             mine = side.subset(index)
-            parts[name] = (mine if limit is None else truncate(mine, limit), task.labels[side.source[index]])
+            parts[name] = (mine if limit is None else truncate(mine, limit), task.labels[side.english_index[index]])
         out.append(parts)
     return out

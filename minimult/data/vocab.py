@@ -2,7 +2,7 @@
 
 Public entries: `train_vocab(tokenizer, sentences, size) -> Vocab` (`TOKENIZERS`: wordpiece, char, word),
 `Vocab.encode(corpus) -> Encoded`, `Vocab.decode(ids, word_starts) -> words`.
-Ids of language k are `id + k * vocab.size`; they are displayed with a `::` prefix per language
+Ids of language k are `id + k * vocab.stride`; they are displayed with a `::` prefix per language
 (`He` -> `::He`), and `Vocab.parse` reads that display form back. A vocabulary may hold fewer entries
 than `size` (a character set is small): ids `len(vocab)` .. `size - 1` of each block are then unused.
 """
@@ -88,7 +88,7 @@ class Vocab:
 
     def __init__(self, tokenizer, size: int):
         self.tokenizer = tokenizer
-        self.size = size  # ids per language (the stride of the id shift)
+        self.stride = size  # ids per language (the stride of the id shift)
         self.pieces = [tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size())]
         self.index = {p: i for i, p in enumerate(self.pieces)}
         # how a piece that continues a word is written ("##" for WordPiece models; words have none)
@@ -110,7 +110,7 @@ class Vocab:
         `encode` up to [UNK] (a word that could not be encoded comes back as "[UNK]")."""
         words: list[str] = []
         for i, start in zip(ids, word_starts):
-            piece = self.pieces[int(i) % self.size]
+            piece = self.pieces[int(i) % self.stride]
             if start or not words:
                 words.append(piece)
             else:
@@ -119,7 +119,7 @@ class Vocab:
 
     def display(self, ids) -> list[str]:
         """Global ids to pieces; language k's pieces get k `::` prefixes."""
-        return [LANG_PREFIX * (int(i) // self.size) + self.pieces[int(i) % self.size] for i in ids]
+        return [LANG_PREFIX * (int(i) // self.stride) + self.pieces[int(i) % self.stride] for i in ids]
 
     def parse(self, tokens: list[str]) -> list[int]:
         """Inverse of `display`."""
@@ -130,7 +130,7 @@ class Vocab:
                 t, k = t[len(LANG_PREFIX):], k + 1
             if t not in self.index:
                 raise MinimultError(f"not in the vocabulary: {t!r}")
-            out.append(self.index[t] + k * self.size)
+            out.append(self.index[t] + k * self.stride)
         return out
 
     def save(self, directory: Path) -> None:
@@ -187,7 +187,7 @@ def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[V
 def ship_vocab(vocab: Vocab, sentences: list[list[str]], source: str, description: str) -> Path:
     """Add `vocab` (trained on `sentences`) to the shipped vocabularies, with its hash and description."""
     SHIPPED.mkdir(parents=True, exist_ok=True)
-    path = SHIPPED / f"{vocab_key(sentences, vocab.size, source)}.txt"
+    path = SHIPPED / f"{vocab_key(sentences, vocab.stride, source)}.txt"
     path.write_text("\n".join(vocab.pieces) + "\n", encoding="utf-8")
     index_path = SHIPPED / "index.json"
     index = json.loads(index_path.read_text()) if index_path.is_file() else {}

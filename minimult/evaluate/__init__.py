@@ -14,14 +14,12 @@ import copy
 import importlib
 import pkgutil
 import time
-from pathlib import Path
 from typing import Callable
 
 from minimult.data.batching import ATTENTIONS
-from minimult.data.links import link_format
 from minimult.errors import MinimultError
-from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, register, summary_parts,
-                                       versions)
+from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, option_names, register,
+                                       summary_parts, versions)
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
 from minimult.evaluate.segments import with_segment
@@ -33,7 +31,6 @@ for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers it
 
 from minimult.evaluate.multilinguality import mu_layers  # noqa: E402
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402
-from minimult.evaluate.transfer import frozen_layer  # noqa: E402
 
 
 def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=None) -> dict:
@@ -73,30 +70,71 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
 def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentences: int | None = None,
                  device: str = "auto", log: Callable[[str], None] = print, write: bool = True,
                  timings: dict | None = None, precision: str = "fp32", segment: str = "original",
-                 only=None, link_file: str | None = None, attention: str | None = None,
-                 link_base: int | None = None) -> dict:
+                 only=None, attention: str | None = None, **options) -> dict:
     """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
     subset per split) is given. `attention` (train.attention's values) encodes otherwise than the run
     trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the default settings fills its numbers into the
     run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed.
+    `options` are evaluator options by name (`link_file`, `link_base`: word alignment against a link file),
+    handed to every evaluator's `inputs` hook (`registry.Evaluator`).
     Results record the checkpoint's `steps` of the run's `total_steps`: an unfinished run (killed, or stopped
     early) is evaluated with one line saying so and is never 'complete'; a failed (diverged) run is refused.
-    Bad input (an `only` naming nothing, links without a link file, a damaged results.json) is refused
-    before the model loads."""
+    Bad input (an `only` naming nothing, what an evaluator's `inputs` refuses, a damaged results.json) is
+    refused before the model loads."""
     t0 = time.time()
+    _check_request(only, options)
+    with phase(timings, "load"):
+        run = run if isinstance(run, Run) else Run.open(run)
+    depth = run.cfg.model.layers
+    layers = _checked_layers(layers, depth, dev_sentences, ppl_sentences)
+    trained = run.cfg.train.attention
+    attention = attention or trained
+    if attention not in ATTENTIONS:
+        raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
+    inputs = evaluator_inputs(run, {**options, "segment": segment, "only": only})
+    run.check_not_failed()
+    if write:
+        run.check_results()  # a damaged results.json or a read-only folder: now, not after the evaluation
+    with phase(timings, "load"):
+        model = with_segment(run.load_model(device, log=log), segment)
+    ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
+                  ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
+                  inputs=inputs, log=log, attention=attention)
+    log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
+        f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
+    scores = evaluate_model(ctx, log, only=only)
+    if only and not scores.get("layers") and not any(k != "layers" for k in scores):
+        raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
+                            f"without it); nothing was stored")
+    dev_asked = dev_sentences or run.cfg.data.dev_sentences
+    defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
+                and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
+    evaluation = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
+                  "precision": precision, "segment": segment, "attention": attention,
+                  **({"only": sorted(only)} if only else {}), "complete": defaults and not only}
+    results = _record(run, evaluation, scores, time.time() - t0)
+    if write:
+        results = run.write_results(results, fill=scores if defaults and only else None)
+    return results
+
+
+def _check_request(only, options: dict) -> None:
+    """Refuse an `only` that names nothing or an unknown evaluator, and an option no evaluator reads."""
     names = ", ".join(e.name for e in evaluators())
     if only is not None and not only:
         raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
     unknown = sorted(set(only or ()) - set(REGISTRY))
     if unknown:
         raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {names}")
-    if only and "links" in only and link_file is None:
-        raise MinimultError("--only links scores against a link file: give one with --links FILE (or --links silver "
-                            "for the en-es source's silver links); without it there is nothing to score")
-    with phase(timings, "load"):
-        run = run if isinstance(run, Run) else Run.open(run)
-    depth = run.cfg.model.layers
+    strange = sorted(set(options) - option_names())
+    if strange:  # a misspelt option would otherwise be ignored silently
+        raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
+
+
+def _checked_layers(layers, depth: int, dev_sentences: int | None, ppl_sentences: int | None) -> tuple[int, ...]:
+    """The layers to measure (default: µ's), sorted and checked against the model's depth; the sentence counts
+    checked too."""
     layers = tuple(sorted(set(int(l) for l in (layers or mu_layers(depth)))))
     bad = [l for l in layers if not 0 <= l <= depth]
     if bad:
@@ -106,82 +144,34 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if ppl_sentences is not None and ppl_sentences < 1:
         raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
                             f"for every sequence")
-    trained = run.cfg.train.attention
-    attention = attention or trained
-    if attention not in ATTENTIONS:
-        raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
-    # minutes of fine-tuning: only when the run's config asks, and for the model as trained
-    transfer = run.cfg.transfer if run.cfg.transfer.enabled and segment == "original" else None
-    if only and "transfer" in only and transfer is None:
-        why = ("this run's config does not enable transfer (transfer.enabled); `minimult transfer RUN` fine-tunes it"
-               if segment == "original" else f"transfer fine-tunes the model as trained, not --segment {segment}")
-        raise MinimultError(f"--only transfer: {why}")
-    if link_file is not None:
-        link_file = _link_file(run, link_file, link_base)
-    if transfer is not None:
-        frozen_layer(transfer, depth)
-        run.data.task(transfer.task)  # a corpus without verse ids (or a bad task directory) fails before any evaluator
-    run.check_not_failed()
-    if write:
-        run.check_results()  # a damaged results.json or a read-only folder: now, not after the evaluation
-    with phase(timings, "load"):
-        model = with_segment(run.load_model(device, log=log), segment)
-    ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
-                  ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
-                  transfer=transfer, log=log, link_file=link_file, attention=attention, link_base=link_base)
-    log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
-        f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
-    scores = evaluate_model(ctx, log, only=only)
-    if only and not scores.get("layers") and not any(k != "layers" for k in scores):
-        raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
-                            f"without it); nothing was stored")
+    return layers
+
+
+def _record(run, evaluation: dict, scores: dict, seconds: float) -> dict:
+    """results.json's content: the evaluation's settings (never 'complete' for an unfinished run: killed, or
+    stopped early), what was evaluated (run, config, versions, steps) and the scores."""
     meta, trained_steps = run.meta, run.trained or {}
-    steps = trained_steps.get("steps", meta.get("steps"))
-    if "transfer" in scores:
-        scores["transfer"]["steps"] = steps
-    dev_asked = dev_sentences or run.cfg.data.dev_sentences
-    defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
-                and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
-    finished = trained_steps.get("complete", True)  # an unfinished run's evaluation is never 'complete'
-    settings = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
-                "precision": precision, "segment": segment, "attention": attention,
-                **({"only": sorted(only)} if only else {}),
-                "complete": defaults and not only and finished, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    results = {"evaluation": settings,
+    finished = trained_steps.get("complete", True)
+    evaluation = {**evaluation, "complete": evaluation["complete"] and finished,
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {"evaluation": evaluation,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
-        "vocab_sha256": run.data.prepared.vocab_hash, "steps": steps,
+        "vocab_sha256": run.data.prepared.vocab_hash, "steps": trained_steps.get("steps", meta.get("steps")),
         "total_steps": trained_steps.get("total_steps", meta.get("total_steps")), "config": run.cfg.to_dict(),
         "environment": environment(),
         "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
-        **scores, "eval_seconds": time.time() - t0,
+        **scores, "eval_seconds": seconds,
     }
-    if write:
-        results = run.write_results(results, fill=scores if defaults and only else None)
-    return results
 
 
-def _link_file(run, link_file: str, base: int | None = None) -> str:
-    """The link file to score against (`silver`: the source's silver development links), refused for runs
-    that reorder the words of the language it scores against the first (language 1; a mod that reorders
-    another language of a 3-language run, `inv-order=fake`, is no reason), or a Pharaoh file whose index base
-    is not declared."""
-    scored = run.data.source.names(run.cfg.data)[1]
-    reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None
-                  and (a.mod.reorders is None or a.mod.reorders(scored, a.value))]
-    if reordering:
-        raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
-                            f"{reordering[0]} reorders them")
-    if link_file == "silver":
-        path = run.data.prepared.path / "silver-dev.links"
-        if not path.is_file():
-            raise MinimultError(f"--links silver: the language source {run.cfg.data.source!r} has no silver links "
-                                f"(--source en-es does); give a link file")
-        return str(path)
-    if link_format(link_file) == "pharaoh" and base not in (0, 1):
-        raise MinimultError(f"{link_file} is a Pharaoh link file (i-j per pair): say whether its word indices count "
-                            f"from 0 or from 1 (--link-base 0|1)")
-    return link_file
+def evaluator_inputs(run, options: dict) -> dict:
+    """{name: inputs} of the evaluators `options["only"]` chooses (all without it) whose `inputs` hook gives
+    something for `run`; each hook refuses its own bad input, before the model loads."""
+    only = options["only"]
+    chosen = [e for e in evaluators() if e.inputs is not None and (only is None or e.name in only)]
+    given = {e.name: e.inputs(run, options) for e in chosen}
+    return {name: x for name, x in given.items() if x is not None}
 
 
 def summary_table(results: dict) -> str:

@@ -49,6 +49,7 @@ from minimult.data.layout import Layout
 from minimult.data.sources.shift import one_piece_sides
 from minimult.data.sources.unicode import shift_text
 from minimult.errors import MinimultError
+from minimult.evaluate.links import LinkFile
 from minimult.evaluate.registry import text_evaluators
 from minimult.evaluate.representations import Context
 from minimult.evaluate.segments import with_segment
@@ -314,6 +315,14 @@ def shifted_languages(tokenizer, model: HFBert, record: dict, lines, directory):
     return sides, layouts, one_piece_sides([en + layout.id_offset for layout in layouts]), tuple(names)
 
 
+def pair_inputs(lines: int, link_file, link_base: int | None) -> dict:
+    """The evaluators' own inputs (`Context.inputs`) for a pair of `lines` lines: links' link file, whose verse
+    id is the line number (1-based); nothing without one."""
+    if link_file is None:
+        return {}
+    return {"links": LinkFile(str(link_file), link_base, lambda: np.arange(1, lines + 1))}
+
+
 def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
                 precision: str = "fp32", device: str = "auto", log=print, langs=None, link_file=None,
                 only=None, link_base: int | None = None) -> dict:
@@ -359,11 +368,8 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     dev = pick_device(device)
     model = with_segment(model, segment).to(dev)
     ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, min(l.max_len for l in layouts), layers,
-                  dev, ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision,
-                  link_file=None if link_file is None else str(link_file), link_base=link_base, log=log,
-                  languages=names,
-                  attention=attention,
-                  verse_ids=lambda: np.arange(1, len(a_lines) + 1))  # a link file's verse id: the line number
+                  dev, ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision, log=log,
+                  languages=names, attention=attention, inputs=pair_inputs(len(a_lines), link_file, link_base))
     possible = None if shift else text_evaluators() + ("links",)
     if only is None:
         only = ("links",) if link_file is not None else possible

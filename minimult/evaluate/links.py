@@ -13,17 +13,22 @@ whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled 
 Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses or
 lines (`Source.verse_sentences`: en-es, parallel) in their original word order. A is the first language, B
 language 1 (en-es: Spanish, also in a three-language run, whose Fake-English the file does not address).
+Its inputs (`LinkFile`: the file, its index base, the dev sentences' verse ids) come from the evaluator
+options `link_file` and `link_base` through `inputs`, which refuses a bad request before the model loads;
+`eval --hf` builds them for its pair of texts.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 
-from minimult.data.links import read_links, word_first_pieces
+from minimult.data.links import link_format, read_links, word_first_pieces
 from minimult.errors import MinimultError
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
@@ -58,17 +63,65 @@ def diagonal_links(chosen, words_a: dict[int, int], words_b: dict[int, int]) -> 
 NOTHING = dict(precision=None, recall=None, f1=None, aer=None, predicted=None, sure=0, possible=0)
 
 
-def run(ctx) -> dict:
-    if ctx.link_file is None:
-        return {}
-    if ctx.verse_ids is None:
+@dataclass(frozen=True)
+class LinkFile:
+    """What the evaluator scores against (its `ctx.inputs["links"]`): a link file, where a Pharaoh file's word
+    indices start (0 or 1; `data.links`), and the verse ids of the dev sentences, which the file's lines name."""
+
+    path: str
+    base: int | None
+    verse_ids: Callable[[], np.ndarray]
+
+
+def inputs(run, options: dict) -> LinkFile | None:
+    """The evaluator's inputs: the link file `options` asks for (`link_file`, `link_base`), checked against `run`
+    before the model loads (`checked_file`); None without one, an error if `--only links` asked for it anyway."""
+    path = options.get("link_file")
+    if path is None:
+        if "links" in (options.get("only") or ()):
+            raise MinimultError("--only links scores against a link file: give one with --links FILE (or --links "
+                                "silver for the en-es source's silver links); without it there is nothing to score")
+        return None
+    base = options.get("link_base")
+    path = checked_file(run, path, base)
+    if not run.data.source.verse_sentences:
         raise MinimultError("--links needs a run whose sentences are whole verses or lines (--source en-es or "
                             "parallel); this run's language source splits verses into sentences")
+    return LinkFile(path, base, lambda: run.data.prepared.dev.verse_ids)
+
+
+def checked_file(run, path: str, base: int | None = None) -> str:
+    """The link file to score against (`silver`: the source's silver development links), refused for runs
+    that reorder the words of the language it scores against the first (language 1; a mod that reorders
+    another language of a 3-language run, `inv-order=fake`, is no reason), or a Pharaoh file whose index base
+    is not declared."""
+    scored = run.data.source.names(run.cfg.data)[1]
+    reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None
+                  and (a.mod.reorders is None or a.mod.reorders(scored, a.value))]
+    if reordering:
+        raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
+                            f"{reordering[0]} reorders them")
+    if path == "silver":
+        silver = run.data.prepared.path / "silver-dev.links"
+        if not silver.is_file():
+            raise MinimultError(f"--links silver: the language source {run.cfg.data.source!r} has no silver links "
+                                f"(--source en-es does); give a link file")
+        return str(silver)
+    if link_format(path) == "pharaoh" and base not in (0, 1):
+        raise MinimultError(f"{path} is a Pharaoh link file (i-j per pair): say whether its word indices count "
+                            f"from 0 or from 1 (--link-base 0|1)")
+    return path
+
+
+def run(ctx) -> dict:
+    scored = ctx.inputs.get("links")
+    if scored is None:
+        return {}
     with ctx.phase("data"):
-        sides, verse_ids = ctx.views("dev")[:2], ctx.verse_ids()  # English and language 1: the file's A and B
+        sides, verse_ids = ctx.views("dev")[:2], scored.verse_ids()  # English and language 1: the file's A and B
         firsts = [word_first_pieces(s.word_starts, s.offsets) for s in sides]
         counts = [{int(v): len(f) for v, f in zip(verse_ids, fs)} for fs in firsts]
-        links = read_links(ctx.link_file, counts[0], counts[1], ctx.link_base)
+        links = read_links(scored.path, counts[0], counts[1], scored.base)
         chosen = np.unique(links.verse_ids)
         row_of = {int(v): i for i, v in enumerate(verse_ids)}
         index = np.array([row_of[int(v)] for v in chosen])
@@ -81,7 +134,7 @@ def run(ctx) -> dict:
     possible = {(int(v), int(a), int(b)) for v, a, b, i in zip(links.verse_ids, links.a, links.b, inside) if i}
     if not possible:  # every link on a word cut off by the window: no score, not a score of 0
         if ctx.log is not None:
-            ctx.log(f"note: links: all {len(links):,} links of {ctx.link_file} fall on words outside the model's "
+            ctx.log(f"note: links: all {len(links):,} links of {scored.path} fall on words outside the model's "
                     f"window ({ctx.max_len - 2} pieces per sentence): nothing to score, stored as null")
         layers = {str(l): dict(NOTHING) for l in ctx.layers}
         diagonal = dict(NOTHING)
@@ -97,7 +150,7 @@ def run(ctx) -> dict:
                 layers[str(l)] = metrics.link_scores(predicted, sure, possible)
         diagonal = metrics.link_scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
-    return {"links": {"file": str(Path(ctx.link_file)), "sha256": hashlib.sha256(Path(ctx.link_file).read_bytes()).hexdigest(),
+    return {"links": {"file": str(Path(scored.path)), "sha256": hashlib.sha256(Path(scored.path).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "format": links.format,
                       **({"base": links.base} if links.format == "pharaoh" else {}),
                       "unit": "word (mean of its pieces), mutual argmax",
@@ -129,7 +182,7 @@ def table(results: dict) -> str:
 
 register(Evaluator(
     "links", "word alignment P, R, F1 and AER against a link file (eval --links), words pooled from pieces",
-    version=3, order=25, run=run, periodic=False, standalone=True,
+    version=3, order=25, run=run, periodic=False, standalone=True, inputs=inputs, options=("link_file", "link_base"),
     columns=(Column("f1", "links F1", group="links"),
              Column("aer", "links AER", group="links", higher_is_better=False)),
     describe=lambda results: [table(results["links"])] if "links" in results else []))

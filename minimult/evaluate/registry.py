@@ -1,7 +1,7 @@
 """The registry of evaluators, each declaring the columns it writes into `results.json`.
 
 An `Evaluator` computes part of a run's results from a `Context` (the model, the run's data views,
-the layers asked for) and declares its `Column`s: name, whether it is per layer, how it is
+the layers asked for, and its own inputs from its `inputs` hook) and declares its `Column`s: name, whether it is per layer, how it is
 formatted, whether higher is better, and where it appears (Table 1, the training figure, the one-line
 summaries). `results.json`, the training log's evaluation line, the sweep's summary line, the
 report's tables and the training figure's panels are all derived from these declarations.
@@ -93,6 +93,15 @@ class Evaluator:
     # results -> its lines in `minimult eval`'s printout (`evaluate.summary_table`), below the table of the
     # per-layer columns; None: its columns that are not per layer, as 'label value', on one line
     describe: Callable[[dict], list[str]] | None = None
+    # (run, options) -> what this evaluator alone needs of the run (links' link file, transfer's task), read as
+    # ctx.inputs[name], or None: it gives nothing for this run. `evaluate_run` calls it before the model loads,
+    # so bad input (a Pharaoh file without its index base, a corpus without verse ids) is refused first;
+    # `options` holds the evaluation's `segment` and `only` and the evaluator options given (see `options`).
+    # None: the evaluator needs nothing beyond the shared context
+    inputs: Callable[[Any, dict], Any] | None = None
+    # the names of the evaluator options its `inputs` reads (links': `link_file`, `link_base`, eval's --links and
+    # --link-base): `evaluate_run` takes them as keyword arguments and refuses a name no evaluator declares
+    options: tuple[str, ...] = ()
 
     def lines(self, results: dict) -> list[str]:
         """Its lines in `minimult eval`'s printout: `describe`'s, or its scalar columns that have a value."""
@@ -117,6 +126,11 @@ def evaluators() -> list[Evaluator]:
 def text_evaluators() -> tuple[str, ...]:
     """The evaluators a plain pair of texts can give: those that need nothing else and run by default."""
     return tuple(e.name for e in evaluators() if not e.needs and not e.standalone)
+
+
+def option_names() -> set[str]:
+    """Every evaluator option some evaluator declares (`Evaluator.options`)."""
+    return {o for e in evaluators() for o in e.options}
 
 
 def versions() -> dict[str, int]:

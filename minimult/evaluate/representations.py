@@ -3,7 +3,9 @@
 `Context` holds the model and the run's data for one evaluation and computes every representation
 lazily, once: the dev sentences of both languages (truncated to the model's window, with their gold
 links), the translation dictionary, and the piece vectors of each at the layers asked for. Each
-phase's wall and CPU seconds go into `timings` (experiments/bench_eval.py).
+phase's wall and CPU seconds go into `timings` (experiments/bench_eval.py). What one evaluator alone
+needs (links' link file, transfer's task) is no field of it: the evaluator's `inputs` hook reads it from
+the run, and the context holds it under `inputs[name]`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import torch
 from minimult import precision
 from minimult.data.batching import SequenceSet, attention_mask
 from minimult.data.languages import Side, positions_within, truncate
-from minimult.data.masking import random_replacement_ids
 from minimult.errors import MinimultError
 from minimult.model import Bert
 
@@ -136,8 +137,9 @@ def phase(timings: dict | None, name: str):
 @dataclass
 class Context:
     """One evaluation: a model, the run's data (`views(split) -> [English, language 1, ...]`,
-    `dictionary() -> [English, language 1, ...]`, `layouts`), the layers to measure and the evaluation's
-    options. With more than two languages, pairwise evaluators see `pair(k)`: English and language k."""
+    `dictionary() -> [English, language 1, ...]`, `layouts`), the layers to measure, the evaluation's
+    options and each evaluator's own `inputs`. With more than two languages, pairwise evaluators see
+    `pair(k)`: English and language k."""
 
     model: Bert
     views: Callable[[str], list[Side]]
@@ -152,18 +154,15 @@ class Context:
     precision: str = "fp32"  # of the representations (piece_vectors); perplexity always runs in fp32
     random_ids: torch.Tensor | None = None  # ids a random replacement may draw (perplexity's masking)
     timings: dict | None = None
-    task: Callable | None = None  # (directory="") -> the labelled task (data.tasks), for transfer
-    task_sides: Callable | None = None  # task -> per language {split: (Side, labels)} (RunData.task_sides)
-    transfer: object | None = None  # a TransferConfig: run zero-shot transfer with it (None: transfer gives nothing)
     log: Callable[[str], None] | None = None  # progress lines of long evaluators (transfer's fine-tuning)
-    gold: str = "exact"  # what the views' gold alignment is (the source's `gold`: exact | silver)
-    link_file: str | None = None  # a word-alignment link file to score against (evaluate/links.py)
-    link_base: int | None = None  # where a Pharaoh link file's word indices start (0 or 1; data.links)
-    verse_ids: Callable[[], np.ndarray] | None = None  # the dev sentences' verse ids, where sentences are verses
+    alignment_gold: str = "exact"  # what the views' gold alignment is (the source's `alignment_gold`: exact | silver)
+    # evaluator name -> its own inputs (`Evaluator.inputs`: links' link file, transfer's task); an evaluator
+    # absent here gives nothing that needs them. Kept here, not as fields, so a new evaluator adds no field
+    inputs: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
     languages: tuple[str, ...] = ("en", "fake")  # the languages' names (the source's), for per-pair results
-    golds: tuple[str, ...] = ()  # each language's `gold` where they differ (en-es + Fake-English); () = `gold`
+    alignment_golds: tuple[str, ...] = ()  # each language's `alignment_gold` where they differ (en-es + Fake-English); () = `alignment_gold`
     attention: str = "masked"  # how the dev and dictionary sides are encoded (train.attention; `encode_sides`)
     # k -> [first language, language k] dictionary sides, for a source with a dictionary per language pair
     # (parallel); None: every pair reads its two languages' entries of `dictionary`
@@ -227,13 +226,13 @@ def _english_and_k(name: str) -> property:
 class PairContext:
     """English and language k of a Context with more languages: its dev sides, their vectors, gold links and
     dictionary are the parent's (computed once for all languages) restricted to [English, k]; `results`
-    are the pair's own (µ reads them); everything else is the parent's."""
+    are the pair's own (µ reads them); everything else, the evaluators' `inputs` too, is the parent's."""
 
     def __init__(self, parent: Context, k: int):
         self.parent, self.k = parent, k
         self.name = f"{parent.languages[0]}-{parent.languages[k]}"
         self.results: dict = {"layers": {}}
-        self.gold = parent.golds[k] if parent.golds else parent.gold
+        self.alignment_gold = parent.alignment_golds[k] if parent.alignment_golds else parent.alignment_gold
 
     def __getattr__(self, name):  # only for what is not defined here: the model, layers, options, phase
         return getattr(self.parent, name)
@@ -264,13 +263,11 @@ class PairContext:
 
 
 def context(run, model, layers, **options) -> Context:
-    """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s."""
+    """An evaluation context for `model` (of `run`'s shape) on `run`'s data; `options` as `Context`'s
+    (`inputs`: the evaluators' own, from their hooks)."""
     d, dc = run.data, run.cfg.data
     options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
-    verse_ids = (lambda: d.prepared.dev.verse_ids) if d.source.verse_sentences else None
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=random_replacement_ids(dc.vocab_size, dc.n_langs), task=d.task, task_sides=d.task_sides,
-                   verse_ids=verse_ids,
-                   gold=d.source.gold_of(1, dc), languages=d.source.names(dc),
-                   golds=tuple(d.source.gold_of(k, dc) for k in range(dc.n_langs)),
+                   random_ids=d.random_ids(), alignment_gold=d.source.alignment_gold_of(1, dc), languages=d.source.names(dc),
+                   alignment_golds=tuple(d.source.alignment_gold_of(k, dc) for k in range(dc.n_langs)),
                    pair_dictionary=d.pair_dictionary if d.source.pair_dictionaries else None, **options)

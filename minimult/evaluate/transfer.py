@@ -22,13 +22,17 @@ language's under `languages`.
 
 A standalone evaluator: it runs for `minimult transfer RUN`, and in `minimult eval` and sweeps only for
 runs whose config sets `transfer.enabled` (minutes of fine-tuning per run on a CPU); its block
-`results["transfer"]` stays at the top of results.json through later evaluations.
+`results["transfer"]` stays at the top of results.json through later evaluations. Its inputs
+(`TransferTask`: the settings, the task, the checkpoint's steps its block records) come from `inputs`,
+called before the model loads, so a layer the model lacks, a corpus without verse ids or a bad task
+directory is refused first.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -36,9 +40,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minimult.config import TransferConfig
 from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.data.languages import Side
-from minimult.data.tasks import SPLITS, task_data
+from minimult.data.tasks import SPLITS, FileTask, LabelledTask, task_data
 from minimult.errors import MinimultError
 from minimult.evaluate.linear import fit_logistic
 from minimult.evaluate.multilinguality import mu_layers
@@ -70,7 +75,7 @@ def concat(sides: list[Side]) -> Side:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return Side(sides[0].lang, np.concatenate([s.ids for s in sides]), offsets,
-                np.concatenate([s.word_starts for s in sides]), np.concatenate([s.source for s in sides]),
+                np.concatenate([s.word_starts for s in sides]), np.concatenate([s.english_index for s in sides]),
                 np.concatenate([s.gold for s in sides]))
 
 
@@ -307,19 +312,54 @@ def combine(before: dict, latest: dict) -> dict:
     return with_headline(both)
 
 
+@dataclass(frozen=True)
+class TransferTask:
+    """What the evaluator fine-tunes on (its `ctx.inputs["transfer"]`): the settings, the labelled task (the New
+    Testament part task, or `transfer.task`'s directory), its sentences per language, and the training steps of
+    the checkpoint measured, which its block records (results of the same steps add up: `combine`)."""
+
+    cfg: TransferConfig
+    task: LabelledTask | FileTask
+    # task -> per language {split: (Side, labels)}, each language written as the run wrote it (RunData.task_sides)
+    sides: Callable[[LabelledTask | FileTask], list[dict]]
+    steps: Callable[[], int | None]  # read once the model has loaded
+
+
+def inputs(run, options: dict) -> TransferTask | None:
+    """The evaluator's inputs in `minimult eval` and sweeps: the run's own transfer settings, only when its config
+    enables them (minutes of fine-tuning) and for the model as trained (`segment` original); None otherwise, an
+    error if `--only transfer` asked for it anyway."""
+    segment = options.get("segment", "original")
+    if run.cfg.transfer.enabled and segment == "original":
+        return task_inputs(run, run.cfg.transfer)
+    if "transfer" in (options.get("only") or ()):
+        why = ("this run's config does not enable transfer (transfer.enabled); `minimult transfer RUN` fine-tunes it"
+               if segment == "original" else f"transfer fine-tunes the model as trained, not --segment {segment}")
+        raise MinimultError(f"--only transfer: {why}")
+    return None
+
+
+def task_inputs(run, cfg) -> TransferTask:
+    """`cfg`'s task on `run`'s data, read before the model loads: a mode's layer the model lacks, a corpus
+    without verse ids or a bad task directory fails here, not after loading."""
+    frozen_layer(cfg, run.cfg.model.layers)
+    return TransferTask(cfg, run.data.task(cfg.task), run.data.task_sides, lambda: checkpoint_steps(run))
+
+
+def checkpoint_steps(run) -> int | None:
+    """The training steps of the checkpoint `run.load_model` loaded (run.json's, where none was)."""
+    return (run.trained or {}).get("steps", run.meta.get("steps"))
+
+
 def evaluate(ctx) -> dict:
-    """The evaluator: {"transfer": ...} when the context asks for transfer (`ctx.transfer`), else {}; the
-    task is the New Testament part task, or `transfer.task`'s directory."""
-    if ctx.transfer is None:
+    """The evaluator: {"transfer": ...} when the context holds its inputs (`TransferTask`), else {}."""
+    asked = ctx.inputs.get("transfer")
+    if asked is None:
         return {}
     with ctx.phase("transfer"):
-        task = ctx.task(ctx.transfer.task)
-        if ctx.task_sides is not None:
-            data = ctx.task_sides(task)
-        else:
-            data = task_data(task, ctx.views("train-parallel"), None)
-        return {"transfer": transfer_data(ctx.model, task, data, ctx.layouts, ctx.max_len, ctx.transfer,
-                                          ctx.log or (lambda s: None), ctx.languages)}
+        result = transfer_data(ctx.model, asked.task, asked.sides(asked.task), ctx.layouts, ctx.max_len, asked.cfg,
+                               ctx.log or (lambda s: None), ctx.languages)
+    return {"transfer": {**result, "steps": asked.steps()}}
 
 
 def table(t: dict) -> str:
@@ -349,16 +389,12 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
     settings), into results.json as an evaluation block of its own."""
     t0 = time.time()
     run = run if isinstance(run, Run) else Run.open(run)
-    cfg = cfg or run.cfg.transfer
-    frozen_layer(cfg, run.cfg.model.layers)  # before loading anything
-    run.data.task(cfg.task)  # a corpus without verse ids, or a bad task directory, fails here, before the model loads
+    asked = task_inputs(run, cfg or run.cfg.transfer)  # before loading anything
     if write:
         run.check_results()  # a damaged results.json fails now, not after minutes of fine-tuning
     model = run.load_model(device, log=log)
-    ctx = context(run, model, (), transfer=cfg, log=log)
-    part = evaluate(ctx)
+    part = evaluate(context(run, model, (), log=log, inputs={"transfer": asked}))
     steps, total = run.trained["steps"], run.trained["total_steps"]  # the checkpoint's (run.json lacks a killed run's)
-    part["transfer"]["steps"] = steps
     results = {"evaluation": {"kind": "transfer", "complete": False, "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
                "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": steps,
                "total_steps": total,
@@ -379,7 +415,7 @@ register(Evaluator(
     "transfer", "zero-shot transfer on the New Testament part task (or a task directory): first-language accuracy, "
     "zero-shot accuracy and ∆",
     version=2,  # 2: any number of languages (∆ per language), task directories; the NT numbers are unchanged
-    order=97, run=evaluate, standalone=True, combine=combine,
+    order=97, run=evaluate, standalone=True, combine=combine, inputs=inputs,
     columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
              Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
              Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆")),

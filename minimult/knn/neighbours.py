@@ -35,7 +35,7 @@ VECMAP = VecMapConfig(patience=5)  # patience 5 matched 50's accuracy in a quart
 def token_name(i: int, vocab) -> str:
     """An id as fastText's word for it: its display piece (`::` per language block), or `::[idN]` for an id
     past the first vocabulary's entries (a language whose own vocabulary is larger: parallel's char units)."""
-    k, j = divmod(int(i), vocab.size)
+    k, j = divmod(int(i), vocab.stride)
     return vocab.display([i])[0] if j < len(vocab) else f"{LANG_PREFIX * k}[id{j}]"
 
 
@@ -194,7 +194,7 @@ def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Calla
                                         nearest_table(l1[0], l1[1], en[0], en[1], total, k)))
             info["identity_p1"] = dictionary_p1(en, l1, pair_dictionary)  # any dictionary's
             info["seed_dictionary"] = cfg.knn.seed_dictionary
-            info["dictionary"] = "identity" if source.gold == "exact" else source.gold  # en-es: silver
+            info["dictionary"] = "identity" if source.alignment_gold == "exact" else source.alignment_gold  # en-es: silver
             infos.append(info)
         table = tables[0] if len(tables) == 1 else _fill_columns(torch.cat(tables, dim=1))
         info = infos[0] if len(infos) == 1 else {

@@ -155,19 +155,10 @@ def parse_seeds(text) -> tuple[int, ...]:
 
 
 def load_grid(path: str | Path) -> Grid:
-    from minimult.config import PRESETS, RunConfig, override, resolve
-    from minimult.mods import parse_mods
+    from minimult.config import PRESETS
 
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MinimultError(f"grid file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise MinimultError(f"cannot read grid file {path}: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise MinimultError(f"grid file {path} is not valid TOML: {e}") from None
-
+    data = _read_toml(path)
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise MinimultError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(TOP_KEYS))}")
@@ -185,52 +176,74 @@ def load_grid(path: str | Path) -> Grid:
     raw_settings = data.get("settings")
     if not isinstance(raw_settings, list) or not raw_settings:
         raise MinimultError(f"{path}: no settings: add [[settings]] tables with id, name and mods")
-    settings, seen = [], set()
-    for i, raw in enumerate(raw_settings):
-        where = f"{path}: setting #{i + 1}"
-        if not isinstance(raw, dict):
-            raise MinimultError(f"{where} must be a table")
-        bad = set(raw) - SETTING_KEYS
-        if bad:
-            raise MinimultError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; valid: {', '.join(sorted(SETTING_KEYS))}")
-        if "id" not in raw:
-            raise MinimultError(f"{where} has no id")
-        sid = str(raw["id"]).strip()
-        where = f"{path}: setting {sid}"
-        if not sid or any(c in sid for c in "/\\ ,"):
-            raise MinimultError(f"{where}: an id must be non-empty without spaces, commas or slashes")
-        if sid in seen:
-            raise MinimultError(f"{where}: id given twice")
-        seen.add(sid)
-        mods = raw.get("mods", "")
-        if not isinstance(mods, str):
-            raise MinimultError(f"{where}: mods must be a string like \"lang-pos,shift-special\"")
-        try:
-            parse_mods(mods)
-        except MinimultError as e:
-            raise MinimultError(f"{where}: {e}") from None
-        needs_gpu = raw.get("needs_gpu", False)
-        if not isinstance(needs_gpu, bool):
-            raise MinimultError(f"{where}: needs_gpu must be true or false")
-        setting = Setting(sid, str(raw.get("name", mods or "original")), mods,
-                          _flatten(raw.get("overrides", {}), f"{where}: overrides"), needs_gpu,
-                          _paper(raw["paper"], where) if "paper" in raw else {})
-        settings.append(setting)
+    seen: set[str] = set()
+    settings = [_setting(raw, f"{path}: setting #{i + 1}", path, seen) for i, raw in enumerate(raw_settings)]
 
     paper_source = data.get("paper_source", "")
     if not isinstance(paper_source, str):
         raise MinimultError(f"{path}: paper_source must be a string naming where the paper numbers come from")
     grid = Grid(path, str(data.get("title", path.stem)), tuple(settings), seeds, preset, overrides, preset_overrides,
                 paper_source.strip())
-    for setting in grid.settings:  # keys, values and contradictions, under every preset the file names
-        for p in dict.fromkeys([preset, *preset_overrides]):
+    _check_every_preset(grid)
+    return grid
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MinimultError(f"grid file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise MinimultError(f"cannot read grid file {path}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise MinimultError(f"grid file {path} is not valid TOML: {e}") from None
+
+
+def _setting(raw, where: str, path: Path, seen: set[str]) -> Setting:
+    """One [[settings]] table, checked (its id new to `seen`, which it joins)."""
+    from minimult.mods import parse_mods
+
+    if not isinstance(raw, dict):
+        raise MinimultError(f"{where} must be a table")
+    bad = set(raw) - SETTING_KEYS
+    if bad:
+        raise MinimultError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; valid: {', '.join(sorted(SETTING_KEYS))}")
+    if "id" not in raw:
+        raise MinimultError(f"{where} has no id")
+    sid = str(raw["id"]).strip()
+    where = f"{path}: setting {sid}"
+    if not sid or any(c in sid for c in "/\\ ,"):
+        raise MinimultError(f"{where}: an id must be non-empty without spaces, commas or slashes")
+    if sid in seen:
+        raise MinimultError(f"{where}: id given twice")
+    seen.add(sid)
+    mods = raw.get("mods", "")
+    if not isinstance(mods, str):
+        raise MinimultError(f"{where}: mods must be a string like \"lang-pos,shift-special\"")
+    try:
+        parse_mods(mods)
+    except MinimultError as e:
+        raise MinimultError(f"{where}: {e}") from None
+    needs_gpu = raw.get("needs_gpu", False)
+    if not isinstance(needs_gpu, bool):
+        raise MinimultError(f"{where}: needs_gpu must be true or false")
+    return Setting(sid, str(raw.get("name", mods or "original")), mods,
+                   _flatten(raw.get("overrides", {}), f"{where}: overrides"), needs_gpu,
+                   _paper(raw["paper"], where) if "paper" in raw else {})
+
+
+def _check_every_preset(grid: Grid) -> None:
+    """Every setting's keys, values and contradictions, under every preset the file names."""
+    from minimult.config import RunConfig, override, resolve
+
+    for setting in grid.settings:
+        for p in dict.fromkeys([grid.preset, *grid.preset_overrides]):
             values = grid.overrides_for(setting, p)
             try:
                 override(RunConfig(), values)
                 resolve(p, values, setting.mods)
             except MinimultError as e:
-                raise MinimultError(f"{path}: setting {setting.id} (preset {p}): {e}") from None
-    return grid
+                raise MinimultError(f"{grid.path}: setting {setting.id} (preset {p}): {e}") from None
 
 
 def _flatten_presets(table, path) -> dict:

@@ -1,10 +1,11 @@
 """A sweep's status lines while its runs train: which run is where, and roughly how long is left.
 
-Public entry: `SweepProgress(tasks, workers, run_log, log, every)`; the sweep calls
+Public entry: `SweepProgress(tasks, workers, run_log, log, every, clock)`; the sweep calls
 `.finished(outcome)` for every run that ends and `.tick()` whenever it has waited `every` seconds
-without news. Each run's own progress is read from the last training line of its `sweep.log`
-(`step 1173/1775 | epoch ... | loss 3.9585 | ... | 11,962 tok/s | 19m02s elapsed, 9m46s left`), so it
-works the same for local workers and Ray tasks on a shared filesystem.
+without news (`clock`, `time.time` by default, says when `every` has passed, and the start that the run
+logs' modification times are compared with). Each run's own progress is read from the last training line
+of its `sweep.log` (`step 1173/1775 | epoch ... | loss 3.9585 | ... | 11,962 tok/s | 19m02s elapsed, 9m46s
+left`), so it works the same for local workers and Ray tasks on a shared filesystem.
 
 The sweep's time left = (what the running runs have left + what the queued runs will take) / parallel
 workers, at least the longest a running run has left. A queued run will take its cost (`run_cost`:
@@ -109,12 +110,13 @@ def run_cost(config: dict) -> float:
 
 
 class SweepProgress:
-    def __init__(self, tasks, workers: int, run_log: str, log: Callable[[str], None], every: float = EVERY):
+    def __init__(self, tasks, workers: int, run_log: str, log: Callable[[str], None], every: float = EVERY,
+                 clock: Callable[[], float] = time.time):
         self.run_log = run_log  # each run's log file name in its folder
         self.pending = dict.fromkeys(t.run_dir for t in tasks)  # run folders not finished yet, in order
         self.workers = max(1, workers)
-        self.log, self.every = log, every
-        self.start = self.last = time.time()
+        self.log, self.every, self.clock = log, every, clock
+        self.start = self.last = clock()
         self.durations: list[float] = []
         self.rates: list[float] = []  # seconds per unit of run_cost of the finished runs
         # tasks without a config (tests) weigh alike; untrained runs (0 epochs) cost nothing to train
@@ -128,7 +130,7 @@ class SweepProgress:
                 self.rates.append(outcome.seconds / self.cost[outcome.task.run_dir])
 
     def tick(self) -> None:
-        now = time.time()
+        now = self.clock()
         if now - self.last < self.every or not self.pending:
             return
         self.last = now

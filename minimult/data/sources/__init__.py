@@ -41,7 +41,7 @@ class Source:
     shared_vocabulary: bool = False  # one id block for every language (shift-special has nothing to shift)
     extra: tuple[str, ...] = ()  # encoded files it keeps beside train/dev (e.g. "train_fake")
     verse_sentences: bool = False  # every sentence is a whole verse (link files address verses: eval --links)
-    gold: str = "exact"  # what its gold alignment is: "exact" (by construction) | "silver" (derived, noisy)
+    alignment_gold: str = "exact"  # what its gold alignment is: "exact" (by construction) | "silver" (derived, noisy)
 
     max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
     shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
@@ -106,7 +106,7 @@ class Source:
         from minimult.data.sources.unicode import shift_text  # lazy: unicode.py subclasses Source from this module
 
         spec = self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]
-        vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.size) if spec["tokenizer"] \
+        vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.stride) if spec["tokenizer"] \
             else prepared.vocab
         if spec["unicode_shift"]:
             sentences = [[shift_text(w) for w in s] for s in sentences]
@@ -123,9 +123,9 @@ class Source:
         d = self.dictionary(prepared, data_cfg)
         return [d[0], d[k]]
 
-    def gold_of(self, lang: int, data_cfg=None) -> str:
-        """What language `lang`'s gold alignment to English is (`gold` unless a language differs)."""
-        return self.gold
+    def alignment_gold_of(self, lang: int, data_cfg=None) -> str:
+        """What language `lang`'s gold alignment to English is (`alignment_gold` unless a language differs)."""
+        return self.alignment_gold
 
     def check(self, data_cfg) -> None:
         """Refuse data settings that do not apply to this source (one MinimultError line)."""

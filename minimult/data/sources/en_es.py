@@ -109,7 +109,7 @@ class EnEs(Source):
                    "own vocabularies or one shared (data.shared_vocab), silver Strong's links")
     extra = ("train_es", "dev_es")
     verse_sentences = True
-    gold = "silver"
+    alignment_gold = "silver"
     max_langs = 3  # en, es and Fake-English (English in a block of its own, or by code-point shift when shared)
     shared_option = True
     corpus = "the KJV New Testament (en-es)"
@@ -117,7 +117,7 @@ class EnEs(Source):
     def languages(self, n_langs: int) -> tuple[str, ...]:
         return ("en", "es", "fake")[:n_langs]
 
-    def gold_of(self, lang: int, data_cfg=None) -> str:
+    def alignment_gold_of(self, lang: int, data_cfg=None) -> str:
         return "silver" if lang == 1 else "exact"  # Fake-English's gold holds by construction
 
     def with_fake_text(self, data_cfg) -> bool:
@@ -174,8 +174,8 @@ class EnEs(Source):
         if shared:
             es_vocab = vocab
         else:
-            es_vocab, _ = shipped_vocab(train.second, vocab.size, self.name)  # ids the same on every machine
-            es_vocab = es_vocab or train_wordpiece(train.second, vocab.size)
+            es_vocab, _ = shipped_vocab(train.second, vocab.stride, self.name)  # ids the same on every machine
+            es_vocab = es_vocab or train_wordpiece(train.second, vocab.stride)
             (tmp / "es").mkdir()
             es_vocab.save(tmp / "es")
         stats = {"languages": {}}

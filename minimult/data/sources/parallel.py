@@ -53,7 +53,7 @@ class Parallel(Source):
     name = "parallel"
     description = "your own parallel files: N named languages, line-aligned or keyed (--files, data.files)"
     verse_sentences = True  # a sentence is one pair's line: link files address pairs by id
-    gold = "gold"
+    alignment_gold = "gold"
     max_langs = None
     shared_option = True
     reads_files = True
@@ -136,10 +136,10 @@ class Parallel(Source):
                 vocabs.append(vocab)
                 continue
             text = train.language(k)
-            mine, where = shipped_vocab(text, vocab.size, "*") if data_cfg.tokenizer == "wordpiece" else (None, None)
+            mine, where = shipped_vocab(text, vocab.stride, "*") if data_cfg.tokenizer == "wordpiece" else (None, None)
             if where is not None:
                 shipped[lang] = where.name
-            vocabs.append(mine or train_vocab(data_cfg.tokenizer, text, vocab.size))
+            vocabs.append(mine or train_vocab(data_cfg.tokenizer, text, vocab.stride))
         if spec.lowercase:  # the tokenizers lowercase raw text too, as the corpus was (an export reads raw text)
             for v in vocabs:
                 v.tokenizer.normalizer = normalizers.Lowercase()
@@ -184,10 +184,10 @@ class Parallel(Source):
         counts = [{int(i): len(s) for i, s in zip(dev.verse_ids, dev.language(j))} for j in (0, k)]
         return read_links(spec.links[lang], counts[0], counts[1], spec.links_base)
 
-    def gold_of(self, lang: int, data_cfg=None) -> str:
+    def alignment_gold_of(self, lang: int, data_cfg=None) -> str:
         """Language `lang`'s gold: its link file's kind (silver when a comment says so), "none" without one."""
         if data_cfg is None or lang == 0:
-            return self.gold
+            return self.alignment_gold
         spec = spec_of(data_cfg)
         path = spec.links.get(spec.languages[lang])
         return "none" if path is None else "silver" if says_silver(path) else "gold"

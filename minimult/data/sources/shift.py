@@ -40,10 +40,10 @@ class Shift(Source):
         form: `a` and `##a`) or words, as data.tokenizer made them. Ids past the vocabulary's entries
         (a character set leaves most of its block unused) are never inputs and are left out."""
         en = np.arange(N_SPECIAL, len(prepared.vocab), dtype=np.int32)
-        return one_piece_sides([en + k * prepared.vocab.size for k in range(data_cfg.n_langs)])
+        return one_piece_sides([en + k * prepared.vocab.stride for k in range(data_cfg.n_langs)])
 
     def random_ids(self, prepared, data_cfg):
-        return random_replacement_ids(prepared.vocab.size, data_cfg.n_langs, entries=len(prepared.vocab))
+        return random_replacement_ids(prepared.vocab.stride, data_cfg.n_langs, entries=len(prepared.vocab))
 
 
 register(Shift())
