@@ -348,15 +348,21 @@ class Progress:
 
     @staticmethod
     def _fail(loop: Loop, bad) -> None:
+        """Stop on a non-finite loss. Only the runs that diverged are marked failed: the other runs of a stack
+        keep their last good checkpoints and status, so they resume on their own (a sweep does so)."""
         run, x = bad[0]
+        diverged = {id(r): loss for r, loss in bad}
         for m in loop.members if loop.world.main else []:
-            m.meta.update(status=f"failed: loss {x} at step {loop.step}")
-            m.run.write_meta(m.meta)
+            if id(m.run) in diverged:
+                m.meta.update(status=f"failed: loss {diverged[id(m.run)]} at step {loop.step}")
+                m.run.write_meta(m.meta)
         if len(loop.members) == 1:
             kept = (f"the last good checkpoint is kept at {run.checkpoint_path}" if run.has_checkpoint()
                     else "no checkpoint had been written yet")
         else:
-            kept = f"stopped all {len(loop.members)} stacked runs ({run.name} diverged): the last good checkpoints are kept"
+            names = ", ".join(r.name for r, _ in bad)
+            kept = (f"stopped all {len(loop.members)} stacked runs ({names} diverged; the others keep their last "
+                    f"good checkpoints and resume on their own)")
         raise MinimultError(f"loss became {x} at step {loop.step}; stopped: {kept} (try a lower --set train.lr)")
 
 

@@ -167,3 +167,30 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
     assert torch.isfinite(loss)
     assert all(p.grad is not None and p.grad.abs().sum() > 0 and torch.isfinite(p.grad).all()
                for p in stacked.parameters())
+
+
+def test_a_run_that_diverges_in_a_stack_fails_alone_and_the_others_go_on(tmp_path):
+    """At lr 400 without clipping the first of these four stacked tiny runs diverges first (update 15 here,
+    in fp32 on CPU). Only it is marked failed; the others keep their last good checkpoints and status, and
+    a sweep's worker resumes each on its own: each then meets its own end (at this learning rate they
+    diverge too, a few updates later), not the first run's."""
+    import json
+
+    from minimult.sweep import RUN_LOG, Task, run_group
+
+    over = {"train.lr": 400.0, "train.clip": 1e30, "train.checkpoint_every": 1, "train.epochs": 2}
+    specs = [(None, 0), ("no-random", 0), (None, 42), ("shift-special", 7)]
+    cfgs = [tiny_cfg(mods, **{"train.seed": seed, **over})[0] for mods, seed in specs]
+    tasks = [Task(str(i), f"r{i}", c.mods, c.train.seed, str(tmp_path / f"r{i}"), c.to_dict())
+             for i, c in enumerate(cfgs)]
+    outcomes = run_group(tasks, threads=1)
+    assert [o.status for o in outcomes] == ["failed"] * 4
+    status = [json.loads((tmp_path / f"r{i}" / "run.json").read_text())["status"] for i in range(4)]
+    stop = int(status[0].rsplit(" ", 1)[1])  # "failed: loss nan at step N": where the stack stopped
+    stacked_log = (tmp_path / "r1" / RUN_LOG).read_text()
+    assert f"loss became nan at step {stop}" in stacked_log and "(r0 diverged;" in stacked_log
+    went_on = [i for i in range(1, 4) if f"resuming r{i} from step" in (tmp_path / f"r{i}" / RUN_LOG).read_text()]
+    assert went_on == [1, 2, 3]  # none of them had diverged at the stop: each resumed on its own
+    for i in went_on:
+        assert int(status[i].rsplit(" ", 1)[1]) > stop, status[i]  # its own divergence, after the stack's stop
+        assert "r0 diverged" not in outcomes[i].message

@@ -106,9 +106,11 @@ def train_fresh_together(group: Group) -> dict[str, str]:
     log(f"--- training {len(fresh)} runs as one stacked model: {', '.join(t.name for t in fresh)}")
     try:
         train([group.runs[t.run_dir] for t in fresh], log=log)
-    except Exception as e:
+    except Exception as e:  # a run that diverged fails; the others go on one by one (resumed, or trained anew)
         for t in fresh:
-            group.fail(t, e)
+            if str(group.runs[t.run_dir].meta.get("status", "")).startswith("failed"):
+                group.fail(t, e)
+        log(f"--- stacked training stopped ({type(e).__name__}: {e}); the runs that did not fail go on one by one")
         return {}
     return {t.run_dir: f"new run, stacked x{len(fresh)}" for t in fresh}
 
