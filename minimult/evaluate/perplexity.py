@@ -28,8 +28,12 @@ PPL_SEED = 12345
 
 @torch.inference_mode()
 def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None = None, batch_size: int = 256,
-                   tokens: int | None = None, attention: str = "masked") -> dict:
+                   tokens: int | None = None, attention: str = "masked",
+                   probs: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)) -> dict:
     """15% of each sequence's tokens replaced by [MASK] (fixed seed); exp(mean NLL) over them.
+
+    `probs` (mask, keep, random, kNN) of the selected tokens: all [MASK] for the lab's perplexity; the
+    training mix only to compare with the published code's evaluation (experiments/ppl_mix.py).
 
     `limit` sequences (a fixed random subset) instead of all when given. The masks are drawn per batch
     of `batch_size` length-sorted sequences, which fixes the selection; the model runs on row slices
@@ -44,7 +48,7 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
         order = np.sort(index_all)
     else:
         order = index_all[np.argsort(seqs.lengths_np[index_all], kind="stable")]
-    cfg = MaskConfig(probs=(1.0, 0.0, 0.0, 0.0))
+    cfg = MaskConfig(probs=tuple(probs))
     gen = torch.Generator(device=device)
     gen.manual_seed(PPL_SEED)
     random_ids = random_ids.to(device)
