@@ -474,6 +474,10 @@ class Run:
                 f"complete; `minimult pretrain --resume {self.path}` finishes it")
         return model
 
+    def checkpoint_steps(self) -> int | None:
+        """The training steps of the checkpoint `load_model` loaded (run.json's, where none was loaded)."""
+        return (self.trained or {}).get("steps", self.meta.get("steps"))
+
     def check_not_failed(self) -> None:
         """A run whose training diverged (run.json's status `failed: ...`) has no model worth a result: its
         checkpoint is the last one before the loss broke."""

@@ -157,7 +157,7 @@ def _record(run, evaluation: dict, scores: dict, seconds: float) -> dict:
     return {"evaluation": evaluation,
         "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
         "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
-        "vocab_sha256": run.data.prepared.vocab_hash, "steps": trained_steps.get("steps", meta.get("steps")),
+        "vocab_sha256": run.data.prepared.vocab_hash, "steps": run.checkpoint_steps(),
         "total_steps": trained_steps.get("total_steps", meta.get("total_steps")), "config": run.cfg.to_dict(),
         "environment": environment(),
         "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},

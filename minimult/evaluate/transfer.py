@@ -343,12 +343,7 @@ def task_inputs(run, cfg) -> TransferTask:
     """`cfg`'s task on `run`'s data, read before the model loads: a mode's layer the model lacks, a corpus
     without verse ids or a bad task directory fails here, not after loading."""
     frozen_layer(cfg, run.cfg.model.layers)
-    return TransferTask(cfg, run.data.task(cfg.task), run.data.task_sides, lambda: checkpoint_steps(run))
-
-
-def checkpoint_steps(run) -> int | None:
-    """The training steps of the checkpoint `run.load_model` loaded (run.json's, where none was)."""
-    return (run.trained or {}).get("steps", run.meta.get("steps"))
+    return TransferTask(cfg, run.data.task(cfg.task), run.data.task_sides, run.checkpoint_steps)
 
 
 def evaluate(ctx) -> dict:
