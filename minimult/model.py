@@ -35,6 +35,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +157,12 @@ def pick_device(name: str) -> torch.device:
 # length-bucketed batches bring new shapes for hundreds of steps (on an H200 a paper-preset run in bf16 took
 # 35-45 ms a step with it allowed, 27-28 without; docs/speed.md, "On a GPU").
 SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def attention_kernels(device: torch.device):
+    """The context a forward pass runs its blocks in: SDPA restricted to `SDPA_BACKENDS` where SDPA runs (entered
+    once per pass, not per block: ~30 us each on a CPU core), nothing for the CPU formulation."""
+    return nullcontext() if cpu_kernels(device) else sdpa_kernel(SDPA_BACKENDS)
 
 
 def cpu_kernels(device: torch.device) -> bool:
@@ -293,8 +300,7 @@ class SelfAttention(nn.Module):
         q, k, v = (t.reshape(-1, T, H) for t in _linear(self.qkv, x).split(H, dim=-1))  # (rows, T, H) strided views
         if not cpu_kernels(x.device):
             q, k, v = (t.view(-1, T, nh, hs).transpose(1, 2) for t in (q, k, v))  # (rows, nh, T, hs) views
-            with sdpa_kernel(SDPA_BACKENDS):
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
             return _linear(self.proj, y.transpose(1, 2).reshape(*lead, T, H))
         if nh == 1:  # (rows, T, H) views straight into bmm: no copies, no transposes
             kt = k.transpose(1, 2)
@@ -420,8 +426,9 @@ class Bert(nn.Module):
         Stacked (`stack`): (M, B, T) ids and mask -> (M, B, T, H), model m's own batch in [m, :B_m, :T_m]
         with `shapes[m]` = (B_m, T_m) (default: all of it); the rest is padding that takes no part in
         model m's outputs there and draws none of its dropout."""
-        return deque(self._layers(input_ids, position_ids, token_type_ids, attention_mask, self.cfg.layers, shapes),
-                     maxlen=1)[0]  # the last layer, without holding the others
+        with attention_kernels(input_ids.device):
+            return deque(self._layers(input_ids, position_ids, token_type_ids, attention_mask, self.cfg.layers,
+                                      shapes), maxlen=1)[0]  # the last layer, without holding the others
 
     def hidden_states(self, input_ids, position_ids, token_type_ids=None, attention_mask=None,
                       layers=None, shapes=None) -> list[torch.Tensor]:
@@ -434,7 +441,8 @@ class Bert(nn.Module):
         layers = range(self.cfg.layers + 1) if layers is None else sorted(layers)
         if not layers or layers[0] < 0 or layers[-1] > self.cfg.layers:
             raise MinimultError(f"layers must be a non-empty subset of 0..{self.cfg.layers}, got {list(layers)}")
-        return list(self._layers(input_ids, position_ids, token_type_ids, attention_mask, layers[-1], shapes))
+        with attention_kernels(input_ids.device):
+            return list(self._layers(input_ids, position_ids, token_type_ids, attention_mask, layers[-1], shapes))
 
     def mlm_logits(self, hidden_selected: torch.Tensor) -> torch.Tensor:
         """(N, H) final hidden states at the selected positions -> (N, V) logits; stacked (M, N, H) -> (M, N, V)."""
