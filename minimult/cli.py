@@ -171,7 +171,11 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
     from minimult.runs import Run
-    from minimult.train import train as run_train
+
+    def run_train(*args, **kwargs):  # torch loads here, after the arguments were checked (seconds)
+        from minimult.train import train
+
+        return train(*args, **kwargs)
 
     launched = distributed.from_env()  # one of torchrun's ranks, or None
     if nproc is not None:

@@ -5,7 +5,7 @@ error naming the valid keys. Mods are applied last (`apply_mods`), so `overparam
 win over a preset's; the model's vocabulary, position and segment tables are then sized from the
 language source and the languages' layouts (`minimult.data.layout`), and last, with
 `model.target_params`, hidden and intermediate are solved for that whole-model parameter count
-(`model.solve_sizes`) and stored, solved, in the resolved config.
+(`model_config.solve_sizes`) and stored, solved, in the resolved config.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from minimult import precision
 from minimult.errors import MinimultError
 from minimult.data import sources
-from minimult.data.batching import ATTENTIONS, BATCHINGS
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.layout import layouts, model_sizes
 from minimult.data.masking import MaskConfig
 from minimult.data.vocab import check_tokenizer
 from minimult.knn.config import KnnConfig
-from minimult.model import ModelConfig, solve_sizes
+from minimult.model_config import ModelConfig, solve_sizes
 from minimult.mods import canonical, parse_mods
 
 
@@ -73,6 +72,16 @@ class DataConfig:
             raise MinimultError("train_sentences and dev_sentences must be >= 0 (0 = all)")
 
 
+# train.batching: how an epoch's sentences are cut into batches (minimult.data.batching.plan_epoch)
+BATCHINGS = ("bucket", "random", "spread")
+
+# What attention sees of a padded batch (`train.attention`): masked, padding keys take no part (the
+# default); attend-padding, every key of the padded (B, T) batch is attended to, [PAD] included, as the
+# paper's published code ran its model (it never passed an attention mask), so a row's vectors depend
+# on the batch's longest row. docs/attention.md says what it was measured to do.
+ATTENTIONS = ("masked", "attend-padding")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 100
@@ -95,7 +104,7 @@ class TrainConfig:
     eval_sentences: int = 1000  # dev sentences used by those evaluations
     # masked: padding keys take no part in attention (BERT's usual recipe); attend-padding: no attention
     # mask at all, in training and in the Table 1 evaluators, as the paper's published code ran (see
-    # docs/attention.md); ATTENTIONS in minimult.data.batching
+    # docs/attention.md); ATTENTIONS above
     attention: str = "masked"
 
     def __post_init__(self):
@@ -330,7 +339,7 @@ def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:
 def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | None = None) -> tuple[RunConfig, tuple]:
     """Defaults -> preset -> user overrides -> mods -> the user's overrides of keys a mod declares
     overridable (its masking mix) -> the tables sized from the layouts -> with `model.target_params`,
-    hidden and intermediate solved for it (`model.solve_sizes`). Returns (config, active mods)."""
+    hidden and intermediate solved for it (`model_config.solve_sizes`). Returns (config, active mods)."""
     if preset not in PRESETS:
         raise MinimultError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     active = parse_mods(mods)

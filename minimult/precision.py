@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-
-import torch
+from typing import TYPE_CHECKING
 
 from minimult.errors import MinimultError
+
+if TYPE_CHECKING:  # config checks a precision's name without loading torch (seconds)
+    import torch
 
 PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -38,6 +40,8 @@ def resolve(precision: str, device: torch.device) -> str:
 
 def native_bf16(device: torch.device) -> bool:
     """Whether bf16 matrix products run in hardware on this device (CPU: oneDNN's check)."""
+    import torch
+
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     return (device.type == "cpu" and torch.backends.mkldnn.is_available()
@@ -46,6 +50,8 @@ def native_bf16(device: torch.device) -> bool:
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
     """The context a forward pass runs in: bf16 autocast, or nothing."""
+    import torch
+
     if resolve(precision, device) == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()

@@ -18,7 +18,8 @@ from minimult.errors import MinimultError
 from minimult.evaluate import evaluate_run
 from minimult.evaluate import multilinguality
 from minimult.evaluate.multilinguality import mu_layers
-from minimult.model import TARGET_TOLERANCE, Bert, ModelConfig, parameter_count
+from minimult.model import Bert
+from minimult.model_config import TARGET_TOLERANCE, ModelConfig, parameter_count
 from minimult.mods import REGISTRY
 from minimult.sweep.grid import load_grid
 

@@ -115,3 +115,18 @@ def test_real_entry_point_exit_code(bad_files):
     assert lines[-1].startswith("error: corpus file is binary") and "binary.bin" in lines[-1]
     assert sum(line.startswith("error:") for line in lines) == 1 and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_arguments_are_checked_before_torch_loads():
+    """`--help`, `mods` and a pretrain with a bad mod or a contradictory mix answer without importing torch
+    (seconds at start-up): config, mods and sources keep torch out of their imports."""
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from minimult.cli import main\n"
+        "codes = [CliRunner().invoke(main, a).exit_code for a in (['--help'], ['mods'], ['pretrain', '--mods', 'nope'],\n"
+        "         ['pretrain', '--mods', 'no-random', '--mask-probs', '0.8,0.1,0.1,0'])]\n"
+        "print(codes, 'torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[0,", "0,", "2,", "2]", "False"], proc.stdout

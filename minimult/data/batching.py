@@ -112,13 +112,7 @@ class SequenceSet:
         return self.ids[(self.starts[seqs, None] + offset).clamp(0, len(self.ids) - 1)]
 
 
-BATCHINGS = ("bucket", "random", "spread")
-
-# What attention sees of a padded batch (`train.attention`): masked, padding keys take no part (the
-# default); attend-padding, every key of the padded (B, T) batch is attended to, [PAD] included, as the
-# paper's published code ran its model (it never passed an attention mask), so a row's vectors depend
-# on the batch's longest row. docs/attention.md says what it was measured to do.
-ATTENTIONS = ("masked", "attend-padding")
+# the choices of train.batching and train.attention: BATCHINGS and ATTENTIONS in minimult.config
 
 
 def attention_mask(batch: Batch, attention: str) -> torch.Tensor | None:

@@ -13,10 +13,12 @@ Replacement probabilities are (mask, keep, random, knn). The paper's text says `
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from minimult.errors import MinimultError
+
+if TYPE_CHECKING:  # torch is imported where a batch is drawn: the CLI checks its input before paying for it
+    import torch
 
 STANDARD = (0.8, 0.1, 0.1, 0.0)
 NO_RANDOM = (0.8, 0.2, 0.0, 0.0)
@@ -89,6 +91,8 @@ def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: in
                            entries: int | None = None) -> torch.Tensor:
     """The non-special ids of all languages: k*V + n_special .. k*V + entries-1 for every k (`entries`:
     the vocabulary's entries when it leaves the end of its block unused, as a character set does; V)."""
+    import torch
+
     entries = vocab_size_per_lang if entries is None else entries
     if n_langs < 1 or not 0 <= n_special < entries <= vocab_size_per_lang:
         raise MinimultError(f"need n_langs >= 1 and 0 <= n_special < entries <= vocab size, got {n_langs}, "
@@ -131,6 +135,8 @@ def mask_batch(input_ids: torch.Tensor, maskable: torch.Tensor, mask_ids: torch.
             raise MinimultError("knn replacement (probs[3] > 0) needs a neighbour table")
         if neighbours.dim() != 2 or neighbours.shape[1] == 0:
             raise MinimultError(f"neighbour table must be (V_total, k) with k >= 1, got {tuple(neighbours.shape)}")
+    import torch  # a no-op lookup once torch is loaded (which the tensors above already needed)
+
     device, g = input_ids.device, generator
     maskable = maskable.to(torch.bool)
 

@@ -16,7 +16,7 @@ import pkgutil
 import time
 from typing import Callable
 
-from minimult.data.batching import ATTENTIONS
+from minimult.config import ATTENTIONS
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, option_names, register,
                                        summary_parts, versions)

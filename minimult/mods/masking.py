@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from minimult.data.masking import KNN, NEIGHBOUR, NO_RANDOM, RANDOM
 from minimult.errors import MinimultError
-from minimult.knn.neighbours import neighbour_table
 from minimult.mods import Mod, positive_int, register, set_section
 
 
 def _neighbours(data, sides, cfg, k, log):
     """knn-replace's neighbour table (fastText + unsupervised VecMap, cached): row i = k nearest ids of
     id i in the other language."""
+    from minimult.knn.neighbours import neighbour_table  # lazy: torch and fastText, only when a run needs them
+
     return {"neighbours": neighbour_table(data.prepare(log), data.source, cfg, k, sides, log=log)}
 
 

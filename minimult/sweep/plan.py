@@ -212,7 +212,7 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
 def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     """Runs of one model shape and training schedule without a checkpoint, in groups of up to `stack`
     (to be trained as one stacked model); every other run alone. Order otherwise kept."""
-    from minimult.model import ModelConfig
+    from minimult.model_config import ModelConfig
     from minimult.train import SHARED_TRAIN
 
     if stack <= 1:

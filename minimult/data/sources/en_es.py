@@ -21,13 +21,11 @@ one-piece word pairs that are each other's most frequent sure link partner in th
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from minimult.data import sword
 from minimult.data.cache import atomic_write_text
@@ -246,6 +244,8 @@ class EnEs(Source):
         return one_piece_sides([en, es, fake][:data_cfg.n_langs])
 
     def random_ids(self, prepared, data_cfg):
+        import torch  # lazy: the CLI imports every source to list them, and torch costs seconds
+
         if self.shares_vocabulary(data_cfg):
             return torch.arange(N_SPECIAL, len(prepared.vocab))
         sizes = [len(prepared.vocab), len(self.spanish_vocab(prepared, data_cfg)), len(prepared.vocab)]

@@ -23,7 +23,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import torch
 from tokenizers import normalizers
 
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
@@ -240,6 +239,8 @@ class Parallel(Source):
                                + [np.array([m[i] for i in common], dtype=np.int32) for m in maps])
 
     def random_ids(self, prepared, data_cfg):
+        import torch  # lazy: the CLI imports every source to list them, and torch costs seconds
+
         if self.shares_vocabulary(data_cfg):
             return torch.arange(N_SPECIAL, len(prepared.vocab))
         return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k))) + k * data_cfg.vocab_size
