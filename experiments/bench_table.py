@@ -51,6 +51,11 @@ def label(data: dict) -> str:
 def row(data: dict, unit: bool) -> list[str]:
     """One table row; `unit`: write "GFLOP/s" after the rates (the first row that has them)."""
     r = data["result"]
+    if "nproc_speedup" in r:  # bench_train.py --nproc N: one run's tokens/s on N processes against one
+        n = r.get("nproc", 2)
+        ours = (f"{r[f'tok_s_ours_nproc{n}']:,} on {n} processes, {r['tok_s_ours_nproc1']:,} on 1: "
+                f"{_sig3(r['nproc_speedup'])}×")
+        return [label(data), ours, "–", "–", "–", "–", "–"]
     tok = [f"{r[k]:,}" if k in r else "–" for k in ("tok_s_ours", "tok_s_hf-bucketed", "tok_s_hf-padded")]
     ratios = [f"{_sig3(r[k])}×" if k in r else "–" for k in ("ours_over_hf-bucketed", "ours_over_hf-padded")]
     gemm = f"{100 * r['ours_frac_of_gemm']:.0f}%" if "ours_frac_of_gemm" in r else "–"
