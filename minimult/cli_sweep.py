@@ -44,10 +44,15 @@ def _ids(only: str | None) -> list[str] | None:
               help="Train up to K new runs of one model shape and schedule as one stacked (batched) model "
                    "per worker; per-model results equal separate runs. Pays off on a GPU; on a CPU it is "
                    "slower (see experiments/bench_stacked.py).")
+@click.option("--nproc", default=None, metavar="auto",
+              help="auto: when fewer runs are left to do than CPU cores, each run trains on the idle cores too "
+                   "(torch.distributed, one thread per process; e.g. one run on 2 cores: 2 processes). A run's "
+                   "numbers then differ from one process's by the dropout draws, like another dropout seed; "
+                   "default: one process per run (train.nproc).")
 @click.option("--status-every", type=float, default=300, show_default=True, metavar="SECONDS",
               help="How often to print where the running runs are and how long the sweep has left.")
 @fail_cleanly
-def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack, status_every):
+def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack, nproc, status_every):
     """Train and evaluate every setting x seed of a grid file (e.g. experiments/table1.toml).
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
@@ -61,7 +66,7 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
         summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address, root,
                             parse_overrides(settings), log=click.echo,
                             only=_ids(only), stack=stack,
-                            progress_every=status_every)
+                            progress_every=status_every, nproc=nproc)
     except KeyboardInterrupt:
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)
         sys.exit(130)

@@ -395,3 +395,28 @@ def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_nproc_auto_gives_a_lone_run_the_idle_cores(tmp_path, monkeypatch):
+    """`sweep --nproc auto`: fewer runs to do than cores share the cores out (train.nproc in config.json);
+    a run per core otherwise; refused where the sweep does not place the runs itself."""
+    from minimult.errors import MinimultError
+    from minimult.sweep import auto_ranks, run_sweep
+    from minimult.sweep.grid import load_grid
+
+    assert [auto_ranks(runs, cpus) for runs, cpus in ((1, 2), (2, 2), (3, 16), (20, 2))] == [2, 1, 5, 1]
+    (tmp_path / "tiny.toml").write_text(GRID)
+    grid = load_grid(tmp_path / "tiny.toml")
+    for kwargs, words in (({"nproc": "2"}, "--set train.nproc"), ({"nproc": "auto", "jobs": 1}, "without --jobs"),
+                          ({"nproc": "auto", "stack": 2}, "without --stack"),
+                          ({"nproc": "auto", "overrides": {"train.nproc": 1}}, "leave train.nproc out")):
+        with pytest.raises(MinimultError, match=words):
+            run_sweep(grid, seeds=[0], root=tmp_path / "refused", only=["0"], log=lambda s: None, **kwargs)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("minimult.sweep._cpu_count", lambda: 2)
+    lines = []
+    summary = run_sweep(grid, seeds=[0], root=tmp_path / "runs", only=["0"], log=lines.append, nproc="auto")
+    assert summary.ok, "\n".join(lines)
+    assert "1 run(s) to do on 2 cores, so 2 processes per run" in "\n".join(lines)
+    run = tmp_path / "runs" / "0-original-s0"
+    assert read_json(run / "config.json")["train"]["nproc"] == 2 and (run / "results.json").is_file()

@@ -50,7 +50,13 @@ from minimult.sweep.progress import EVERY as PROGRESS_EVERY, SweepProgress
 from minimult.sweep.worker import LOCK, RUN_LOG, run_group, run_task  # noqa: F401
 
 
-def _check(backend, jobs, stack, progress_every, address) -> None:
+def _check(backend, jobs, stack, progress_every, address, nproc=None) -> None:
+    if nproc is not None and nproc != "auto":
+        raise MinimultError(f"nproc {nproc!r}: the sweep chooses processes per run only as 'auto'; a fixed number "
+                            f"is --set train.nproc=N")
+    if nproc == "auto" and (backend != "local" or jobs is not None or stack > 1):
+        raise MinimultError("--nproc auto fills this machine's idle cores itself: it goes with the local backend, "
+                            "without --jobs and without --stack")
     if backend not in ("local", "ray"):
         raise MinimultError(f"unknown backend {backend!r}: use local or ray")
     if jobs is not None and jobs < 1:
@@ -68,6 +74,28 @@ def _cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def auto_ranks(runs: int, cpus: int) -> int:
+    """Processes per run for `--nproc auto`: the cores shared out when there are fewer runs to do than cores
+    (one run left on 2 cores: 2; 3 runs on 16: 5), else 1 (a run per core trains faster than one run on
+    several, docs/speed.md)."""
+    return max(1, cpus // max(1, runs))
+
+
+def _fill_cores(todo: list[Task], groups: list, overrides: dict, log) -> None:
+    """`--nproc auto` on a CPU: every run to do gets `auto_ranks` processes (train.nproc, recorded in its
+    config.json; a resumed run takes it too, the processes being how a run executes, not what it is)."""
+    if "train.nproc" in overrides or any(t.config["train"].get("nproc", 1) != 1 for t in todo):
+        raise MinimultError("--nproc auto chooses train.nproc itself; leave train.nproc out of --set and the grid")
+    if torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo):
+        log("  --nproc auto: runs on a GPU take one process each")
+        return
+    ranks = auto_ranks(len(groups), _cpu_count())
+    for t in todo:
+        t.config["train"]["nproc"] = ranks
+    if ranks > 1:
+        log(f"  --nproc auto: {len(groups)} run(s) to do on {_cpu_count()} cores, so {ranks} processes per run")
 
 
 @dataclass
@@ -165,9 +193,10 @@ def _execute(todo, groups, where: Placement, backend, address, progress_every, l
 def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | None = None, backend: str = "local",
               address: str | None = None, root: str | Path = "runs", overrides: dict | None = None,
               log: Callable[[str], None] = print, only=None, stack: int = 1,
-              progress_every: float = PROGRESS_EVERY) -> Summary:
-    """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring."""
-    _check(backend, jobs, stack, progress_every, address)
+              progress_every: float = PROGRESS_EVERY, nproc: str | None = None) -> Summary:
+    """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring. `nproc`
+    "auto": runs get the cores that fewer runs than cores would leave idle (`auto_ranks`)."""
+    _check(backend, jobs, stack, progress_every, address, nproc)
     whole, grid = grid, grid.select(only)
     seeds = tuple(seeds) if seeds else grid.seeds
     preset = preset or grid.preset
@@ -180,6 +209,8 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here],
                               [t for t in tasks if t.run_dir in not_here])
     groups = group_tasks(todo, stack)
+    if nproc == "auto" and todo:
+        _fill_cores(todo, groups, overrides or {}, log)
     where = Placement.choose(todo, groups, jobs)
     _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where, backend, stack, log)
     if todo:

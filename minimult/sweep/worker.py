@@ -126,8 +126,8 @@ def finish(group: Group, task: Task, how: str | None) -> None:
             how = "new run"
             if run.has_checkpoint():
                 how = "evaluation only" if run.meta.get("status") == "complete" else "resumed"
-                if how == "resumed":
-                    train([run], resume=True, log=log)
+                if how == "resumed":  # with the sweep's processes (--nproc auto), not necessarily the last ones
+                    train([run], resume=True, log=log, nproc=task.config["train"].get("nproc", 1))
             else:
                 run.metrics_path.unlink(missing_ok=True)  # rows of an attempt that never checkpointed
                 train([run], log=log)

@@ -1,0 +1,53 @@
+"""The `--eval-every` curves of several runs side by side, as a markdown table (1,000 dev sentences).
+
+    python experiments/curves.py RUN [RUN ...] [--metrics mu,retrieval@0,translation@0] [--every N]
+
+A row per evaluated update, a column per run and metric: `mu`, `ppl` (dev perplexity) or
+`<measure>@<layer>` with measure one of align_f1, retrieval, translation (as in results.json). A run
+without that update leaves its cells empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def curve(run: Path) -> dict[int, dict]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"eval"' in line]
+    return {r["step"]: r["eval"] for r in rows}
+
+
+def value(ev: dict, metric: str) -> float | None:
+    if metric == "mu":
+        return ev.get("mu")
+    if metric == "ppl":
+        return ev.get("perplexity", {}).get("dev")
+    measure, layer = metric.split("@")
+    return ev["layers"].get(layer, {}).get(measure)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--metrics", default="mu,retrieval@0,translation@0")
+    ap.add_argument("--every", type=int, default=1, help="every N-th evaluated update (the last always)")
+    args = ap.parse_args()
+    metrics = args.metrics.split(",")
+    curves = {run.name: curve(run) for run in args.runs}
+    steps = sorted({s for c in curves.values() for s in c})
+    steps = [s for i, s in enumerate(steps) if i % args.every == args.every - 1 or s == steps[-1]]
+    head = ["update"] + [f"{name} {m}" for name in curves for m in metrics]
+    print("| " + " | ".join(head) + " |\n|" + "--:|" * len(head))
+    for s in steps:
+        cells = [f"{s:,}"]
+        for c in curves.values():
+            for m in metrics:
+                v = value(c[s], m) if s in c else None
+                cells.append("" if v is None else f"{v:.0f}" if m == "ppl" else f"{v:.3f}")
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
