@@ -1,6 +1,6 @@
 """A model's shape (`ModelConfig`), its parameter count and sizes solved for a parameter target, without
 torch: the config and the CLI check a model's settings before anything heavy is imported. `minimult.model`
-builds the model itself (and re-exports these names)."""
+builds the model itself."""
 
 from __future__ import annotations
 
