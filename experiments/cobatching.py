@@ -41,7 +41,7 @@ def main() -> None:
     seqs = SequenceSet.from_sides(sides, data.layouts, "cpu")
     n = sides[0].num_sentences
     rows = {b: together(seqs.lengths_np, n, cfg.train.batch_size, cfg.train.seed, args.epochs, b)
-            for b in ("bucket", "random", "spread")}
+            for b in ("bucket", "random", "spread", "paired")}
     for b, share in rows.items():
         print(f"{args.preset} (batch {cfg.train.batch_size}), {b:6s}: {share:.1%} of {n:,} pairs share a batch "
               f"(mean of {args.epochs} epochs)")

@@ -73,7 +73,7 @@ class DataConfig:
 
 
 # train.batching: how an epoch's sentences are cut into batches (minimult.data.batching.plan_epoch)
-BATCHINGS = ("bucket", "random", "spread")
+BATCHINGS = ("bucket", "random", "spread", "paired")
 
 # What attention sees of a padded batch (`train.attention`): masked, padding keys take no part (the
 # default); attend-padding, every key of the padded (B, T) batch is attended to, [PAD] included, as the
@@ -86,7 +86,7 @@ ATTENTIONS = ("masked", "attend-padding")
 class TrainConfig:
     epochs: int = 100
     batch_size: int = 256  # sentences per update
-    batching: str = "bucket"  # bucket (length-bucketed, faster) | random (the paper's code) | spread (see batching)
+    batching: str = "bucket"  # bucket (length-bucketed, faster) | random (the paper's code) | spread | paired (see batching)
     lr: float = 2e-3
     weight_decay: float = 0.01
     adam_eps: float = 1e-6

@@ -119,7 +119,16 @@ def test_random_batches_rarely_hold_both_halves_of_a_pair():
             batch_of[x] = i
         return np.mean(batch_of[:n] == batch_of[n:])
 
-    assert together("spread") == 0 and together("random") < 0.05 < 0.2 < together("bucket")
+    assert together("spread") == 0 and together("random") < 0.05 < 0.2 < together("bucket") < 1 == together("paired")
+
+
+@pytest.mark.parametrize("n", [1000, 1001])
+def test_paired_batches_cover_every_sequence_once_with_lengths_mixed(n):
+    lengths = np.random.default_rng(0).integers(1, 60, size=n)
+    plan = plan_epoch(lengths, 32, seed=1, epoch=3, batching="paired")
+    assert sorted(np.concatenate(plan).tolist()) == list(range(n))
+    assert len(plan) == steps_per_epoch(n, 32, "paired")
+    assert np.mean([lengths[x].max() - lengths[x].min() for x in plan]) > 40  # as random; bucketed: < 10
 
 
 @pytest.mark.parametrize("n", [1000, 1001])
@@ -132,7 +141,7 @@ def test_spread_batches_cover_every_sequence_once_as_tightly_as_bucketing(n):
 
 
 def test_unknown_batching_is_refused():
-    with pytest.raises(MinimultError, match="unknown train.batching 'sorted'; valid: bucket, random, spread"):
+    with pytest.raises(MinimultError, match="unknown train.batching 'sorted'; valid: bucket, random, spread, paired"):
         tiny(None, **{"train.batching": "sorted"})
 
 

@@ -141,10 +141,14 @@ def plan_epoch(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, batc
     random: a plain shuffle cut into batches, as the paper's code did (~batch/n pairs share one).
     spread: bucketed, but the copies of sentence i in the `languages` languages (sequences i, i + n, ...,
     as `SequenceSet.from_sides` lays them out) go to different groups, each bucketed on its own: no
-    pair shares a batch, at bucketing's speed."""
+    pair shares a batch, at bucketing's speed.
+    paired: random batches of whole translation groups: the copies of sentence i always share a batch,
+    lengths mixed as in random (a control: co-batched pairs without bucketing's uniform lengths)."""
     rng = np.random.default_rng([seed, epoch, 7])
     if batching == "spread":
         return _spread(lengths, batch_size, rng, pool_batches, languages)
+    if batching == "paired":
+        return _paired(len(lengths), batch_size, rng, languages)
     order = rng.permutation(len(lengths))
     if batching == "random":
         return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
@@ -164,9 +168,16 @@ def _spread(lengths, batch_size, rng, pool_batches, languages) -> list[np.ndarra
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def _paired(n_seq, batch_size, rng, languages) -> list[np.ndarray]:
+    n = n_seq // languages
+    groups = rng.permutation(n)[:, None] + n * np.arange(languages)  # (n, languages): sentence i's copies
+    order = np.concatenate([groups.reshape(-1), n * languages + rng.permutation(n_seq - n * languages)])
+    return [order[i : i + batch_size] for i in range(0, n_seq, batch_size)]
+
+
 def steps_per_epoch(n: int, batch_size: int, batching: str = "bucket", pool_batches: int = 50,
                     languages: int = 2) -> int:
-    if batching == "random":
+    if batching in ("random", "paired"):
         return -(-n // batch_size)
     if batching == "spread":
         per, rest = divmod(n, languages)
