@@ -2,6 +2,9 @@
 
     python experiments/curves.py RUN [RUN ...] [--metrics mu,retrieval@0,translation@0] [--every N]
 
+RUN: a run folder, or a copy of its metrics.jsonl (named <run>.metrics.jsonl, as the snapshots of runs
+still in progress in experiments/results/fidelity-paper-curves/).
+
 A row per evaluated update, a column per run and metric: `mu`, `ppl` (dev perplexity) or
 `<measure>@<layer>` with measure one of align_f1, retrieval, translation (as in results.json). A run
 without that update leaves its cells empty.
@@ -15,7 +18,8 @@ from pathlib import Path
 
 
 def curve(run: Path) -> dict[int, dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"eval"' in line]
+    path = run if run.is_file() else run / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if '"eval"' in line]
     return {r["step"]: r["eval"] for r in rows}
 
 
@@ -35,7 +39,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="every N-th evaluated update (the last always)")
     args = ap.parse_args()
     metrics = args.metrics.split(",")
-    curves = {run.name: curve(run) for run in args.runs}
+    curves = {run.name.removesuffix(".metrics.jsonl"): curve(run) for run in args.runs}
     steps = sorted({s for c in curves.values() for s in c})
     steps = [s for i, s in enumerate(steps) if i % args.every == args.every - 1 or s == steps[-1]]
     head = ["update"] + [f"{name} {m}" for name in curves for m in metrics]
