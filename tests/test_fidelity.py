@@ -123,21 +123,15 @@ def test_random_batches_rarely_hold_both_halves_of_a_pair():
 
 
 @pytest.mark.parametrize("n", [1000, 1001])
-def test_paired_batches_cover_every_sequence_once_with_lengths_mixed(n):
+@pytest.mark.parametrize("batching, bucketed", [("spread", True), ("paired", False)])
+def test_spread_and_paired_batches_cover_every_sequence_once(n, batching, bucketed):
+    """spread: as tightly length-bucketed as bucket; paired: lengths mixed as in random batches."""
     lengths = np.random.default_rng(0).integers(1, 60, size=n)
-    plan = plan_epoch(lengths, 32, seed=1, epoch=3, batching="paired")
+    plan = plan_epoch(lengths, 32, seed=1, epoch=3, batching=batching)
     assert sorted(np.concatenate(plan).tolist()) == list(range(n))
-    assert len(plan) == steps_per_epoch(n, 32, "paired")
-    assert np.mean([lengths[x].max() - lengths[x].min() for x in plan]) > 40  # as random; bucketed: < 10
-
-
-@pytest.mark.parametrize("n", [1000, 1001])
-def test_spread_batches_cover_every_sequence_once_as_tightly_as_bucketing(n):
-    lengths = np.random.default_rng(0).integers(1, 60, size=n)
-    plan = plan_epoch(lengths, 32, seed=1, epoch=3, batching="spread")
-    assert sorted(np.concatenate(plan).tolist()) == list(range(n))
-    assert len(plan) == steps_per_epoch(n, 32, "spread")
-    assert np.mean([lengths[x].max() - lengths[x].min() for x in plan]) < 10
+    assert len(plan) == steps_per_epoch(n, 32, batching)
+    length_range = np.mean([lengths[x].max() - lengths[x].min() for x in plan])
+    assert length_range < 10 if bucketed else length_range > 40
 
 
 def test_unknown_batching_is_refused():
