@@ -301,3 +301,14 @@ def test_runs_that_never_trained_are_left_out_and_named_under_their_setting(tmp_
     assert "Left out of s2 no-segment: s2-no-segment-s42, never trained: training perplexity 541" in md
     s2l = next(l for l in md.splitlines() if l.startswith("No row: s2l "))
     assert "s2l-lang-pos+no-segment-s0 left out, never trained" in s2l and "no evaluated run yet" not in s2l
+
+
+def test_readme_paper_budget_table_is_what_its_folder_gives(tmp_path):
+    """The README's paper-budget Table 1 block is what `report experiments/results/table1-paper --readme`
+    writes: rerun as the background sweep adds runs, never edited by hand."""
+    readme = tmp_path / "README.md"
+    shutil.copyfile(ROOT / "README.md", readme)
+    original = readme.read_bytes()
+    report = build_report([ROOT / "experiments/results/table1-paper"], tmp_path / "out", log=lambda s: None, readme=readme)
+    assert table_marker(report["sections"][0]) == "paper-table1"
+    assert readme.read_bytes() == original
