@@ -76,6 +76,11 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def _on_gpu(todo: list[Task]) -> bool:
+    """Whether the sweep places these runs on GPUs (one is here and not every run asks for the CPU)."""
+    return torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
+
+
 def auto_ranks(runs: int, cpus: int) -> int:
     """Processes per run for `--nproc auto`: the cores shared out when there are fewer runs to do than cores
     (one run left on 2 cores: 2; 3 runs on 16: 5), else 1 (a run per core trains faster than one run on
@@ -88,14 +93,15 @@ def _fill_cores(todo: list[Task], groups: list, overrides: dict, log) -> None:
     config.json; a resumed run takes it too, the processes being how a run executes, not what it is)."""
     if "train.nproc" in overrides or any(t.config["train"].get("nproc", 1) != 1 for t in todo):
         raise MinimultError("--nproc auto chooses train.nproc itself; leave train.nproc out of --set and the grid")
-    if torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo):
+    if _on_gpu(todo):
         log("  --nproc auto: runs on a GPU take one process each")
         return
-    ranks = auto_ranks(len(groups), _cpu_count())
+    cpus = _cpu_count()
+    ranks = auto_ranks(len(groups), cpus)
     for t in todo:
         t.config["train"]["nproc"] = ranks
     if ranks > 1:
-        log(f"  --nproc auto: {len(groups)} run(s) to do on {_cpu_count()} cores, so {ranks} processes per run")
+        log(f"  --nproc auto: {len(groups)} run(s) to do on {cpus} cores, so {ranks} processes per run")
 
 
 @dataclass
@@ -112,8 +118,7 @@ class Placement:
 
     @classmethod
     def choose(cls, todo: list[Task], groups: list, jobs: int | None) -> "Placement":
-        on_gpu = torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
-        gpus = list(range(torch.cuda.device_count())) if on_gpu else []
+        gpus = list(range(torch.cuda.device_count())) if _on_gpu(todo) else []
         nproc = max([t.config["train"].get("nproc", 1) for t in todo] or [1])
         jobs = jobs or (len(gpus) if gpus else max(1, _cpu_count() // nproc))
         workers = max(1, min(jobs, len(groups)))
