@@ -106,6 +106,11 @@ class TrainConfig:
     # mask at all, in training and in the Table 1 evaluators, as the paper's published code ran (see
     # docs/attention.md); ATTENTIONS above
     attention: str = "masked"
+    # each batch trained as this many groups of rows of similar length, each padded only to its own longest
+    # row, their gradients summed (minimult.data.microbatches): the same gradient as one pass with padding
+    # masked, at less padded compute (random batches: ~half); dropout draws differ. How a run executes,
+    # not what it is (EXECUTION_SETTINGS)
+    microbatches: int = 1
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or not self.lr > 0 or not math.isfinite(self.lr):
@@ -117,8 +122,9 @@ class TrainConfig:
         for name in ("warmup_steps", "threads", "checkpoint_every", "eval_every"):
             if getattr(self, name) < 0:
                 raise MinimultError(f"train.{name} must be >= 0, got {getattr(self, name)}")
-        if self.nproc < 1:
-            raise MinimultError(f"train.nproc must be >= 1, got {self.nproc}")
+        for name in ("nproc", "microbatches"):
+            if getattr(self, name) < 1:
+                raise MinimultError(f"train.{name} must be >= 1, got {getattr(self, name)}")
         if self.eval_sentences < 2:
             raise MinimultError(f"train.eval_sentences must be >= 2, got {self.eval_sentences}")
         if not 0 <= self.seed < 2**32:
@@ -130,6 +136,9 @@ class TrainConfig:
             raise MinimultError(f"unknown train.batching {self.batching!r}; valid: {', '.join(BATCHINGS)}")
         if self.attention not in ATTENTIONS:
             raise MinimultError(f"unknown train.attention {self.attention!r}; valid: {', '.join(ATTENTIONS)}")
+        if self.microbatches > 1 and self.attention != "masked":
+            raise MinimultError("train.microbatches > 1 needs train.attention=masked: with padding attended, a "
+                                "row's vectors depend on the width of its whole batch")
 
 
 # sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a
@@ -138,7 +147,7 @@ EVALUATION_SECTIONS = ("transfer",)
 # settings that say how a run executes, not which run it is: left out where a sweep matches run folders, a
 # resume matches checkpoints and the report groups runs (and of a run's fingerprint, which they would
 # otherwise change for every run made before they existed)
-EXECUTION_SETTINGS = ("train.nproc",)
+EXECUTION_SETTINGS = ("train.nproc", "train.microbatches")
 
 
 def without_execution(config: dict) -> dict:

@@ -5,7 +5,7 @@ RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT) trains one run (or on
 on N processes of one thread each. Every process ("rank") holds the whole model and builds every step's
 whole batch, with the same masking draws as one process would make (masking is drawn for the full batch
 from the step's seed on every rank); each rank then computes the loss of its share of the batch's rows
-(`share`, `rows`), weighted by the full batch's counts (`Bert.mlm_loss(totals=...)`: the sum of its
+(`share`, cut with `minimult.data.microbatches.take`), weighted by the full batch's counts (`Bert.mlm_loss(totals=...)`: the sum of its
 per-token losses over the number of masked tokens in the whole batch, and for nsp the sum of its
 next-sentence losses over the batch's rows). The ranks' gradients are then summed (`all_reduce`), which
 gives every rank the gradient of the one-process loss of the whole batch, up to float round-off in the
@@ -180,19 +180,6 @@ def share(rows: int, world: World) -> slice:
     """The rows of a batch of `rows` that `world.rank` computes: contiguous, as equal as can be (rank r
     gets rows r*B//N up to (r+1)*B//N; a batch of fewer rows than ranks leaves some ranks none)."""
     return slice(world.rank * rows // world.size, (world.rank + 1) * rows // world.size)
-
-
-def rows(batch: dict, part: slice) -> dict:
-    """A masked batch (`Member.masked_batch`) cut to the rows `part`: its tensors' rows, and the selected
-    tokens in them (flat indices into the part's rows * T) with their targets."""
-    B, T = batch["input_ids"].shape
-    lo, hi = part.start * T, part.stop * T
-    keep = (batch["selected"] >= lo) & (batch["selected"] < hi)
-    out = {k: (v[part] if v is not None else None)
-           for k, v in batch.items() if k not in ("selected", "targets")}
-    out["selected"] = batch["selected"][keep] - lo
-    out["targets"] = batch["targets"][keep]
-    return out
 
 
 def all_reduce(params: list, losses):

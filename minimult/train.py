@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from minimult import distributed, precision
+from minimult.data import microbatches
 from minimult.data.batching import SequenceSet, attention_mask, plan_epoch, steps_per_epoch
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
@@ -42,7 +43,8 @@ from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, truncate_log
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
-                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching", "nproc")
+                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching", "nproc",
+                "microbatches")
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -165,14 +167,18 @@ class Single:
         torch.manual_seed(dropout_seed(step_seed(m.cfg.train.seed, step), self.world.rank))  # dropout
         m.generator.manual_seed(step_seed(m.cfg.train.seed, step) + 1)  # masking
         b = m.masked_batch(indices[0])
-        totals = None
+        parts = m.cfg.train.microbatches
+        if self.world.size == 1 and parts == 1:  # the whole batch in one pass: its mean loss
+            return self.model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
+                                       b["selected"], b["targets"], b["nsp_labels"]).view(1)
+        totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
         if self.world.size > 1:
-            totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
-            b = distributed.rows(b, distributed.share(totals[1], self.world))
+            b = microbatches.take(b, distributed.share(totals[1], self.world))
             if b["input_ids"].shape[0] == 0:  # fewer rows than processes: nothing to compute here
                 return torch.zeros(1, device=b["input_ids"].device)
-        return self.model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
-                                   b["selected"], b["targets"], b["nsp_labels"], totals=totals).view(1)
+        return sum(self.model.mlm_loss(g["input_ids"], g["position_ids"], g["token_type_ids"], g["attention_mask"],
+                                       g["selected"], g["targets"], g["nsp_labels"], totals=totals)
+                   for g in microbatches.by_length(b, parts)).view(1)
 
     def clip(self, max_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -203,17 +209,24 @@ class Stacked:
                 self.model.generators[k].manual_seed(dropout_seed(seed, self.world.rank))  # as Single's
             m.generator.manual_seed(seed + 1)  # masking
             item = m.masked_batch(index)
+            counts.append(int(item["selected"].numel()))
             if self.world.size > 1:  # this process's rows; each model's loss over its whole batch's count
-                counts.append(int(item["selected"].numel()))
-                item = distributed.rows(item, distributed.share(int(item["input_ids"].shape[0]), self.world))
+                item = microbatches.take(item, distributed.share(int(item["input_ids"].shape[0]), self.world))
             items.append(item)
-        if self.world.size == 1:
+        parts = self.members[0].cfg.train.microbatches
+        if self.world.size == 1 and parts == 1:
             return self.model.stacked_losses(pack(items))
-        if all(it["input_ids"].shape[0] == 0 for it in items):  # fewer rows than processes: nothing here
-            return torch.zeros(len(items), device=items[0]["input_ids"].device)
-        packed = pack(items)
-        packed.counts = torch.tensor(counts, dtype=torch.float32, device=packed.counts.device)
-        return self.model.stacked_losses(packed)
+        device = items[0]["input_ids"].device
+        groups = [microbatches.by_length(it, parts) for it in items]
+        losses = torch.zeros(len(items), device=device)
+        for g in range(max(len(gs) for gs in groups)):  # the g-th group of every model (none: no rows)
+            chunk = [gs[g] if g < len(gs) else microbatches.take(it, slice(0, 0)) for gs, it in zip(groups, items)]
+            if all(c["input_ids"].shape[0] == 0 for c in chunk):  # fewer rows than processes: nothing here
+                continue
+            packed = pack(chunk)
+            packed.counts = torch.tensor(counts, dtype=torch.float32, device=packed.counts.device)
+            losses = losses + self.model.stacked_losses(packed)
+        return losses
 
     def clip(self, max_norm: float) -> None:
         self.model.clip_grad_norm_per_model(max_norm)

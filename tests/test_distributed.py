@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from minimult import distributed
+from minimult.data import microbatches
 from minimult.errors import MinimultError
 from minimult.runs import Run, load_checkpoint, read_json
 from minimult.train import train
@@ -72,27 +73,28 @@ def test_shares_cover_every_row_once_and_their_losses_add_up_to_the_whole_batch(
 
     full, full_grads = loss_and_grads(batch)
     totals = (len(batch["selected"]), B)
-    parts = [loss_and_grads(distributed.rows(batch, distributed.share(B, distributed.World(r, 2))), totals)
+    parts = [loss_and_grads(microbatches.take(batch, distributed.share(B, distributed.World(r, 2))), totals)
              for r in range(2)]
     assert torch.allclose(parts[0][0] + parts[1][0], full, rtol=1e-6)
     for a, b, g in zip(parts[0][1], parts[1][1], full_grads):
         assert (a + b - g).abs().max() <= 1e-6 * g.abs().max(), (a + b - g).abs().max()
 
 
-def test_nproc_is_an_execution_setting_kept_out_of_fingerprints_folder_matches_and_resume_checks(tmp_path):
+@pytest.mark.parametrize("key", ["nproc", "microbatches"])
+def test_nproc_is_an_execution_setting_kept_out_of_fingerprints_folder_matches_and_resume_checks(tmp_path, key):
     from minimult.report.collect import _fingerprint
     from minimult.runs import save_checkpoint
 
     cfg, mods = tiny_cfg()
-    two, _ = tiny_cfg(**{"train.nproc": 2})
+    two, _ = tiny_cfg(**{f"train.{key}": 2})
     older = cfg.to_dict()
-    del older["train"]["nproc"]  # a run made before train.nproc existed
+    del older["train"][key]  # a run made before the setting existed
     assert _fingerprint(cfg.to_dict()) == _fingerprint(two.to_dict()) == _fingerprint(older)
     run = Run(tmp_path, two, mods)
     save_checkpoint(tmp_path / "checkpoint.pt", {}, None, 0, cfg, False)
-    run.check_checkpoint_config(run.checkpoint())  # written on one process, resumed on two: accepted
-    with pytest.raises(MinimultError, match="train.nproc must be >= 1"):
-        tiny_cfg(**{"train.nproc": 0})
+    run.check_checkpoint_config(run.checkpoint())  # written with one value, resumed with another: accepted
+    with pytest.raises(MinimultError, match=f"train.{key} must be >= 1"):
+        tiny_cfg(**{f"train.{key}": 0})
 
 
 # ---------------------------------------------------------------------------------------------

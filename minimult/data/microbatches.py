@@ -1,0 +1,88 @@
+"""A masked batch cut into row groups: one process's share of it, or micro-batches of similar length.
+
+Public entries: `take(batch, rows)` and `by_length(batch, parts)`. A masked batch is the dict that
+`train.Member.masked_batch` makes (input_ids, position_ids, token_type_ids, attention_mask, selected,
+targets, nsp_labels): its (B, T) and (B,) tensors are cut by row, and its selected tokens (flat
+indices into B * T) are renumbered into the cut's rows and width.
+
+With padding masked in attention a row's vectors do not depend on the other rows, so a batch's loss
+is the sum over any row groups of their cross-entropy sums, each divided by the whole batch's counts
+(`Bert.mlm_loss(totals=...)`). `by_length` uses that to train random batches (`train.batching=random`,
+rows of mixed length padded to the longest) at close to bucketed batches' cost: the rows sorted by
+length, cut into `parts` groups where padding is least, each padded only to its own longest row
+(`train.microbatches`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+ROW_FIELDS = ("input_ids", "position_ids", "token_type_ids", "attention_mask", "nsp_labels")
+
+
+def take(batch: dict, rows, width: int | None = None) -> dict:
+    """`batch` cut to `rows` (a slice or an index tensor, in that order) and its first `width` columns
+    (None: all), with the selected tokens in those rows renumbered. `width` must cover the rows' real
+    tokens (the caller's promise: only padding is cut)."""
+    B, T = batch["input_ids"].shape
+    device = batch["input_ids"].device
+    if isinstance(rows, slice):
+        rows = torch.arange(B, device=device)[rows]
+    W = T if width is None else width
+    out = {}
+    for key in ROW_FIELDS:
+        v = batch.get(key)
+        out[key] = None if v is None else (v[rows, :W] if v.dim() == 2 else v[rows])
+    new_row = torch.full((B,), -1, dtype=torch.long, device=device)
+    new_row[rows] = torch.arange(len(rows), device=device)
+    selected = batch["selected"]
+    row = new_row[selected // T]
+    keep = row >= 0
+    out["selected"] = row[keep] * W + selected[keep] % T
+    out["targets"] = batch["targets"][keep]
+    return out
+
+
+def by_length(batch: dict, parts: int) -> list[dict]:
+    """`batch` as `parts` groups of rows of similar length, each cut to its longest row: the rows sorted by
+    length and cut where the padded positions (the sum of each group's rows times its width) are fewest
+    (`cuts`); a group without padding gets no attention mask. Only for padding masked in attention (with
+    padding attended, a row's vectors depend on the batch's width). One group, `[batch]`, when `parts` is 1
+    or the batch has no padding."""
+    mask = batch.get("attention_mask")
+    if parts <= 1 or mask is None:
+        return [batch]
+    lengths = mask.sum(1)  # real tokens per row, [CLS]/[SEP] included (a row's real tokens are its prefix)
+    order = torch.argsort(lengths, stable=True)
+    sorted_lengths = lengths[order].cpu().numpy()  # one host sync
+    bounds = cuts(sorted_lengths, parts)
+    groups = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        group = take(batch, order[lo:hi], int(sorted_lengths[hi - 1]))
+        if sorted_lengths[lo] == sorted_lengths[hi - 1]:
+            group["attention_mask"] = None
+        groups.append(group)
+    return groups
+
+
+def cuts(lengths: np.ndarray, parts: int) -> list[int]:
+    """Boundaries 0 = c_0 < c_1 < ... < c_n = B cutting ascending `lengths` (B,) into n = min(parts, B)
+    groups with the fewest padded positions, the sum over groups of (c_g+1 - c_g) * lengths[c_g+1 - 1]
+    (dynamic programming over the last cut, vectorised: n products of (B+1, B+1))."""
+    B = len(lengths)
+    n = min(parts, B)
+    i, j = np.arange(B + 1)[:, None], np.arange(B + 1)[None, :]
+    width = np.concatenate([[0], lengths]).astype(np.float64)  # width[j]: a group ending at row j
+    span = np.where(i < j, (j - i) * width[None, :], np.inf)  # span[i, j]: rows i..j-1 as one group
+    best = np.full(B + 1, np.inf)
+    best[0] = 0.0
+    last = []
+    for _ in range(n):
+        total = best[:, None] + span
+        last.append(total.argmin(0))
+        best = total.min(0)
+    bounds = [B]
+    for k in reversed(range(n)):
+        bounds.append(int(last[k][bounds[-1]]))
+    return bounds[::-1]
