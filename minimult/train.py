@@ -432,7 +432,20 @@ def _knn_tables(m: Member, log) -> dict:
     return {"knn_tables": used if used and used[-1] == sha else [*used, sha]}
 
 
-def _begin(members: list[Member], spe: int, total: int, device, log, world: World = SINGLE) -> None:
+def _execution(m: Member, step: int, processes: int) -> dict:
+    """run.json's `processes`, `microbatches` and `execution`: how the run trains now, and from which step
+    each way it trained (EXECUTION_SETTINGS may change between resumes; a run from before this record
+    began trained on its recorded processes and in one pass)."""
+    now = {"processes": processes, "microbatches": m.cfg.train.microbatches}
+    history = list(m.run.meta.get("execution", []))
+    if not history and step > 0:
+        history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1}]
+    if not history or {k: history[-1][k] for k in now} != now:
+        history.append({"from_step": step, **now})
+    return {**now, "execution": history}
+
+
+def _begin(members: list[Member], spe: int, total: int, device, log, world: World = SINGLE, step: int = 0) -> None:
     """run.json of every member at the start, and the one line saying what will train where (rank 0)."""
     if not world.main:
         return
@@ -440,12 +453,14 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
     parameters = members[0].model.num_parameters()
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
     for m in members:
-        m.meta = start_meta(m, spe, total, device, parameters, processes=world.size, **extra, **_knn_tables(m, log))
+        m.meta = start_meta(m, spe, total, device, parameters, **_execution(m, step, world.size), **extra,
+                            **_knn_tables(m, log))
     tokens_per_step = sum(m.epoch_tokens for m in members) / K / spe
     who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1
            else f"mods: {members[0].cfg.mods}")
     ranks = (f" | {world.size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), each a share of every "
              f"batch" if world.size > 1 else "")
+    ranks += f" | each batch in {tc.microbatches} groups of rows by length" if tc.microbatches > 1 else ""
     log(f"device {device} ({precision.describe(tc.precision, device)}){ranks} | "
         + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
         f"sequences (~{tokens_per_step:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
@@ -570,7 +585,7 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         optimizer.load_state_dict(stack_optimizer_states(opt_states))
     if world.size > 1:
         distributed.broadcast_parameters(list(stepper.model.parameters()))
-    _begin(members, spe, total, device, log, world)
+    _begin(members, spe, total, device, log, world, step)
     loop = Loop(members, stepper, optimizer, spe, total, step, min(total, stop_after or total), log, step=step,
                 world=world)
     if total == 0 or step >= total:

@@ -139,3 +139,26 @@ def test_cuts_leave_the_fewest_padded_positions():
             assert all(a < b for a, b in zip(bounds[:-1], bounds[1:]))
             fewest = min(padded([0, *inner, B]) for inner in combinations(range(1, B), min(n, B) - 1))
             assert padded(bounds) == fewest
+
+
+def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path):
+    """An execution setting may change when a run resumes (a long random-batch run sped up halfway):
+    run.json keeps each way it trained with the step it began at, and the run ends complete."""
+    from test_train import new_run
+
+    from minimult.runs import read_json
+    from minimult.train import pretrain
+
+    over = {"train.batching": "random", "train.checkpoint_every": 7}
+    cfg, mods = tiny_cfg(None, **over)
+    split, _ = tiny_cfg(None, **over, **{"train.microbatches": 3})
+    d = new_run(tmp_path, "run", cfg)
+    pretrain(cfg, mods, d, log=quiet, stop_after=14)
+    assert read_json(d / "run.json")["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1}]
+    lines = []
+    pretrain(split, mods, d, resume=True, log=lines.append)
+    assert any("each batch in 3 groups of rows by length" in line for line in lines)
+    meta = read_json(d / "run.json")
+    assert meta["status"] == "complete" and meta["microbatches"] == 3
+    assert meta["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1},
+                                 {"from_step": 14, "processes": 1, "microbatches": 3}]
