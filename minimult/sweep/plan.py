@@ -3,6 +3,7 @@ resolved configs, what state each run folder is in, what to run, and the manifes
 
 from __future__ import annotations
 
+import fcntl
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,8 +181,16 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
     A setting with no run folder whose runs were `left_out` (needs a GPU) is listed with
     `"left_out": "needs a GPU"` and no runs, so the report can say which rows are missing and why.
     A setting's `paper` numbers and the grid's `paper_source` are recorded (from the grid as it is now),
-    so a results folder shows the published numbers beside its own without the grid file."""
+    so a results folder shows the published numbers beside its own without the grid file. Two sweeps
+    into one root merge in turn (a lock file beside it), so neither drops the other's settings."""
     path = root / f"{grid.name}.sweep.json"
+    with open(root / f".{grid.name}.sweep.json.lock", "w") as lock:  # two sweeps into one root: one at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held for a read and a write: milliseconds
+        _merge_manifest(path, grid, preset, tasks, left_out)
+    return path
+
+
+def _merge_manifest(path: Path, grid: Grid, preset: str, tasks: list[Task], left_out) -> None:
     old = {}
     if path.is_file():
         try:
@@ -206,7 +215,6 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
     settings += list(old.values())  # settings swept earlier that the grid file no longer has
     source = {"paper_source": grid.paper_source} if grid.paper_source else {}
     write_json(path, {"grid": str(grid.path), "title": grid.title, "preset": preset, **source, "settings": settings})
-    return path
 
 
 def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
