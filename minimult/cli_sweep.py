@@ -83,8 +83,9 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 @click.option("--site", "site_dir", default=None, type=click.Path(file_okay=False),
               help="Build the HTML site of every folder under experiments/results/ there (no RUNS).")
 @click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Also write Table 1 between the file's <!-- BEGIN <preset>-table1 --> and <!-- END <preset>-table1 "
-                   "--> lines (README.md: quick-table1); with --site, the claims table between its claims markers.")
+              help="Also write the first table between the file's <!-- BEGIN <preset>-<grid> --> and <!-- END "
+                   "<preset>-<grid> --> lines (README.md: quick-table1, paper-table1); with --site, the claims table "
+                   "between its claims markers.")
 @fail_cleanly
 def report(runs, out_dir, html_dir, site_dir, readme):
     """Table 1 (mean ± std over seeds, Welch's t-test against original) and figures from run folders

@@ -312,3 +312,12 @@ def test_readme_paper_budget_table_is_what_its_folder_gives(tmp_path):
     report = build_report([ROOT / "experiments/results/table1-paper"], tmp_path / "out", log=lambda s: None, readme=readme)
     assert table_marker(report["sections"][0]) == "paper-table1"
     assert readme.read_bytes() == original
+
+
+def test_each_grid_has_its_own_readme_markers(tmp_path):
+    """A report of another grid's sweep at the paper's budget (fidelity.toml) writes between its own
+    markers, never into the Table 1 block of the same preset; runs no sweep claims keep `table1`."""
+    report = build_report([ROOT / "experiments/results/fidelity-paper"], tmp_path / "out", log=lambda s: None)
+    assert table_marker(report["sections"][0]) == "paper-fidelity"
+    assert table_marker({"preset": "quick", "grid": None}) == "quick-table1"
+    assert table_marker({"preset": "", "grid": None}) == "table1"

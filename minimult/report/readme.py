@@ -6,7 +6,8 @@
     <!-- END quick-table1 -->
 
 `minimult report RUNS --out DIR --readme README.md` puts the report's first table there (markers
-`<preset>-table1`, e.g. `quick-table1`: a report of tiny runs cannot overwrite the quick table);
+`<preset>-<grid>`, e.g. `quick-table1`: a report of tiny runs cannot overwrite the quick table, nor a
+report of another grid's sweep the Table 1 one);
 `experiments/bench_table.py` does the same for the Speed table (`bench-train`). The file is only
 rewritten when the text changes, and atomically.
 """
@@ -47,5 +48,8 @@ def update_readme(path, markdown_table: str, marker: str, write: bool = True) ->
 
 
 def table_marker(section: dict) -> str:
-    """The markers' name for an aggregated section's table: `<preset>-table1` (`table1` without a preset)."""
-    return f"{section['preset']}-table1" if section.get("preset") else "table1"
+    """The markers' name for an aggregated section's table: `<preset>-<grid>`, the grid being the sweep's
+    (`quick-table1` for experiments/table1.toml at the quick preset, `paper-fidelity` for fidelity.toml at
+    the paper's); `table1` for runs that no sweep claims, and the grid's name alone without a preset."""
+    grid = section.get("grid") or "table1"
+    return f"{section['preset']}-{grid}" if section.get("preset") else grid

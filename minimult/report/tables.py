@@ -116,7 +116,8 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         base = baseline_for(section, sections)
         base_values = {k: [run_values(r, top)[k] for r in base.runs] for k in keys} if base else None
         rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
-        out.append({"title": section.title, "preset": section.preset, "rows": rows,
+        grid = section.manifest.name.removesuffix(".sweep.json") if section.manifest else None
+        out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
                     "baseline": base.label if base else None, "not_run": section.missing,
                     "left_out": section.lost, "paper_source": section.paper_source})
     return out
