@@ -303,14 +303,16 @@ def test_runs_that_never_trained_are_left_out_and_named_under_their_setting(tmp_
     assert "s2l-lang-pos+no-segment-s0 left out, never trained" in s2l and "no evaluated run yet" not in s2l
 
 
-def test_readme_paper_budget_table_is_what_its_folder_gives(tmp_path):
-    """The README's paper-budget Table 1 block is what `report experiments/results/table1-paper --readme`
-    writes: rerun as the background sweep adds runs, never edited by hand."""
+@pytest.mark.parametrize("folder,marker", [("table1-paper", "paper-table1"), ("fidelity-paper", "paper-fidelity")])
+def test_readme_paper_budget_table_is_what_its_folder_gives(tmp_path, folder, marker):
+    """The README's paper-budget blocks (Table 1, and the fidelity runs) are what `report
+    experiments/results/<folder> --readme` writes: rerun as the background sweeps add runs, never edited
+    by hand."""
     readme = tmp_path / "README.md"
     shutil.copyfile(ROOT / "README.md", readme)
     original = readme.read_bytes()
-    report = build_report([ROOT / "experiments/results/table1-paper"], tmp_path / "out", log=lambda s: None, readme=readme)
-    assert table_marker(report["sections"][0]) == "paper-table1"
+    report = build_report([ROOT / "experiments/results" / folder], tmp_path / "out", log=lambda s: None, readme=readme)
+    assert table_marker(report["sections"][0]) == marker
     assert readme.read_bytes() == original
 
 
