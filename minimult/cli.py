@@ -347,23 +347,26 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
              shift, langs, only, link_file, link_base, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
-    import torch
-
-    if threads:
-        torch.set_num_threads(threads)
-    from minimult.evaluate import evaluate_run, summary_parts, summary_table
-    from minimult.evaluate.registry import evaluators
-    from minimult.evaluate.segments import parse_segments
-    from minimult.runs import Run, check_writable_file, latest_run, read_results, write_json
+    from minimult.runs import Run, check_run_dir, check_writable_file, latest_run, read_results, write_json
 
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
     if names == ():  # '' or ',': not every evaluator, and never an empty evaluation over the results
+        from minimult.evaluate.registry import evaluators
+
         raise MinimultError(f"--only {only!r} names no evaluator: give one or more of "
                             f"{', '.join(e.name for e in evaluators())}, comma-separated")
     if json_path:
         check_writable_file(json_path, "--json")  # before the evaluation, not after it
     if link_base is not None and link_file is None:
         raise MinimultError("--link-base says where a Pharaoh link file's word indices start: give the file with --links")
+    if run is not None and not (hf_dir or pair or shift or langs):
+        check_run_dir(run)  # a mistyped folder is one line before torch loads (seconds)
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    from minimult.evaluate import evaluate_run, summary_parts, summary_table
+    from minimult.evaluate.segments import parse_segments
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
     if hf_dir or pair or shift or langs:

@@ -118,15 +118,16 @@ def test_real_entry_point_exit_code(bad_files):
 
 
 def test_arguments_are_checked_before_torch_loads():
-    """`--help`, `mods` and a pretrain with a bad mod or a contradictory mix answer without importing torch
-    (seconds at start-up): config, mods and sources keep torch out of their imports."""
+    """`--help`, `mods`, a pretrain with a bad mod or a contradictory mix and an eval of a folder that is not
+    a run answer without importing torch (seconds at start-up): config, mods and sources keep torch out of
+    their imports."""
     script = (
         "import sys\n"
         "from click.testing import CliRunner\n"
         "from minimult.cli import main\n"
         "codes = [CliRunner().invoke(main, a).exit_code for a in (['--help'], ['mods'], ['pretrain', '--mods', 'nope'],\n"
-        "         ['pretrain', '--mods', 'no-random', '--mask-probs', '0.8,0.1,0.1,0'])]\n"
+        "         ['pretrain', '--mods', 'no-random', '--mask-probs', '0.8,0.1,0.1,0'], ['eval', 'minimult'])]\n"
         "print(codes, 'torch' in sys.modules)\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["[0,", "0,", "2,", "2]", "False"], proc.stdout
+    assert proc.stdout.split() == ["[0,", "0,", "2,", "2,", "2]", "False"], proc.stdout
