@@ -14,6 +14,8 @@ one on CPU.
 `train.nproc` > 1 (`--nproc`, or torchrun's ranks) trains on several processes, each its share of
 every batch's rows with the whole batch's masking, their gradients summed before clipping: see
 minimult.distributed (what equals one process and what differs: dropout is drawn per rank).
+`train.microbatches` > 1 trains every batch as groups of rows of similar length, each padded only to its
+own longest row, weighted the same way (minimult.data.microbatches): for random batches on a CPU.
 """
 
 from __future__ import annotations
