@@ -467,6 +467,9 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
         + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
         f"sequences (~{tokens_per_step:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
         f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | {who}")
+    if device.type == "cpu" and tc.batching in ("random", "paired") and tc.attention == "masked" and tc.microbatches == 1:
+        log("note: random batches are mostly padding on a CPU; --set train.microbatches=4 trains each as groups of "
+            "rows by length: the same gradient, ~1.8x faster (only dropout draws differ)")
 
 
 def _run(loop: Loop, device) -> None:

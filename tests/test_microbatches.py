@@ -156,8 +156,12 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     pretrain(cfg, mods, d, log=quiet, stop_after=14)
     assert read_json(d / "run.json")["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1}]
     lines = []
+    pretrain(cfg, mods, new_run(tmp_path, "again", cfg), log=lines.append, stop_after=1)
+    assert sum("--set train.microbatches=4" in line for line in lines) == 1  # random batches in one pass: the hint
+    lines = []
     pretrain(split, mods, d, resume=True, log=lines.append)
     assert any("each batch in 3 groups of rows by length" in line for line in lines)
+    assert not any("--set train.microbatches" in line for line in lines)
     meta = read_json(d / "run.json")
     assert meta["status"] == "complete" and meta["microbatches"] == 3
     assert meta["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1},
