@@ -12,6 +12,7 @@ value (1: the whole batch in one pass, the default); unless --no-bucket, also th
 the default length-bucketed batches (in one pass), timed in the same rounds: the speed that random
 batches in micro-batches are to be compared with. Then it checks sameness: with dropout off, the
 loss and gradient of one batch computed in parts against in one pass (largest relative difference).
+--json writes the result with the command line and the machine (experiments/bench_results.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_results import write_result  # noqa: E402
 from minimult.config import override, resolve  # noqa: E402
 from minimult.runs import Run  # noqa: E402
 from minimult.train import Single, setup  # noqa: E402
@@ -102,7 +105,7 @@ def main() -> None:
               "rounds": args.rounds, "rows": rows, "sameness": {str(p): d for p, d in same.items()}}
     print(json.dumps(result))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        write_result(args.json, result)
 
 
 def sameness(member, cfg, index, parts) -> dict:
