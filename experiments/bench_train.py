@@ -230,12 +230,13 @@ def _nproc_step(world, model, opt, batch, precision, device) -> float:
     """One data-parallel step of `model` on this rank's share of `batch` (as minimult.train does it),
     from a common start: seconds until this rank's optimizer step is done."""
     from minimult import distributed
+    from minimult.data import microbatches
 
     distributed.barrier()  # every rank starts together
     t = time.perf_counter()
     b = {k: batch[k] for k in SHARE_KEYS}
     totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
-    b = distributed.rows(b, distributed.share(totals[1], world))
+    b = microbatches.take(b, distributed.share(totals[1], world))
     with autocast(precision, torch.device(device)):
         loss = model.mlm_loss(*(b[k] for k in SHARE_KEYS), totals=totals).view(1)
     opt.zero_grad(set_to_none=True)

@@ -309,9 +309,10 @@ def test_manifest_keeps_the_grid_order_whatever_only_picks(tmp_path):
 
 
 def test_two_sweeps_into_one_root_merge_the_manifest_in_turn(tmp_path):
-    """The manifest's read-merge-write holds a lock beside it: a second sweep's merge waits for it (else the
-    two could each read the file before the other wrote, and one setting would drop out)."""
+    """The manifest's read-merge-write holds a lock on the root folder: a second sweep's merge waits for it
+    (else the two could each read the file before the other wrote, and one setting would drop out)."""
     import fcntl
+    import os
     import threading
     from types import SimpleNamespace
 
@@ -321,14 +322,16 @@ def test_two_sweeps_into_one_root_merge_the_manifest_in_turn(tmp_path):
     (tmp_path / "tiny.toml").write_text(GRID)
     grid = load_grid(tmp_path / "tiny.toml")
     tasks = [SimpleNamespace(setting_id="1", mods="lang-pos", run_dir=str(tmp_path / "1-lang-pos-s0"))]
-    with open(tmp_path / ".tiny.sweep.json.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another sweep in the middle of its merge
-        writer = threading.Thread(target=write_manifest, args=(tmp_path, grid, "tiny", tasks))
-        writer.start()
-        writer.join(timeout=1.0)
-        assert writer.is_alive() and not (tmp_path / "tiny.sweep.json").exists()  # waiting, nothing written
+    folder = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(folder, fcntl.LOCK_EX)  # another sweep in the middle of its merge
+    writer = threading.Thread(target=write_manifest, args=(tmp_path, grid, "tiny", tasks))
+    writer.start()
+    writer.join(timeout=1.0)
+    assert writer.is_alive() and not (tmp_path / "tiny.sweep.json").exists()  # waiting, nothing written
+    os.close(folder)
     writer.join(timeout=30)
     assert [s["id"] for s in read_json(tmp_path / "tiny.sweep.json")["settings"]] == ["1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.sweep.json", "tiny.toml"]  # no lock file left
 
 
 def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,11 +183,14 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
     `"left_out": "needs a GPU"` and no runs, so the report can say which rows are missing and why.
     A setting's `paper` numbers and the grid's `paper_source` are recorded (from the grid as it is now),
     so a results folder shows the published numbers beside its own without the grid file. Two sweeps
-    into one root merge in turn (a lock file beside it), so neither drops the other's settings."""
+    into one root merge in turn (a lock on the root folder), so neither drops the other's settings."""
     path = root / f"{grid.name}.sweep.json"
-    with open(root / f".{grid.name}.sweep.json.lock", "w") as lock:  # two sweeps into one root: one at a time
-        fcntl.flock(lock, fcntl.LOCK_EX)  # held for a read and a write: milliseconds
+    folder = os.open(root, os.O_RDONLY)  # two sweeps into one root merge one at a time: a lock on the folder
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)  # held for a read and a write: milliseconds
         _merge_manifest(path, grid, preset, tasks, left_out)
+    finally:
+        os.close(folder)  # releases the lock
     return path
 
 
