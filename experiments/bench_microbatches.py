@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_results import write_result  # noqa: E402
 from minimult.config import override, resolve  # noqa: E402
+from minimult.data.batching import plan_epoch  # noqa: E402
 from minimult.runs import Run  # noqa: E402
 from minimult.train import Single, setup  # noqa: E402
 
@@ -54,16 +55,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = Run.create(cfg, active, Path(tmp) / "run", log=lambda s: None)
         member = setup(run, torch.device("cpu"), lambda s: None)
-    from minimult.data.batching import plan_epoch
-
     plan = plan_epoch(member.train_set.lengths_np, cfg.train.batch_size, cfg.train.seed, 0, cfg.train.batching,
                       languages=cfg.data.n_langs)
     buckets = plan_epoch(member.train_set.lengths_np, cfg.train.batch_size, cfg.train.seed, 0, "bucket",
                          languages=cfg.data.n_langs)
-    steppers = {}
-    for p in parts:
-        member.run.cfg = override(cfg, {"train.microbatches": p})
-        steppers[p] = member.run.cfg
+    # the run's config for each variant (the step reads train.microbatches from it); bucketed: one pass
+    steppers = {p: override(cfg, {"train.microbatches": p}) for p in {1, *parts}} | {"bucket": cfg}
     model = member.model
     optimizer = torch.optim.AdamW(model.param_groups(cfg.train.weight_decay), lr=1e-4, fused=True)
 
@@ -78,7 +75,6 @@ def main() -> None:
         return time.perf_counter() - t
 
     variants = [(p, plan) for p in parts] + ([] if args.no_bucket else [("bucket", buckets)])
-    steppers["bucket"] = override(cfg, {"train.batching": "bucket"})
     for p, batches in variants:  # warm-up
         step(p, batches[0])
     times = {p: [] for p, _ in variants}
@@ -97,8 +93,10 @@ def main() -> None:
                                   for i in range(args.rounds))
         rows.append({"microbatches": p, "tokens_per_s": round(statistics.median(speed)), "speedup": round(ratio, 3)})
         label = f"{args.batching}, microbatches {p}" if p != "bucket" else "bucket (reference), one pass"
-        print(f"{label}: {statistics.median(speed):,.0f} tokens/s, {ratio:.2f}x the tokens/s of {args.batching} in one pass")
-    same = sameness(member, cfg, plan[1], parts)
+        print(f"{label}: {statistics.median(speed):,.0f} tokens/s, "
+              f"{ratio:.2f}x the tokens/s of {args.batching} in one pass")
+    same = sameness(member, steppers, plan[1], parts)
+    member.run.cfg = cfg
     print("largest relative difference from one pass (dropout off): "
           + ", ".join(f"{p}: loss {d[0]:.1e}, gradient {d[1]:.1e}" for p, d in same.items()))
     result = {"preset": args.preset, "mods": args.mods, "batching": args.batching, "threads": args.threads,
@@ -108,13 +106,13 @@ def main() -> None:
         write_result(args.json, result)
 
 
-def sameness(member, cfg, index, parts) -> dict:
+def sameness(member, steppers, index, parts) -> dict:
     """Loss and gradients of batch `index` with dropout off, in `p` parts against one pass."""
     model = member.model
     model.eval()  # dropout off; the loss and its gradient are still computed
 
     def loss_and_grads(p):
-        member.run.cfg = override(cfg, {"train.microbatches": p})
+        member.run.cfg = steppers[p]
         model.zero_grad(set_to_none=True)
         loss = Single([member]).losses(0, [index]).sum()
         loss.backward()
@@ -126,7 +124,6 @@ def sameness(member, cfg, index, parts) -> dict:
         loss, g = loss_and_grads(p)
         out[p] = (float((loss - one).abs() / one.abs()), float((g - g1).abs().max() / g1.abs().max()))
     model.train()
-    member.run.cfg = cfg
     return out
 
 

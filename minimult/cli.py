@@ -359,7 +359,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
         check_writable_file(json_path, "--json")  # before the evaluation, not after it
     if link_base is not None and link_file is None:
         raise MinimultError("--link-base says where a Pharaoh link file's word indices start: give the file with --links")
-    if run is not None and not (hf_dir or pair or shift or langs):
+    hf = bool(hf_dir or pair or shift or langs)
+    if run is not None and not hf:
         check_run_dir(run)  # a mistyped folder is one line before torch loads (seconds)
     import torch
 
@@ -369,7 +370,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     from minimult.evaluate.segments import parse_segments
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
-    if hf_dir or pair or shift or langs:
+    if hf:
         if attention:
             raise MinimultError("--attention applies to runs of this lab, not to --hf checkpoints")
         return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,

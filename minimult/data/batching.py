@@ -175,9 +175,13 @@ def _paired(n_seq, batch_size, rng, languages) -> list[np.ndarray]:
     return [order[i : i + batch_size] for i in range(0, n_seq, batch_size)]
 
 
+# batchings whose batches mix lengths, each padded to its longest row (`train.microbatches` pays off there)
+PADDED_BATCHINGS = ("random", "paired")
+
+
 def steps_per_epoch(n: int, batch_size: int, batching: str = "bucket", pool_batches: int = 50,
                     languages: int = 2) -> int:
-    if batching in ("random", "paired"):
+    if batching in PADDED_BATCHINGS:
         return -(-n // batch_size)
     if batching == "spread":
         per, rest = divmod(n, languages)

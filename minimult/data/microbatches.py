@@ -27,15 +27,14 @@ def take(batch: dict, rows, width: int | None = None) -> dict:
     tokens (the caller's promise: only padding is cut)."""
     B, T = batch["input_ids"].shape
     device = batch["input_ids"].device
-    if isinstance(rows, slice):
-        rows = torch.arange(B, device=device)[rows]
     W = T if width is None else width
     out = {}
-    for key in ROW_FIELDS:
+    for key in ROW_FIELDS:  # a slice of rows cuts views, an index tensor copies
         v = batch.get(key)
         out[key] = None if v is None else (v[rows, :W] if v.dim() == 2 else v[rows])
+    index = torch.arange(B, device=device)[rows] if isinstance(rows, slice) else rows
     new_row = torch.full((B,), -1, dtype=torch.long, device=device)
-    new_row[rows] = torch.arange(len(rows), device=device)
+    new_row[index] = torch.arange(len(index), device=device)
     selected = batch["selected"]
     row = new_row[selected // T]
     keep = row >= 0
