@@ -147,7 +147,7 @@ EVALUATION_SECTIONS = ("transfer",)
 # settings that say how a run executes, not which run it is: left out where a sweep matches run folders, a
 # resume matches checkpoints and the report groups runs (and of a run's fingerprint, which they would
 # otherwise change for every run made before they existed)
-EXECUTION_SETTINGS = ("train.nproc", "train.microbatches")
+EXECUTION_SETTINGS = ("train.nproc", "train.microbatches", "train.threads", "train.device")
 
 
 def without_execution(config: dict) -> dict:

@@ -435,16 +435,19 @@ def _knn_tables(m: Member, log) -> dict:
     return {"knn_tables": used if used and used[-1] == sha else [*used, sha]}
 
 
-def _execution(m: Member, step: int, processes: int) -> dict:
+def _execution(m: Member, step: int, processes: int, device) -> dict:
     """run.json's `processes`, `microbatches` and `execution`: how the run trains now, and from which step
-    each way it trained (EXECUTION_SETTINGS may change between resumes; a run from before this record
-    began trained on its recorded processes and in one pass)."""
+    each way it trained, on which device (EXECUTION_SETTINGS may change between resumes: a run may begin on
+    a GPU and end on a CPU; a run from before this record began trained on its recorded processes and
+    device, in one pass)."""
     now = {"processes": processes, "microbatches": m.cfg.train.microbatches}
     history = list(m.run.meta.get("execution", []))
     if not history and step > 0:
-        history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1}]
-    if not history or {k: history[-1][k] for k in now} != now:
-        history.append({"from_step": step, **now})
+        history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1,
+                    "device": m.run.meta.get("device", str(device))}]
+    entry = {**now, "device": str(device)}
+    if not history or {k: history[-1].get(k, entry[k]) for k in entry} != entry:
+        history.append({"from_step": step, **entry})
     return {**now, "execution": history}
 
 
@@ -456,7 +459,7 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
     parameters = members[0].model.num_parameters()
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
     for m in members:
-        m.meta = start_meta(m, spe, total, device, parameters, **_execution(m, step, world.size), **extra,
+        m.meta = start_meta(m, spe, total, device, parameters, **_execution(m, step, world.size, device), **extra,
                             **_knn_tables(m, log))
     tokens_per_step = sum(m.epoch_tokens for m in members) / K / spe
     who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1

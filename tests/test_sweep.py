@@ -163,12 +163,40 @@ def test_failing_runs_are_reported_and_the_others_go_on(swept, tmp_path):
     cfg = read_json(other / "config.json")
     cfg["train"]["lr"] = 0.5
     write_json(other / "config.json", cfg)
+    moved = root / "0-original-s42"  # how a run executed (threads, device: a run brought from a GPU) is not
+    cfg = read_json(moved / "config.json")  # which run it is: the folder still matches
+    cfg["train"].update(threads=3, device="cuda:1")
+    write_json(moved / "config.json", cfg)
     proc = cli("sweep", swept.grid, "--root", root, cwd=tmp_path)
     assert proc.returncode == 1
     assert "6 runs: 0 done, 4 skipped (already complete), 2 failed" in proc.stdout
     assert "FAILED 0-original-s0: error: checkpoint" in proc.stdout and "corrupt" in proc.stdout
     assert "failed: 1-lang-pos-s0: error:" in proc.stdout and "train.lr=0.5" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_run_finished_after_the_sweep_planned_it_is_not_trained_again(swept, tmp_path):
+    """A sweep plans its runs when it starts; a run another process finished since (a second sweep, a run
+    brought from a GPU without its checkpoint) is skipped when its turn comes, not trained anew over its
+    results."""
+    from minimult.sweep.grid import load_grid
+    from minimult.sweep.plan import plan
+    from minimult.sweep.worker import run_group
+
+    assert swept.proc.returncode == 0
+    root = tmp_path / "runs"
+    shutil.copytree(swept.root, root)
+    grid = load_grid(swept.grid)
+    (task,) = [t for t in plan(grid, SEEDS, grid.preset, root, {}) if Path(t.run_dir).name == "0-original-s0"]
+    run = root / "0-original-s0"
+    (run / "checkpoint.pt").unlink()  # as a finished run comes back from a GPU: results, no checkpoint
+    before = {f: (run / f).read_bytes() for f in ("results.json", "metrics.jsonl", "run.json")}
+    (outcome,) = run_group([task], threads=None)
+    assert outcome.status == "skipped" and "finished elsewhere" in outcome.message
+    assert {f: (run / f).read_bytes() for f in before} == before
+    (run / "results.json").unlink()  # unfinished and without a checkpoint: trained anew, as before
+    (outcome,) = run_group([task], threads=None)
+    assert outcome.status == "done" and outcome.message == "new run"
 
 
 def test_ray_backend_gives_the_same_results(swept, tmp_path):

@@ -182,8 +182,8 @@ def _execute(todo, groups, where: Placement, backend, address, progress_every, l
         n = f"[{len(outcomes)}/{len(todo)}]"
         if o.status == "done":
             log(f"{n} done {o.task.name} ({o.message}, {o.seconds:.0f} s): " + ", ".join(summary_parts(o.results)))
-        elif o.status == BUSY:
-            log(f"{n} busy {o.task.name}: {o.message}")
+        elif o.status in (BUSY, "skipped"):
+            log(f"{n} {o.status} {o.task.name}: {o.message}")
         else:
             log(f"{n} FAILED {o.task.name}: {o.message}")
 

@@ -20,7 +20,7 @@ import torch
 
 from minimult.errors import MinimultError
 from minimult.runs import LOCK
-from minimult.sweep.plan import BUSY, Outcome, Task
+from minimult.sweep.plan import BUSY, Outcome, Task, results_complete
 
 RUN_LOG = "sweep.log"
 
@@ -42,6 +42,11 @@ class Group:
                 self.outcomes[task.run_dir] = Outcome(task, BUSY, f"another process is working on {run_dir} "
                                                                     f"(it holds {LOCK}); run this sweep again "
                                                                     f"once it is done")
+                continue
+            if results_complete(run_dir, task.config.get("transfer", {}).get("enabled", False)):
+                lock.close()  # finished since the sweep looked (another sweep, or a run brought from a GPU)
+                self.outcomes[task.run_dir] = Outcome(task, "skipped", "already complete (finished elsewhere "
+                                                                       "since this sweep began)")
                 continue
             self.locks[task.run_dir] = lock
             self.logfiles[task.run_dir] = open(run_dir / RUN_LOG, "a", encoding="utf-8")
