@@ -23,6 +23,14 @@ def curve(run: Path) -> dict[int, dict]:
     return {r["step"]: r["eval"] for r in rows}
 
 
+def labels(runs: list[Path]) -> list[str]:
+    """Each run's column name: its folder name (or snapshot's run name), with the folder above it where two
+    runs share a name (the same setting in two results folders), so no column hides another."""
+    names = [run.name.removesuffix(".metrics.jsonl") for run in runs]
+    return [f"{run.resolve().parent.name}/{name}" if names.count(name) > 1 else name
+            for name, run in zip(names, runs)]
+
+
 def value(ev: dict, metric: str) -> float | None:
     if metric == "mu":
         return ev.get("mu")
@@ -39,7 +47,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="every N-th evaluated update (the last always)")
     args = ap.parse_args()
     metrics = args.metrics.split(",")
-    curves = {run.name.removesuffix(".metrics.jsonl"): curve(run) for run in args.runs}
+    curves = {label: curve(run) for label, run in zip(labels(args.runs), args.runs)}
     steps = sorted({s for c in curves.values() for s in c})
     steps = [s for i, s in enumerate(steps) if i % args.every == args.every - 1 or s == steps[-1]]
     head = ["update"] + [f"{name} {m}" for name in curves for m in metrics]
