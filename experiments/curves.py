@@ -47,6 +47,9 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="every N-th evaluated update (the last always)")
     args = ap.parse_args()
     metrics = args.metrics.split(",")
+    for run in args.runs:
+        if not (run.is_file() or (run / "metrics.jsonl").is_file()):
+            ap.error(f"{run}: neither a run folder with a metrics.jsonl nor a copy of one")
     curves = {label: curve(run) for label, run in zip(labels(args.runs), args.runs)}
     steps = sorted({s for c in curves.values() for s in c})
     steps = [s for i, s in enumerate(steps) if i % args.every == args.every - 1 or s == steps[-1]]

@@ -34,3 +34,10 @@ def test_runs_of_one_name_in_two_folders_keep_a_column_each(tmp_path):
                             tmp_path / "c" / "0r-original-s0.metrics.jsonl", "--metrics", "mu")
     assert head == ["update", "a/1-lang-pos-s0 mu", "b/1-lang-pos-s0 mu", "0r-original-s0 mu"]
     assert rows == [["10", "0.002", "0.005", ""], ["20", "0.003", "0.007", "0.250"], ["30", "", "0.009", ""]]
+
+
+def test_a_missing_run_is_one_line_and_a_non_zero_exit(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "curves.py"), str(tmp_path / "nothing")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "nothing: neither a run folder with a metrics.jsonl nor a copy of one" in proc.stderr
