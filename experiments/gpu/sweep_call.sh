@@ -34,11 +34,17 @@ ROOT=/tmp/$ROOT_NAME-s${SEEDS//,/-}
 timeout "$LIMIT" python3 -m minimult.cli sweep "$GRID" --preset "$PRESET" --seeds "$SEEDS" --only "$ONLY" \
     --jobs "$JOBS" --set train.precision=fp32 --root "$ROOT" --status-every 60 2>&1 | tail -40
 echo "sweep exit ${PIPESTATUS[0]} (124: stopped at LIMIT) after $SECONDS s"
-# finished runs in one archive (no checkpoints); each unfinished one in its own, checkpoint included (~11 MB):
-# the device tool brings back few files, each under 16 MiB
+# finished runs in one archive (no checkpoints), and each one's final weights without the optimizer state
+# (~3.6 MB, what eval, the report's figures and probes read: cp it to <root>/<run>/checkpoint.pt); each
+# unfinished run in its own archive, checkpoint included (~11 MB): the device tool brings back few files,
+# each under 16 MiB
 done_runs=() ; for d in "$ROOT"/*/; do
     name=$(basename "$d")
-    if [ -f "$d/results.json" ]; then done_runs+=("$name")
+    if [ -f "$d/results.json" ]; then
+        done_runs+=("$name")
+        python3 -c 'import sys, torch
+c = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+torch.save({**c, "optimizer": None}, sys.argv[2])' "$d/checkpoint.pt" "$OUT/weights-$ROOT_NAME-$name.pt"
     else tar -czf "$OUT/unfinished-$ROOT_NAME-$name.tar.gz" -C "$ROOT" "$name"; fi
 done
 [ ${#done_runs[@]} -gt 0 ] && tar -czf "$OUT/done-$ROOT_NAME-s${SEEDS//,/-}.tar.gz" -C "$ROOT" --exclude checkpoint.pt --exclude .sweep.lock "${done_runs[@]}" \
