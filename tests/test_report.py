@@ -323,3 +323,33 @@ def test_each_grid_has_its_own_readme_markers(tmp_path):
     assert table_marker(report["sections"][0]) == "paper-fidelity"
     assert table_marker({"preset": "quick", "grid": None}) == "quick-table1"
     assert table_marker({"preset": "", "grid": None}) == "table1"
+
+
+def test_a_setting_whose_runs_trained_differently_says_so_under_the_table(swept, tmp_path):  # noqa: F811
+    """Seeds of one setting swept with other `--set` values (or brought from another machine) are averaged
+    into one row; the report names what differs, under the table and as a note. Precision "auto" counts as
+    what run.json says it ran, and how a run executed (threads, device) is not a difference."""
+    assert swept.proc.returncode == 0
+    root = tmp_path / "runs"
+    shutil.copytree(swept.root, root)
+    same = root / "1-lang-pos-s42"  # fp32 asked for by name on another device: trained alike
+    cfg = read_json(same / "config.json")
+    cfg["train"].update(precision="fp32", threads=4, device="cuda")
+    (same / "config.json").write_text(json.dumps(cfg))
+    assert read_json(same / "run.json")["precision"] == "fp32"
+    other = root / "0-original-s42"
+    cfg = read_json(other / "config.json")
+    cfg["train"]["lr"] = 0.001
+    (other / "config.json").write_text(json.dumps(cfg))
+    result = CliRunner().invoke(main, ["report", str(root), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "out" / "table1.md").read_text()
+    differ = [l for l in md.splitlines() if l.startswith("Not trained alike")]
+    lr = read_json(root / "0-original-s0" / "config.json")["train"]["lr"]
+    assert differ == [f"Not trained alike in 0 original: train.lr {lr} (seed 0), 0.001 (seed 42)."]
+    assert "note: the runs of 0 original did not train alike: train.lr" in result.output
+
+
+def test_runs_trained_alike_have_no_such_line(reported):
+    _, out, output = reported
+    assert "Not trained alike" not in (out / "table1.md").read_text() and "did not train alike" not in output

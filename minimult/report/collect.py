@@ -66,6 +66,8 @@ class Section:
     missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
     paper_source: str = ""  # where the groups' `paper` numbers come from
     lost: list[dict] = field(default_factory=list)  # runs of a setting with rows that are left out: id, setting, run, why
+    # settings whose runs trained differently (beyond seed and execution): id, setting, differ (a sentence)
+    mixed: list[dict] = field(default_factory=list)
     manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
 
 
@@ -182,6 +184,46 @@ def current_config(config: dict) -> dict:
         return json.loads(json.dumps(config))
 
 
+def _training(run: Run) -> dict:
+    """What a run trained, flat ({"train.lr": ...}): its configuration without seed, device, transfer and
+    execution settings, `train.precision` as run.json says it ran ("auto" is fp32 on a CPU, bf16 on CUDA)."""
+    from minimult.config import EVALUATION_SECTIONS, comparable, without_execution
+
+    c = comparable(without_execution(current_config(run.config)))
+    for section in EVALUATION_SECTIONS:
+        c.pop(section, None)
+    flat = {}
+    for section, values in c.items():
+        for k, v in (values.items() if isinstance(values, dict) else [("", values)]):
+            flat[f"{section}.{k}" if k else section] = v
+    for k in ("train.seed", "train.device", "preset"):
+        flat.pop(k, None)
+    precision = (_read(run.path / "run.json") or {}).get("precision")
+    if precision and flat.get("train.precision") == "auto":
+        flat["train.precision"] = precision
+    return flat
+
+
+def mixed_training(runs: list[Run]) -> str | None:
+    """A sentence naming what the runs of one setting trained differently (a sweep's seeds run with other
+    `--set` values, runs brought from another machine), or None when they trained alike: their mean would
+    average unlike runs."""
+    if len(runs) < 2:
+        return None
+    flats = [_training(r) for r in runs]
+    keys = sorted({k for f in flats for k in f if len({json.dumps(g.get(k), sort_keys=True) for g in flats}) > 1})
+    if not keys:
+        return None
+    parts = []
+    for k in keys[:3]:
+        seen: dict[str, list[str]] = {}
+        for r, f in zip(runs, flats):
+            seen.setdefault(json.dumps(f.get(k)), []).append(f"seed {r.seed}")
+        shown = {v: (json.loads(v) if v.startswith('"') else v) for v in seen}  # strings without their quotes
+        parts.append(f"{k} " + ", ".join(f"{shown[v]} ({', '.join(s)})" for v, s in seen.items()))
+    return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
 def _fingerprint(config: dict) -> str:
     """The configuration without seed, device, transfer settings (how a run is evaluated, not trained;
     runs made before the section existed have none) and execution settings (train.nproc: how many processes
@@ -239,7 +281,7 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     """One sweep manifest's settings as groups of the runs found (with their paper numbers); settings
     without a run as `missing`, the left-out runs (`load_runs`) of the others as `lost`."""
     source, papers = paper_numbers(data, log)
-    groups, missing, lost = [], [], []
+    groups, missing, lost, mixed = [], [], [], []
     for s in data["settings"]:
         paths = [(manifest.parent / name).resolve() for name in s.get("runs", [])]
         members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
@@ -248,6 +290,10 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
         if members:
             groups.append(Group(sid, name, s.get("mods") or members[0].mods, members,
                                 data.get("preset", ""), papers.get(sid, {})))
+            differ = mixed_training(members)
+            if differ:
+                mixed.append({"id": sid, "setting": name, "differ": differ})
+                log(f"note: the runs of {(sid + ' ' + name).strip()} did not train alike: {differ}")
             lost += [{"id": sid, "setting": name, "run": run, "why": why} for run, why in dropped]
         elif dropped:
             why = "; ".join(f"{run} left out, {why}" for run, why in dropped)
@@ -258,7 +304,7 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     if not (groups or missing):
         return None
     return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
-                   source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest)
+                   source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest, mixed=mixed)
 
 
 def _other_section(runs: list[Run]) -> Section | None:

@@ -119,7 +119,7 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         grid = section.manifest.name.removesuffix(".sweep.json") if section.manifest else None
         out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
                     "baseline": base.label if base else None, "not_run": section.missing,
-                    "left_out": section.lost, "paper_source": section.paper_source})
+                    "left_out": section.lost, "mixed": section.mixed, "paper_source": section.paper_source})
     return out
 
 
@@ -180,6 +180,8 @@ def section_table(sec: dict, top: str) -> list[str]:
                   else "In parentheses, the paper's numbers (as the grid file gives them)."]
     for m in sec.get("left_out", []):  # seeds a row lost: never trained, failed, evaluated unfinished
         lines += ["", f"Left out of {(m['id'] + ' ' + m['setting']).strip()}: {m['run']}, {m['why']}."]
+    for m in sec.get("mixed", []):  # a row that averages runs trained differently
+        lines += ["", f"Not trained alike in {(m['id'] + ' ' + m['setting']).strip()}: {m['differ']}."]
     for why in dict.fromkeys(m["why"] for m in sec["not_run"]):  # e.g. "needs a GPU"
         names = ", ".join(f"{m['id']} {m['setting']}".strip() for m in sec["not_run"] if m["why"] == why)
         lines += ["", f"No row: {names} ({why})."]
