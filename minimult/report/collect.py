@@ -185,19 +185,13 @@ def current_config(config: dict) -> dict:
 
 
 def _training(run: Run) -> dict:
-    """What a run trained, flat ({"train.lr": ...}): its configuration without seed, device, transfer and
-    execution settings, `train.precision` as run.json says it ran ("auto" is fp32 on a CPU, bf16 on CUDA)."""
-    from minimult.config import EVALUATION_SECTIONS, comparable, without_execution
-
-    c = comparable(without_execution(current_config(run.config)))
-    for section in EVALUATION_SECTIONS:
-        c.pop(section, None)
+    """`_trained` flat ({"train.lr": ...}, the preset's name left out), `train.precision` as run.json says
+    it ran ("auto" is fp32 on a CPU, bf16 on CUDA)."""
     flat = {}
-    for section, values in c.items():
-        for k, v in (values.items() if isinstance(values, dict) else [("", values)]):
-            flat[f"{section}.{k}" if k else section] = v
-    for k in ("train.seed", "train.device", "preset"):
-        flat.pop(k, None)
+    for section, values in _trained(run.config).items():
+        if section != "preset":
+            for k, v in (values.items() if isinstance(values, dict) else [("", values)]):
+                flat[f"{section}.{k}" if k else section] = v
     precision = (_read(run.path / "run.json") or {}).get("precision")
     if precision and flat.get("train.precision") == "auto":
         flat["train.precision"] = precision
@@ -211,23 +205,23 @@ def mixed_training(runs: list[Run]) -> str | None:
     if len(runs) < 2:
         return None
     flats = [_training(r) for r in runs]
-    keys = sorted({k for f in flats for k in f if len({json.dumps(g.get(k), sort_keys=True) for g in flats}) > 1})
+    keys = sorted({k for f in flats for k in f if len({_key(g.get(k)) for g in flats}) > 1})
     if not keys:
         return None
     parts = []
     for k in keys[:3]:
         seen: dict[str, list[str]] = {}
         for r, f in zip(runs, flats):
-            seen.setdefault(json.dumps(f.get(k)), []).append(f"seed {r.seed}")
+            seen.setdefault(_key(f.get(k)), []).append(f"seed {r.seed}")
         shown = {v: (json.loads(v) if v.startswith('"') else v) for v in seen}  # strings without their quotes
         parts.append(f"{k} " + ", ".join(f"{shown[v]} ({', '.join(s)})" for v, s in seen.items()))
     return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
-def _fingerprint(config: dict) -> str:
+def _trained(config: dict) -> dict:
     """The configuration without seed, device, transfer settings (how a run is evaluated, not trained;
     runs made before the section existed have none) and execution settings (train.nproc: how many processes
-    trained it): runs that differ only there are one setting."""
+    trained it): what runs of one setting share."""
     from minimult.config import EVALUATION_SECTIONS, comparable, without_execution
 
     # data.source under its old name, without train.nproc: fingerprints from before the rename and the key hold
@@ -236,7 +230,16 @@ def _fingerprint(config: dict) -> str:
     c.get("train", {}).pop("device", None)
     for section in EVALUATION_SECTIONS:
         c.pop(section, None)
-    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:8]
+    return c
+
+
+def _fingerprint(config: dict) -> str:
+    """A hash of `_trained`: runs that differ only in what it leaves out are one setting."""
+    return hashlib.sha256(_key(_trained(config)).encode()).hexdigest()[:8]
+
+
+def _key(value) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _numbers(table) -> dict:
