@@ -210,16 +210,15 @@ def mixed_training(runs: list[Run]) -> str | None:
         return None
     parts = []
     for k in keys[:3]:
-        seen: dict[str, list[str]] = {}
+        seen: dict[str, tuple[object, list[str]]] = {}  # each value (compared by its key): its seeds
         for r, f in zip(runs, flats):
-            seen.setdefault(_key(f.get(k)), []).append(f"seed {r.seed}")
-        shown = {v: (json.loads(v) if v.startswith('"') else v) for v in seen}  # strings without their quotes
-        parts.append(f"{k} " + ", ".join(f"{shown[v]} ({', '.join(s)})" for v, s in seen.items()))
+            seen.setdefault(_key(f.get(k)), (f.get(k), []))[1].append(f"seed {r.seed}")
+        parts.append(f"{k} " + ", ".join(f"{v} ({', '.join(s)})" for v, s in seen.values()))
     return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
 def _trained(config: dict) -> dict:
-    """The configuration without seed, device, transfer settings (how a run is evaluated, not trained;
+    """The configuration without seed, transfer settings (how a run is evaluated, not trained;
     runs made before the section existed have none) and execution settings (train.nproc: how many processes
     trained it): what runs of one setting share."""
     from minimult.config import EVALUATION_SECTIONS, comparable, without_execution
@@ -227,7 +226,6 @@ def _trained(config: dict) -> dict:
     # data.source under its old name, without train.nproc: fingerprints from before the rename and the key hold
     c = comparable(without_execution(current_config(config)))
     c.get("train", {}).pop("seed", None)
-    c.get("train", {}).pop("device", None)
     for section in EVALUATION_SECTIONS:
         c.pop(section, None)
     return c

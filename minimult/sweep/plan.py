@@ -32,6 +32,11 @@ class Task:
     def name(self) -> str:
         return Path(self.run_dir).name
 
+    @property
+    def wants_transfer(self) -> bool:
+        """The sweep evaluates zero-shot transfer too: a finished run needs its transfer numbers."""
+        return self.config.get("transfer", {}).get("enabled", False)
+
 
 @dataclass
 class Outcome:
@@ -154,8 +159,7 @@ def state(task: Task) -> str:
         shown = ", ".join(f"{k}={stored.get(k)!r} (sweep wants {wanted.get(k)!r})" for k in differ[:3])
         raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"
                             f"{' ...' if len(differ) > 3 else ''}; sweep into another --root or move that folder")
-    wants_transfer = task.config.get("transfer", {}).get("enabled", False)
-    return "complete" if results_complete(run_dir, wants_transfer) else "partial"
+    return "complete" if results_complete(run_dir, task.wants_transfer) else "partial"
 
 
 def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:

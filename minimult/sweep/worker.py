@@ -43,7 +43,7 @@ class Group:
                                                                     f"(it holds {LOCK}); run this sweep again "
                                                                     f"once it is done")
                 continue
-            if results_complete(run_dir, task.config.get("transfer", {}).get("enabled", False)):
+            if results_complete(run_dir, task.wants_transfer):
                 lock.close()  # finished since the sweep looked (another sweep, or a run brought from a GPU)
                 self.outcomes[task.run_dir] = Outcome(task, "skipped", "already complete (finished elsewhere "
                                                                        "since this sweep began)")
