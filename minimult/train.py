@@ -40,7 +40,7 @@ from minimult.distributed import SINGLE, World
 from minimult.errors import MinimultError
 from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
 from minimult.knn.neighbours import table_sha256
-from minimult.model import Bert, check_stack, pack, pick_device, stack
+from minimult.model import Bert, check_stack, pack, stack
 from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, truncate_log
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from minimult.errors import MinimultError
+from minimult.runs import flat
 
 OTHER_SECTION = "Other runs (not part of a sweep)"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -187,15 +188,11 @@ def current_config(config: dict) -> dict:
 def _training(run: Run) -> dict:
     """`_trained` flat ({"train.lr": ...}, the preset's name left out), `train.precision` as run.json says
     it ran ("auto" is fp32 on a CPU, bf16 on CUDA)."""
-    flat = {}
-    for section, values in _trained(run.config).items():
-        if section != "preset":
-            for k, v in (values.items() if isinstance(values, dict) else [("", values)]):
-                flat[f"{section}.{k}" if k else section] = v
+    trained = flat({k: v for k, v in _trained(run.config).items() if k != "preset"})
     precision = (_read(run.path / "run.json") or {}).get("precision")
-    if precision and flat.get("train.precision") == "auto":
-        flat["train.precision"] = precision
-    return flat
+    if precision and trained.get("train.precision") == "auto":
+        trained["train.precision"] = precision
+    return trained
 
 
 def mixed_training(runs: list[Run]) -> str | None:

@@ -33,6 +33,7 @@ import numpy as np
 from minimult.mods import REGISTRY
 from minimult.report.collect import Group, Section, current_config
 from minimult.report.tables import aggregate, baseline_for, mean_std
+from minimult.runs import flat
 
 # Fields that a size solver derives (they follow the series' own field) and sections that do not
 # change what is trained.
@@ -65,17 +66,9 @@ AXES = (
 )
 
 
-def _flat(config: dict, prefix: str = "") -> dict:
+def _flat(config: dict) -> dict:
     """{"model.layers": 12, ...} of a run's configuration as this version reads it."""
-    out = {}
-    for k, v in (current_config(config) if prefix == "" else config).items():
-        if prefix == "" and k in IGNORED_SECTIONS:
-            continue
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+    return flat({k: v for k, v in current_config(config).items() if k not in IGNORED_SECTIONS})
 
 
 def _mod_values(mods: str) -> dict[str, str]:

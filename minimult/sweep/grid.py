@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.errors import MinimultError
+from minimult.runs import flat
 
 TOP_KEYS = {"title", "description", "preset", "seeds", "overrides", "preset_overrides", "settings", "paper_source"}
 SETTING_KEYS = {"id", "name", "mods", "overrides", "note", "needs_gpu", "paper"}
@@ -89,18 +90,11 @@ class Grid:
                     self.preset, self.overrides, self.preset_overrides, self.paper_source)
 
 
-def _flatten(table: dict, where: str, prefix: str = "") -> dict:
+def _flatten(table: dict, where: str) -> dict:
     """{"train": {"lr": 1e-3}} or {"train.lr": 1e-3} -> {"train.lr": 1e-3}."""
     if not isinstance(table, dict):
         raise MinimultError(f"{where} must be a table of setting = value")
-    out = {}
-    for key, value in table.items():
-        full = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, where, full + "."))
-        else:
-            out[full] = value
-    return out
+    return flat(table)
 
 
 def paper_keys() -> tuple[set[str], set[str]]:

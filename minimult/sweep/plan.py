@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.errors import MinimultError
-from minimult.runs import read_json, write_json
+from minimult.runs import flat, read_json, write_json
 from minimult.sweep.grid import Grid
 
 LEFT_OUT = "left out"
@@ -115,16 +115,6 @@ def _plain(d: dict) -> dict:
     return json.loads(json.dumps(d))  # tuples -> lists, as config.json holds them
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def results_complete(run_dir: Path, wants_transfer: bool = False) -> bool:
     """results.json evaluates the run's finished training (same number of steps), with transfer's
     numbers for those steps too when the sweep asks for them."""
@@ -146,10 +136,10 @@ def state(task: Task) -> str:
     from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig
 
     try:  # through RunConfig: keys added to the config since the run was made read as their defaults
-        stored = _flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
+        stored = flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
     except (TypeError, ValueError, MinimultError) as e:
         raise MinimultError(f"{run_dir}/config.json is not a run configuration ({e})") from None
-    wanted = _flat(task.config)
+    wanted = flat(task.config)
     # the preset is a name for settings, not one: a run made under a preset since renamed still matches;
     # evaluation settings (transfer) are the sweep's to choose for a finished run, execution settings
     # (train.nproc) for any run
