@@ -407,7 +407,12 @@ def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_
     assert [s["id"] for s in manifest] == list(SETTINGS) and not any("left_out" in s for s in manifest)
 
 
-def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
+@pytest.mark.parametrize("how", ["killed", "interrupted alone"])
+def test_workers_end_when_the_sweep_process_is_killed(how, tmp_path):
+    """Killed (SIGKILL): the kernel ends the workers with it. Interrupted on its own (SIGINT to the sweep
+    process only, not its process group as Ctrl-C would): it passes the interrupt on and exits (130) at
+    once, instead of waiting for the runs in flight, which would take 1,000 epochs here, and a run left
+    unfinished keeps its checkpoint for the next sweep."""
     import os
     import signal
     import time
@@ -435,8 +440,16 @@ def test_workers_end_when_the_sweep_process_is_killed(tmp_path):
             time.sleep(0.5)  # until both workers are on their runs (each has started its log)
         pids += [p for p in workers() if "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text()]
         assert pids, "no worker processes found"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        if how == "killed":
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        else:
+            while not list(tmp_path.glob("runs/0-original-s*/checkpoint.pt")) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=120) == 130  # without passing it on: blocked until both runs end
+            assert not list(tmp_path.glob("runs/0-original-s*/results.json"))
+            assert list(tmp_path.glob("runs/0-original-s*/checkpoint.pt"))
         deadline = time.monotonic() + 60
         while any(map(alive, pids)) and time.monotonic() < deadline:
             time.sleep(0.2)

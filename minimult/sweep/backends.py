@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -12,7 +13,6 @@ from minimult.errors import MinimultError
 from minimult.sweep import memory
 from minimult.sweep.plan import Outcome
 from minimult.sweep.worker import init_local_worker, run_group
-
 
 
 def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | None = None,
@@ -48,8 +48,20 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
                     _report_local(future, futures.pop(future), report)
                 start()
         except KeyboardInterrupt:
+            pass
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+def _interrupt(pool: ProcessPoolExecutor) -> None:
+    """Pass an interrupt on to the workers, as Ctrl-C in a terminal does (it reaches the whole process group).
+    A sweep interrupted on its own (`kill -INT PID`) would otherwise say so and then wait, at exit, for every
+    running run to finish training. Each worker stops where it is; its run keeps its last checkpoint."""
+    for process in list((pool._processes or {}).values()):  # the pool's worker processes, by pid
+        try:
+            os.kill(process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
 
 
 def _report_local(future, group, report) -> None:
