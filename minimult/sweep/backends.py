@@ -48,7 +48,7 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
                     _report_local(future, futures.pop(future), report)
                 start()
         except KeyboardInterrupt:
-            pass
+            _interrupt(pool)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
