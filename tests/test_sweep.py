@@ -420,7 +420,9 @@ def test_workers_end_when_the_sweep_process_is_killed(how, tmp_path):
     grid = tmp_path / "tiny.toml"
     grid.write_text(GRID.replace('"train.eval_every" = 13', '"train.epochs" = 1000'))  # long enough to be killed
     proc = subprocess.Popen(CLI + ["sweep", str(grid), "--root", str(tmp_path / "runs"), "--jobs", "2", "--only", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            # as from a terminal: pytest-xdist's workers ignore SIGINT, and children inherit that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def alive(pid):
         try:
