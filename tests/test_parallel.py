@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from conftest import ROOT, TINY_DEV, TINY_TRAIN, cli
 from minimult.cli import main
 from minimult.config import RunConfig, comparable, resolve
-from minimult.data.parallel import parse_spec, read_corpora
+from minimult.data.parallel import is_manifest, parse_spec, read_corpora
 from minimult.data.run_data import RunData
 from minimult.errors import MinimultError
 from minimult.runs import Run
@@ -557,7 +557,7 @@ def test_the_old_name_of_the_source_still_reads():
     for path in committed:  # every committed run's config loads, its source under the new name
         stored = json.loads(path.read_text())
         files = stored["data"].get("files", "")
-        if files.endswith(".toml") and not Path(files).is_file():  # a manifest on the machine that trained it
+        if is_manifest(files) and not Path(files).is_file():  # a manifest on the machine that trained it
             elsewhere.append(path.parent.parent.name)  # (a config with files loads where they are)
             continue
         cfg = RunConfig.from_dict(stored)

@@ -48,16 +48,17 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
                     _report_local(future, futures.pop(future), report)
                 start()
         except KeyboardInterrupt:
-            _interrupt(pool)
+            _interrupt_workers()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
 
-def _interrupt(pool: ProcessPoolExecutor) -> None:
-    """Pass an interrupt on to the workers, as Ctrl-C in a terminal does (it reaches the whole process group).
-    A sweep interrupted on its own (`kill -INT PID`) would otherwise say so and then wait, at exit, for every
-    running run to finish training. Each worker stops where it is; its run keeps its last checkpoint."""
-    for process in list((pool._processes or {}).values()):  # the pool's worker processes, by pid
+def _interrupt_workers() -> None:
+    """Pass an interrupt on to the workers (this process's only children), as Ctrl-C in a terminal does (it
+    reaches the whole process group). A sweep interrupted on its own (`kill -INT PID`) would otherwise say so and
+    then wait, at exit, for every running run to finish training. Each worker stops where it is; its run keeps
+    its last checkpoint."""
+    for process in multiprocessing.active_children():
         try:
             os.kill(process.pid, signal.SIGINT)
         except ProcessLookupError:
