@@ -229,6 +229,29 @@ def results_problem(results) -> str | None:
     return None
 
 
+def incomplete_evaluation(results: dict) -> str | None:
+    """What makes the headline of `results` (the top of a results.json) an evaluation at other than the default
+    settings, e.g. "500 dev sentences of 10,000", or None when it is a complete one (`evaluate_run`'s
+    `evaluation.complete`; results from before evaluations recorded it count as complete). Such a headline
+    stands until a complete evaluation replaces it (`replaces_headline`), but is no result of the run."""
+    evaluation = results.get("evaluation")
+    if not isinstance(evaluation, dict) or evaluation.get("complete", True):
+        return None
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    dev = (config.get("data") or {}).get("dev_sentences")
+    trained = (config.get("train") or {}).get("attention", "masked")
+    asked = evaluation.get("dev_sentences")
+    parts = [f"{asked:,} dev sentences of {dev:,}" if isinstance(asked, int) and isinstance(dev, int) and asked != dev
+             else "",
+             f"perplexity on {evaluation['ppl_sentences']:,} sequences" if evaluation.get("ppl_sentences") else "",
+             f"precision {evaluation['precision']}" if evaluation.get("precision", "fp32") != "fp32" else "",
+             f"segment {evaluation['segment']}" if evaluation.get("segment", "original") != "original" else "",
+             f"attention {evaluation['attention']}" if evaluation.get("attention", trained) != trained else "",
+             f"only {', '.join(evaluation['only'])}" if evaluation.get("only") else ""]
+    parts = [p for p in parts if p] or [f"layers {', '.join(map(str, evaluation.get('layers', [])))}"]
+    return "; ".join(parts)
+
+
 def read_results(path: str | Path) -> dict:
     """A run's results.json, checked (`results_problem`): a damaged file is one line naming it and what is
     wrong, so nothing reads half of it or writes over it."""

@@ -190,6 +190,26 @@ def test_report_leaves_out_unreadable_and_failed_runs_with_a_line_each(tmp_path)
     assert rows["lang-pos"]["n_seeds"] == "1"
 
 
+
+def test_report_leaves_out_runs_whose_headline_is_not_a_complete_evaluation(tmp_path):
+    """A run evaluated only on 500 dev sentences (`eval --dev-sentences 500`, its headline until a complete
+    evaluation replaces it: retrieval among 500 sentences is easier than among 10,000) is no row of the table,
+    and the line leaving it out says what its evaluation was."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    partial = runs / "0-original-s42" / "results.json"
+    results = json.loads(partial.read_text())
+    evaluation = {"layers": [0, 8], "dev_sentences": 500, "ppl_sentences": None, "precision": "fp32",
+                  "segment": "original", "attention": "masked", "complete": False}
+    partial.write_text(json.dumps({**results, "evaluation": evaluation}))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    notes = [l for l in result.output.splitlines() if l.startswith("note: left out")]
+    assert len(notes) == 1 and "0-original-s42" in notes[0] and "500 dev sentences of 10,000" in notes[0], notes
+    rows = list(csv.DictReader((tmp_path / "out" / "table1.csv").open()))
+    assert [(r["mods"], r["seeds"]) for r in rows] == [("original", "0")]
+
 # ---------------------------------------------------------------------------------------------
 # Columns from the evaluator registry; the README's generated table.
 

@@ -489,3 +489,17 @@ def test_nproc_auto_gives_a_lone_run_the_idle_cores(tmp_path, monkeypatch):
     assert "1 run(s) to do on 2 cores, so 2 processes per run" in "\n".join(lines)
     run = tmp_path / "runs" / "0-original-s0"
     assert read_json(run / "config.json")["train"]["nproc"] == 2 and (run / "results.json").is_file()
+
+
+def test_a_run_whose_headline_is_not_a_complete_evaluation_is_not_complete(tmp_path):
+    """A finished run evaluated first on 500 dev sentences (`eval --dev-sentences 500`: its headline results until
+    a complete evaluation replaces them) is evaluated again by the sweep, not skipped as done."""
+    from minimult.sweep.plan import results_complete
+
+    run = tmp_path / "0r-original-s0"
+    shutil.copytree(ROOT / "experiments/results/fidelity-quick/0r-original-s0", run)
+    assert results_complete(run)
+    results = read_json(run / "results.json")
+    write_json(run / "results.json", {**results, "evaluation": {**results["evaluation"], "dev_sentences": 500,
+                                                                 "complete": False}})
+    assert not results_complete(run)

@@ -81,6 +81,9 @@ def load(paths, log: Callable[[str], None] = print) -> Loaded:
     run_dirs, homes = find_run_dirs(paths)
     left_out: list[tuple[Path, str]] = []
     runs, unevaluated = load_runs(run_dirs, log, left_out)
+    if not runs and left_out:  # each named in a note above, with why
+        raise MinimultError(f"none of the {len(run_dirs)} run folder(s) can be a row: {len(left_out)} left out (the "
+                            f"notes above say why), {len(unevaluated)} without a results.json")
     if not runs:
         raise MinimultError(f"none of the {len(run_dirs)} run folder(s) has a results.json yet: evaluate them with "
                             f"`minimult eval RUN` or run `minimult sweep`")

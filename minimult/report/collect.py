@@ -128,10 +128,11 @@ def plateau(results: dict, meta: dict) -> str | None:
 
 
 def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
-    """Why an evaluated-looking run folder cannot be a row: unreadable files or numbers, a failed run, or
+    """Why an evaluated-looking run folder cannot be a row: unreadable files or numbers, a failed run,
     results of a run that had not finished training (steps of total steps, from results.json or, for
-    results written before they recorded it, run.json)."""
-    from minimult.runs import results_problem
+    results written before they recorded it, run.json), or results of an evaluation at other than the default
+    settings (fewer dev sentences, another precision or segment, ...: `runs.incomplete_evaluation`)."""
+    from minimult.runs import incomplete_evaluation, results_problem
 
     if config is None:
         return "config.json is unreadable"
@@ -150,6 +151,9 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
     steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
     if isinstance(steps, int) and isinstance(total, int) and steps < total:
         return f"evaluated unfinished (step {steps:,} of {total:,})"
+    other = incomplete_evaluation(results)
+    if other:
+        return f"its results are not a complete evaluation ({other}): `minimult eval {d}` at the default settings makes one"
     return plateau(results, meta)
 
 

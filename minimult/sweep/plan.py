@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.errors import MinimultError
-from minimult.runs import flat, read_json, write_json
+from minimult.runs import flat, incomplete_evaluation, read_json, write_json
 from minimult.sweep.grid import Grid
 
 LEFT_OUT = "left out"
@@ -116,15 +116,16 @@ def _plain(d: dict) -> dict:
 
 
 def results_complete(run_dir: Path, wants_transfer: bool = False) -> bool:
-    """results.json evaluates the run's finished training (same number of steps), with transfer's
-    numbers for those steps too when the sweep asks for them."""
+    """results.json evaluates the run's finished training (same number of steps) in a complete evaluation (not
+    e.g. `eval --dev-sentences 500`'s, which stands at its top until a complete one replaces it), with
+    transfer's numbers for those steps too when the sweep asks for them."""
     try:
         meta = json.loads((run_dir / "run.json").read_text())
         results = json.loads((run_dir / "results.json").read_text())
     except (OSError, json.JSONDecodeError):
         return False
     return (meta.get("status") == "complete" and results.get("steps") == meta.get("steps")
-            and "perplexity" in results and bool(results.get("layers"))
+            and "perplexity" in results and bool(results.get("layers")) and not incomplete_evaluation(results)
             and (not wants_transfer or (results.get("transfer") or {}).get("steps") == meta.get("steps")))
 
 
