@@ -210,6 +210,28 @@ def test_report_leaves_out_runs_whose_headline_is_not_a_complete_evaluation(tmp_
     rows = list(csv.DictReader((tmp_path / "out" / "table1.csv").open()))
     assert [(r["mods"], r["seeds"]) for r in rows] == [("original", "0")]
 
+
+def test_runs_of_no_sweep_that_ran_in_other_precisions_are_other_rows(tmp_path):
+    """Two runs of one configuration with precision `auto`, one of which ran in bf16 (on a GPU) and one in fp32
+    (on a CPU), as run.json says: not one row averaging both, but a row each, named by precision."""
+    runs = tmp_path / "runs"
+    for name, ran in (("0-original-s0", "fp32"), ("0-original-s42", "bf16"), ("0-original-s43", "fp32")):
+        shutil.copytree(QUICK / ("0-original-s42" if name.endswith("43") else name), runs / name)
+        config = json.loads((runs / name / "config.json").read_text())
+        config["train"] = {**config["train"], "precision": "auto", "seed": int(name.rsplit("-s", 1)[1])}
+        (runs / name / "config.json").write_text(json.dumps(config))
+        results = json.loads((runs / name / "results.json").read_text())
+        (runs / name / "results.json").write_text(json.dumps({**results, "seed": config["train"]["seed"]}))
+        meta = json.loads((runs / name / "run.json").read_text())
+        (runs / name / "run.json").write_text(json.dumps({**meta, "precision": ran}))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"]: r["seeds"] for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert sorted(rows.values()) == ["0 43", "42"], rows
+    (fp32,) = [k for k, v in rows.items() if v == "0 43"]
+    (bf16,) = [k for k, v in rows.items() if v == "42"]
+    assert fp32.startswith("original (") and "fp32" in fp32 and "bf16" in bf16
+
 # ---------------------------------------------------------------------------------------------
 # Columns from the evaluator registry; the README's generated table.
 

@@ -310,16 +310,21 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
 
 
 def _other_section(runs: list[Run]) -> Section | None:
-    """Unclaimed runs grouped by (mods, preset, configuration); named by mods alone where that is unique."""
+    """Unclaimed runs grouped by (mods, preset, configuration, the precision they ran in: `auto` is bf16 on CUDA,
+    fp32 on a CPU, as run.json says); named by mods alone where that is unique."""
     rest: dict[tuple, list[Run]] = {}
     for r in runs:
-        rest.setdefault((r.mods, r.config.get("preset", ""), _fingerprint(r.config)), []).append(r)
+        key = (r.mods, r.config.get("preset", ""), _fingerprint(r.config), _training(r).get("train.precision"))
+        rest.setdefault(key, []).append(r)
     if not rest:
         return None
     names = [k[0] for k in rest]
+    configs = [k[:3] for k in rest]
     groups = []
-    for (mods, preset, fp), members in rest.items():
+    for (mods, preset, fp, ran), members in rest.items():
         name = mods if names.count(mods) == 1 else f"{mods} ({preset}, config {fp})"
+        if configs.count((mods, preset, fp)) > 1:  # one configuration, `auto` precision run as bf16 and as fp32
+            name = f"{name[:-1]}, {ran})" if name.endswith(")") else f"{name} ({ran})"
         groups.append(Group("", name, mods, sorted(members, key=lambda r: r.seed), preset))
     groups.sort(key=lambda g: (g.mods != "original", g.name))
     return Section(OTHER_SECTION, groups)
