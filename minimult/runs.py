@@ -459,6 +459,18 @@ class Run:
                                     f"one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
                                     f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
 
+    def check_data(self, prepared) -> None:
+        """Before a resume: the prepared text is the one this run has trained on so far (run.json's `data_sha256`,
+        recorded since), so the rest of a run never trains on another text (a corpus file edited in between,
+        another corpus package) without a word, even where the vocabulary stayed the same."""
+        recorded = self.meta.get("data_sha256")
+        if recorded and recorded != prepared.data_hash:
+            files = " or ".join(dict.fromkeys(str(f) for f in (self.cfg.data.train, self.cfg.data.dev, self.cfg.data.files)
+                                              if f))
+            raise MinimultError(f"the prepared corpus at {prepared.path} ({prepared.data_hash[:12]}) is not the text this "
+                                f"run trained on so far ({recorded[:12]}, run.json): {files} changed since it started; "
+                                f"refusing to resume it on other text (restore the corpus, or train a new run)")
+
     def check_checkpoint_config(self, ckpt: dict) -> None:
         """A checkpoint resumes only the run it was written for (same resolved config, evaluation and
         execution settings aside: a run may resume on another number of processes)."""

@@ -397,7 +397,8 @@ def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra
     meta = m.run.meta
     meta.update({"name": m.run.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
                  "mod_versions": versions(m.run.mods), "vocab_sha256": m.run.data.prepared.vocab_hash,
-                 "prepared": str(m.run.data.prepared.path), "environment": environment(),
+                 "data_sha256": m.run.data.prepared.data_hash, "prepared": str(m.run.data.prepared.path),
+                 "environment": environment(),
                  "status": "training", "device": str(device),
                  "precision": precision.resolve(cfg.train.precision, device), "parameters": parameters,
                  "steps_per_epoch": spe, "total_steps": total,
@@ -412,6 +413,7 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]
     for m, c in zip(members, ckpts):
         m.run.check_checkpoint_config(c)
         m.run.check_vocabulary(m.run.data.prepared)
+        m.run.check_data(m.run.data.prepared)
     steps = {c["step"] for c in ckpts}
     if len(steps) != 1:
         raise MinimultError(f"cannot resume stacked runs saved at different steps ({sorted(steps)}); "

@@ -366,3 +366,23 @@ def test_a_run_without_a_checkpoint_resumes_from_the_start(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     losses = [[json.loads(l)["loss"] for l in (r / "metrics.jsonl").read_text().splitlines()] for r in runs.values()]
     assert losses[0] == losses[1]  # the log starts afresh, not appended to the stopped attempt's
+
+
+def test_resume_refuses_a_corpus_that_changed_since_the_run_started(tmp_path):
+    """A training file edited between the start and the resume (each line's words reversed: the same words, so
+    the same word vocabulary) would have the rest of the run train on other text without a word: refused in one
+    line; put back, the run resumes."""
+    train = tmp_path / "train.txt"
+    lines = Path(TINY_SETTINGS["data.train"]).read_text(encoding="utf-8").splitlines()[:200]
+    train.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg, mods = tiny_cfg(**{"data.train": str(train), "data.tokenizer": "word", "train.checkpoint_every": 5})
+    run = tmp_path / "run"
+    write_json(run.mkdir() or run / "config.json", cfg.to_dict())
+    pretrain(cfg, mods, run, log=quiet, stop_after=10)
+    vocab = read_json(run / "run.json")["vocab_sha256"]
+    train.write_text("\n".join(" ".join(l.split()[::-1]) for l in lines) + "\n", encoding="utf-8")
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "not the text this run trained on", str(train))
+    assert read_json(run / "run.json")["vocab_sha256"] == vocab and load_checkpoint(run / "checkpoint.pt")["step"] == 10
+    train.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = cli("pretrain", "--resume", str(run))
+    assert proc.returncode == 0 and "resuming" in proc.stdout, proc.stderr

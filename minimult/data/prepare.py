@@ -6,6 +6,7 @@ cache entry (named by a hash of everything that determines it) and says so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from dataclasses import dataclass
@@ -39,6 +40,17 @@ class Prepared:
 
     def encoded(self, split: str) -> Encoded:
         return self.train if split == "train" else self.dev
+
+    @property
+    def data_hash(self) -> str:
+        """A hash of the encoded texts (training, dev and the source's own): what a run trains and evaluates on.
+        The cache key names the corpus files by content too, but a run records this (run.json's `data_sha256`)
+        so that a resume finds out when its text changed, even where the vocabulary stayed the same."""
+        h = hashlib.sha256()
+        for enc in (self.train, self.dev, *(self.extra[k] for k in sorted(self.extra))):
+            for a in (enc.ids, enc.offsets, enc.word_starts):
+                h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
 
 
 def cache_key(cfg) -> dict:
