@@ -471,6 +471,19 @@ class Run:
                                 f"run trained on so far ({recorded[:12]}, run.json): {files} changed since it started; "
                                 f"refusing to resume it on other text (restore the corpus, or train a new run)")
 
+    def check_mod_versions(self) -> None:
+        """Before a resume: every mod is at the version this run started with (run.json's `mod_versions`), so the
+        rest of the run never trains under a mod whose behaviour changed since, while run.json names one version."""
+        from minimult.mods import versions
+
+        recorded, now = self.meta.get("mod_versions") or {}, versions(self.mods)
+        changed = [name for name in now if name in recorded and recorded[name] != now[name]]
+        if changed:
+            name = changed[0]
+            raise MinimultError(f"{self.path} started with mod {name} version {recorded[name]}, and this minimult has "
+                                f"version {now[name]} (its behaviour changed since); refusing to resume it under "
+                                f"another version (finish it with the code it started with, or train a new run)")
+
     def check_checkpoint_config(self, ckpt: dict) -> None:
         """A checkpoint resumes only the run it was written for (same resolved config, evaluation and
         execution settings aside: a run may resume on another number of processes)."""

@@ -414,6 +414,7 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]
         m.run.check_checkpoint_config(c)
         m.run.check_vocabulary(m.run.data.prepared)
         m.run.check_data(m.run.data.prepared)
+        m.run.check_mod_versions()
     steps = {c["step"] for c in ckpts}
     if len(steps) != 1:
         raise MinimultError(f"cannot resume stacked runs saved at different steps ({sorted(steps)}); "

@@ -386,3 +386,21 @@ def test_resume_refuses_a_corpus_that_changed_since_the_run_started(tmp_path):
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
     proc = cli("pretrain", "--resume", str(run))
     assert proc.returncode == 0 and "resuming" in proc.stdout, proc.stderr
+
+
+def test_resume_refuses_a_mod_whose_version_changed_since_the_run_started(tmp_path):
+    """A mod whose behaviour changed (its version bumped) between the start and the resume would train the rest
+    of the run otherwise than its start, while run.json named only the new version: refused in one line."""
+    cfg, mods = tiny_cfg("lang-pos", **{"train.checkpoint_every": 5})
+    run = tmp_path / "run"
+    write_json(run.mkdir() or run / "config.json", cfg.to_dict())
+    pretrain(cfg, mods, run, log=quiet, stop_after=10)
+    meta = read_json(run / "run.json")
+    version = meta["mod_versions"]["lang-pos"]
+    write_json(run / "run.json", {**meta, "mod_versions": {"lang-pos": version - 1}})
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "lang-pos", f"version {version - 1}",
+                          f"version {version}")
+    assert load_checkpoint(run / "checkpoint.pt")["step"] == 10
+    write_json(run / "run.json", meta)
+    proc = cli("pretrain", "--resume", str(run))
+    assert proc.returncode == 0 and "resuming" in proc.stdout, proc.stderr
