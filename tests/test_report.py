@@ -232,6 +232,23 @@ def test_runs_of_no_sweep_that_ran_in_other_precisions_are_other_rows(tmp_path):
     (bf16,) = [k for k, v in rows.items() if v == "42"]
     assert fp32.startswith("original (") and "fp32" in fp32 and "bf16" in bf16
 
+
+@pytest.mark.parametrize("in_sweep", [True, False])
+def test_seeds_of_a_setting_trained_under_other_mod_versions_are_named(tmp_path, in_sweep):
+    """Two seeds of lang-pos, one trained before its behaviour changed (run.json: mod_versions lang-pos 0): the row
+    averaging them says so under the table, in a sweep's section and among runs of no sweep alike."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "1-lang-pos-s0", "1-lang-pos-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    if in_sweep:
+        shutil.copy(QUICK / "table1.sweep.json", runs / "table1.sweep.json")
+    meta = json.loads((runs / "1-lang-pos-s42" / "run.json").read_text())
+    (runs / "1-lang-pos-s42" / "run.json").write_text(json.dumps({**meta, "mod_versions": {"lang-pos": 0}}))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert "Not trained alike in " in md and "mod_versions.lang-pos 1 (seed 0), 0 (seed 42)" in md, md
+
 # ---------------------------------------------------------------------------------------------
 # Columns from the evaluator registry; the README's generated table.
 

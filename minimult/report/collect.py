@@ -191,11 +191,16 @@ def current_config(config: dict) -> dict:
 
 def _training(run: Run) -> dict:
     """`_trained` flat ({"train.lr": ...}, the preset's name left out), `train.precision` as run.json says
-    it ran ("auto" is fp32 on a CPU, bf16 on CUDA)."""
+    it ran ("auto" is fp32 on a CPU, bf16 on CUDA), and the mods' versions run.json records
+    (`mod_versions.lang-pos`: a mod whose behaviour changed between two seeds' runs)."""
     trained = flat({k: v for k, v in _trained(run.config).items() if k != "preset"})
-    precision = (_read(run.path / "run.json") or {}).get("precision")
+    meta = _read(run.path / "run.json") or {}
+    precision = meta.get("precision")
     if precision and trained.get("train.precision") == "auto":
         trained["train.precision"] = precision
+    versions = meta.get("mod_versions")
+    if isinstance(versions, dict):  # runs from before run.json recorded them: nothing to compare
+        trained.update(flat(versions, "mod_versions."))
     return trained
 
 
@@ -206,6 +211,8 @@ def mixed_training(runs: list[Run]) -> str | None:
     if len(runs) < 2:
         return None
     flats = [_training(r) for r in runs]
+    if not all(any(k.startswith("mod_versions.") for k in f) for f in flats):  # some runs recorded none
+        flats = [{k: v for k, v in f.items() if not k.startswith("mod_versions.")} for f in flats]
     keys = sorted({k for f in flats for k in f if len({_key(g.get(k)) for g in flats}) > 1})
     if not keys:
         return None
@@ -320,14 +327,17 @@ def _other_section(runs: list[Run]) -> Section | None:
         return None
     names = [k[0] for k in rest]
     configs = [k[:3] for k in rest]
-    groups = []
+    groups, mixed = [], []
     for (mods, preset, fp, ran), members in rest.items():
         name = mods if names.count(mods) == 1 else f"{mods} ({preset}, config {fp})"
         if configs.count((mods, preset, fp)) > 1:  # one configuration, `auto` precision run as bf16 and as fp32
             name = f"{name[:-1]}, {ran})" if name.endswith(")") else f"{name} ({ran})"
         groups.append(Group("", name, mods, sorted(members, key=lambda r: r.seed), preset))
+        differ = mixed_training(groups[-1].runs)  # what the configuration leaves out: the mods' versions
+        if differ:
+            mixed.append({"id": "", "setting": name, "differ": differ})
     groups.sort(key=lambda g: (g.mods != "original", g.name))
-    return Section(OTHER_SECTION, groups)
+    return Section(OTHER_SECTION, groups, mixed=mixed)
 
 
 def log_rows(path: Path) -> list[dict]:
