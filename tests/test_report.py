@@ -249,6 +249,20 @@ def test_seeds_of_a_setting_trained_under_other_mod_versions_are_named(tmp_path,
     md = (tmp_path / "out" / "table1.md").read_text()
     assert "Not trained alike in " in md and "mod_versions.lang-pos 1 (seed 0), 0 (seed 42)" in md, md
 
+
+def test_a_baseline_borrowed_from_another_section_is_named_with_its_section(tmp_path):
+    """A sweep section without an `original` (fidelity-quick's Table 1 part: only 21 no-parallel) takes its p-values
+    against an original of the same preset from another section, here one trained on random batches: the header
+    says which section the baseline comes from, so the p-value is not read as against its own table's original."""
+    result = CliRunner().invoke(main, ["report", str(ROOT / "experiments/results/fidelity-quick"), "--out",
+                                       str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "out" / "table1.md").read_text()
+    fidelity = "Fidelity: masking mix, batching and budget"
+    table1 = md[md.index("## Table 1"):]
+    assert f"baseline for p: 0r original, random batches (from the section {fidelity})." in table1, table1
+    assert "baseline for p: 0r original, random batches." in md[md.index(f"## {fidelity}"):md.index("## Table 1")]
+
 # ---------------------------------------------------------------------------------------------
 # Columns from the evaluator registry; the README's generated table.
 

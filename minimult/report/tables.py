@@ -117,8 +117,11 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         base_values = {k: [run_values(r, top)[k] for r in base.runs] for k in keys} if base else None
         rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
         grid = section.manifest.name.removesuffix(".sweep.json") if section.manifest else None
+        label = base.label if base else None
+        if base is not None and not any(g is base for g in section.groups):  # borrowed: it may have trained otherwise
+            label += f" (from the section {next(s.title for s in sections if any(g is base for g in s.groups))})"
         out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
-                    "baseline": base.label if base else None, "not_run": section.missing,
+                    "baseline": label, "not_run": section.missing,
                     "left_out": section.lost, "mixed": section.mixed, "paper_source": section.paper_source})
     return out
 
