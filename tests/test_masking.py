@@ -76,6 +76,45 @@ def test_selection_is_uniform_over_positions():
     assert ((freq - p).abs() < 4 * se).all(), freq
 
 
+def test_bernoulli_selection_draws_each_piece_on_its_own():
+    # the published code's selection: each maskable piece with p = 0.15, so a row's count is Binomial(n, .15)
+    # (short rows often have none) and every position is equally likely; never a special or padding
+    gen = torch.Generator().manual_seed(2)
+    cfg = MaskConfig(selection="bernoulli")
+    rand_ids = random_replacement_ids(V, 2)
+    rows_of_length: dict[int, list[int]] = {}
+    selected = maskable_total = 0
+    for _ in range(200):
+        ids, maskable, n = make_batch(gen)
+        m = mask_batch(ids, maskable, torch.full((ids.shape[0],), MASK), rand_ids, cfg, gen)
+        chosen = torch.zeros(ids.numel(), dtype=torch.bool)
+        chosen[m.selected] = True
+        chosen = chosen.view(ids.shape)
+        assert not (chosen & ~maskable).any()
+        assert torch.equal(m.input_ids[~chosen], ids[~chosen])
+        for length, count in zip(n.tolist(), chosen.sum(1).tolist()):
+            rows_of_length.setdefault(length, []).append(count)
+        selected += int(chosen.sum())
+        maskable_total += int(maskable.sum())
+    rate, se = selected / maskable_total, math.sqrt(0.15 * 0.85 / maskable_total)
+    assert abs(rate - 0.15) < 4 * se, rate
+    short = rows_of_length[3]                      # P(no piece of 3 selected) = .85^3 = .614
+    none = sum(c == 0 for c in short) / len(short)
+    assert abs(none - 0.85 ** 3) < 4 * math.sqrt(0.614 * 0.386 / len(short)), none
+    assert len(set(rows_of_length[30])) > 3        # the count varies where exact selection gives round(4.5) = 4
+
+
+def test_bernoulli_selection_never_leaves_a_batch_without_a_target():
+    # one short row: most draws select nothing, and then one piece is taken so the step has a loss
+    ids = torch.tensor([[CLS, 10, 11, SEP, PAD]])
+    maskable = torch.tensor([[False, True, True, False, False]])
+    gen = torch.Generator().manual_seed(0)
+    counts = [mask_batch(ids, maskable, torch.tensor([MASK]), random_replacement_ids(V, 1),
+                         MaskConfig(selection="bernoulli"), gen).selected.numel() for _ in range(200)]
+    assert min(counts) == 1 and set(counts) <= {1, 2}
+    assert sum(c == 2 for c in counts) < 20        # both pieces: p = .0225
+
+
 def neighbour_table(k=2):
     """(2V, k): id t -> t +/- V shifted by j (other language); multiples of 7 have none, of 11 only one."""
     t = torch.arange(2 * V)
@@ -169,6 +208,8 @@ def test_bad_config_raises():
                            ((0.5, 0.5, 0.0), "need 4 values"), ((float("nan"), 0, 0, 1), "must be non-negative")]:
         with pytest.raises(MinimultError, match=f"mask probabilities {message}"):
             MaskConfig(probs=probs)
+    with pytest.raises(MinimultError, match=r"unknown mask.selection 'random'; valid: exact, bernoulli"):
+        MaskConfig(selection="random")
     for rate in [0.0, 1.0, -0.1, 1.5]:
         with pytest.raises(MinimultError, match=r"mask rate must be strictly between 0 and 1"):
             MaskConfig(rate=rate)

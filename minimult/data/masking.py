@@ -35,6 +35,12 @@ PRESETS = {
 
 MASK, KEEP, RANDOM, NEIGHBOUR = 0, 1, 2, 3  # the four actions, in the order of `probs`
 
+# How the pieces to predict are chosen (`mask.selection`). exact: a uniform random subset of
+# max(1, round(rate * n)) of a sequence's n maskable pieces (every sequence contributes, the count is fixed);
+# bernoulli: each maskable piece on its own with probability `rate`, as the paper's published code (and HF's
+# masking collator) did, so a short sequence often has none and the count varies from batch to batch.
+SELECTIONS = ("exact", "bernoulli")
+
 
 def _check_probs(probs) -> tuple[float, float, float, float]:
     try:
@@ -54,11 +60,14 @@ def _check_probs(probs) -> tuple[float, float, float, float]:
 class MaskConfig:
     rate: float = 0.15  # fraction of each sequence's maskable tokens that is selected (at least one)
     probs: tuple[float, float, float, float] = STANDARD  # (mask, keep, random, knn) for a selected token
+    selection: str = "exact"  # exact | bernoulli (SELECTIONS)
 
     def __post_init__(self):
         object.__setattr__(self, "probs", _check_probs(self.probs))
         if not 0.0 < float(self.rate) < 1.0:
             raise MinimultError(f"mask rate must be strictly between 0 and 1, got {self.rate}")
+        if self.selection not in SELECTIONS:
+            raise MinimultError(f"unknown mask.selection {self.selection!r}; valid: {', '.join(SELECTIONS)}")
 
 
 def parse_probs(text: str) -> tuple[float, float, float, float]:
@@ -114,7 +123,9 @@ def _thresholds(probs) -> list[float]:
 def mask_batch(input_ids: torch.Tensor, maskable: torch.Tensor, mask_ids: torch.Tensor,
                random_ids: torch.Tensor, cfg: MaskConfig, generator: torch.Generator,
                neighbours: torch.Tensor | None = None) -> Masked:
-    """Select max(1, round(rate * n_i)) maskable tokens per sequence and corrupt them.
+    """Select max(1, round(rate * n_i)) maskable tokens per sequence (`cfg.selection` exact; bernoulli: each
+    with probability `rate`, and the first of one random order when the whole batch drew none, so a step
+    always has a loss) and corrupt them.
 
     input_ids (B, T) long; maskable (B, T) bool; mask_ids (B,) long, the [MASK] id of each sequence's
     language; random_ids (R,) long, the ids a random replacement draws from; neighbours (V_total, k)
@@ -142,12 +153,17 @@ def mask_batch(input_ids: torch.Tensor, maskable: torch.Tensor, mask_ids: torch.
 
     # selection: random key per token, +inf where not maskable; a token is selected iff its rank in its
     # row is below the row's count, i.e. a uniform random subset of that size
-    n = maskable.sum(1)                                                            # (B,)
-    count = torch.where(n > 0, torch.round(cfg.rate * n).clamp(min=1), torch.zeros_like(n, dtype=torch.float))
     keys = torch.rand((B, T), generator=g, device=device).masked_fill(~maskable, float("inf"))
-    order = keys.argsort(dim=1)                                                    # (B, T)
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(T, device=device).expand(B, T))
-    chosen = (rank < count[:, None]) & maskable                                    # (B, T)
+    if cfg.selection == "bernoulli":  # the same draws: key < rate has probability rate
+        chosen = keys < cfg.rate                                                   # (B, T)
+        if not bool(chosen.any()) and bool(maskable.any()):
+            chosen.view(-1)[keys.argmin()] = True
+    else:
+        n = maskable.sum(1)                                                        # (B,)
+        count = torch.where(n > 0, torch.round(cfg.rate * n).clamp(min=1), torch.zeros_like(n, dtype=torch.float))
+        order = keys.argsort(dim=1)                                                # (B, T)
+        rank = torch.empty_like(order).scatter_(1, order, torch.arange(T, device=device).expand(B, T))
+        chosen = (rank < count[:, None]) & maskable                                # (B, T)
     selected = chosen.flatten().nonzero().squeeze(1)                               # (N,)
     flat = input_ids.flatten()
     targets = flat[selected]                                                       # (N,)
