@@ -86,6 +86,10 @@ def test_readme_speed_table_is_made_from_the_result_files(tmp_path):
     new = json.loads((results / "train-10-fp32.json").read_text())
     new.pop("label")
     new["argv"] += ["--steps", "12"]
+    # fixed numbers (an earlier measurement), so re-measuring the committed files does not change this row
+    new["result"].update({"tok_s_ours": 12388, "tok_s_hf-bucketed": 8048, "tok_s_hf-padded": 1109,
+                          "ours_over_hf-bucketed": 1.51, "ours_over_hf-padded": 10.8, "gemm_gflops": 73.2,
+                          "ours_gflops": 51.3, "ours_frac_of_gemm": 0.70})
     (results / "train-99-new.json").write_text(json.dumps(new))
     proc = subprocess.run(table + ["--results", str(results)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
