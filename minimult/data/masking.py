@@ -151,10 +151,10 @@ def mask_batch(input_ids: torch.Tensor, maskable: torch.Tensor, mask_ids: torch.
     device, g = input_ids.device, generator
     maskable = maskable.to(torch.bool)
 
-    # selection: random key per token, +inf where not maskable; a token is selected iff its rank in its
-    # row is below the row's count, i.e. a uniform random subset of that size
+    # selection: random key per token, +inf where not maskable. exact: a token is selected iff its rank in
+    # its row is below the row's count, i.e. a uniform random subset of that size; bernoulli: iff its key < rate
     keys = torch.rand((B, T), generator=g, device=device).masked_fill(~maskable, float("inf"))
-    if cfg.selection == "bernoulli":  # the same draws: key < rate has probability rate
+    if cfg.selection == "bernoulli":
         chosen = keys < cfg.rate                                                   # (B, T)
         if not bool(chosen.any()) and bool(maskable.any()):
             chosen.view(-1)[keys.argmin()] = True

@@ -6,6 +6,7 @@ cache entry (named by a hash of everything that determines it) and says so.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import statistics
@@ -41,7 +42,7 @@ class Prepared:
     def encoded(self, split: str) -> Encoded:
         return self.train if split == "train" else self.dev
 
-    @property
+    @functools.cached_property  # read by start_meta and by a resume's check: hashed once
     def data_hash(self) -> str:
         """A hash of the encoded texts (training, dev and the source's own): what a run trains and evaluates on.
         The cache key names the corpus files by content too, but a run records this (run.json's `data_sha256`)
