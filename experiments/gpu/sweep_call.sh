@@ -15,7 +15,8 @@
 # Two sweeps at once (another grid beside this one): start the first in the background, the second after it.
 # Whatever has not finished by LIMIT seconds stops at its last checkpoint. The finished run folders come
 # back in $OUT/done-<root name>-s<seeds>.tar.gz, each unfinished one as $OUT/unfinished-<root name>-<run>.tar.gz
-# with its checkpoint (resume it with `minimult sweep ... --only` on the same --root, here or on a GPU).
+# with its checkpoint (resume it with `minimult sweep ... --only` on the same --root, here or on a GPU); a '+'
+# in a run's name becomes '_' in these file names (the archives inside keep the real names).
 set -u
 LIMIT=${LIMIT:-500}
 ONLY=${ONLY:-6r,8r}
@@ -49,4 +50,6 @@ torch.save({**c, "optimizer": None}, sys.argv[2])' "$d/checkpoint.pt" "$OUT/weig
 done
 [ ${#done_runs[@]} -gt 0 ] && tar -czf "$OUT/done-$ROOT_NAME-s${SEEDS//,/-}.tar.gz" -C "$ROOT" --exclude checkpoint.pt --exclude .sweep.lock "${done_runs[@]}" \
     $(cd "$ROOT" && ls *.sweep.json)
+# the device tool brings back only names of letters, digits, '.', '_' and '-': a run's '+' becomes '_'
+for f in "$OUT"/*+*; do [ -e "$f" ] || continue; b=$(basename "$f"); mv "$f" "$OUT/${b//+/_}"; done
 ls -la "$OUT"
