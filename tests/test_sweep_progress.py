@@ -101,3 +101,33 @@ def test_a_sweep_prints_status_lines_while_runs_train(tmp_path, monkeypatch):
     status = [l for l in lines if l.startswith("  [") and " running, " in l]
     assert status, "\n".join(lines)
     assert any(l.startswith("    0-original-s0: step ") and "/26, loss " in l for l in lines), "\n".join(lines)
+
+
+def test_a_run_finished_elsewhere_is_neither_running_nor_queued(tmp_path):
+    """A queued run that another sweep (or a GPU machine) finished meanwhile: its log's last line is its last
+    step, but the status lines count it apart and the time left leaves it out; a run this sweep itself
+    finishes is counted done once, even when a status line saw it complete before its outcome came."""
+    a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="20m00s"))
+    gpu = run(tmp_path, "gpu", LINE.format(step=1775, elapsed="5m00s", left="0m00s"))
+    (Path(gpu.run_dir) / "run.json").write_text('{"status": "complete", "steps": 1775}')
+    (Path(gpu.run_dir) / "results.json").write_text('{"steps": 1775, "perplexity": {}, "layers": {"0": {}}}')
+    queued = SimpleNamespace(run_dir=str(tmp_path / "c"), name="c")
+    lines, clock = [], Clock(0)
+    progress = SweepProgress([a, gpu, queued], workers=1, run_log="sweep.log", log=lines.append, every=300,
+                             clock=clock)
+    clock.now = 300
+    progress.tick()
+    # 20 min left of a, one queued run of a typical 30 min, one worker: 50 min (the finished one adds nothing)
+    assert "] 1 running, 1 queued, 0 done, 1 finished elsewhere in 5m00s; ~50m00s left" in lines[0], lines
+    assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 20m00s left"]
+    progress.finished(SimpleNamespace(task=gpu, status="skipped", seconds=0.0))  # the sweep reaches it: skipped
+    (Path(a.run_dir) / "run.json").write_text('{"status": "complete", "steps": 1775}')
+    (Path(a.run_dir) / "results.json").write_text('{"steps": 1775, "perplexity": {}, "layers": {"0": {}}}')
+    lines.clear()
+    clock.now = 600
+    progress.tick()  # a is complete before its outcome arrives
+    progress.finished(SimpleNamespace(task=a, status="done", seconds=1800.0))
+    lines.clear()
+    clock.now = 900
+    progress.tick()
+    assert "0 running, 1 queued, 1 done, 1 finished elsewhere in 15m00s" in lines[0], lines

@@ -5,7 +5,9 @@ Public entry: `SweepProgress(tasks, workers, run_log, log, every, clock)`; the s
 without news (`clock`, `time.time` by default, says when `every` has passed, and the start that the run
 logs' modification times are compared with). Each run's own progress is read from the last training line
 of its `sweep.log` (`step 1173/1775 | epoch ... | loss 3.9585 | ... | 11,962 tok/s | 19m02s elapsed, 9m46s
-left`), so it works the same for local workers and Ray tasks on a shared filesystem.
+left`), so it works the same for local workers and Ray tasks on a shared filesystem. A queued run that another
+sweep (or a GPU machine) finished meanwhile, its results complete (`plan.results_complete`), is counted as
+"finished elsewhere": neither running nor queued, and out of the time left.
 
 The sweep's time left = (what the running runs have left + what the queued runs will take) / parallel
 workers, at least the longest a running run has left. A queued run will take its cost (`run_cost`:
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from minimult.sweep.plan import results_complete
 from minimult.train import fmt_time as fmt
 
 EVERY = 300.0  # seconds between status lines
@@ -114,6 +117,8 @@ class SweepProgress:
                  clock: Callable[[], float] = time.time):
         self.run_log = run_log  # each run's log file name in its folder
         self.pending = dict.fromkeys(t.run_dir for t in tasks)  # run folders not finished yet, in order
+        self.wants_transfer = {t.run_dir: bool(getattr(t, "wants_transfer", False)) for t in tasks}
+        self.elsewhere: set[str] = set()  # pending runs finished by another sweep (or a GPU machine) meanwhile
         self.workers = max(1, workers)
         self.log, self.every, self.clock = log, every, clock
         self.start = self.last = clock()
@@ -124,6 +129,8 @@ class SweepProgress:
 
     def finished(self, outcome) -> None:
         self.pending.pop(outcome.task.run_dir, None)
+        if outcome.status == "done":  # this sweep's own run, seen complete before its outcome came
+            self.elsewhere.discard(outcome.task.run_dir)
         if outcome.status == "done" and outcome.seconds > 0:
             self.durations.append(outcome.seconds)
             if self.cost.get(outcome.task.run_dir):
@@ -134,6 +141,9 @@ class SweepProgress:
         if now - self.last < self.every or not self.pending:
             return
         self.last = now
+        for run_dir in [d for d in self.pending if results_complete(Path(d), self.wants_transfer.get(d, False))]:
+            del self.pending[run_dir]  # neither running (its log's last line is its last step) nor queued
+            self.elsewhere.add(run_dir)
         running = {}
         for run_dir in self.pending:
             state = last_step(Path(run_dir) / self.run_log, self.start)
@@ -149,8 +159,9 @@ class SweepProgress:
             later = sum(self.cost.get(d, 0.0) for d in waiting) * statistics.median(rates)
             left = max(max(lefts, default=0), (sum(lefts) + later) / self.workers)
             eta = f"; ~{fmt(left)} left"
+        elsewhere = f", {len(self.elsewhere)} finished elsewhere" if self.elsewhere else ""
         self.log(f"  [{time.strftime('%H:%M')}] {len(running)} running, {queued} queued, "
-                 f"{len(self.durations)} done in {fmt(now - self.start)}{eta}")
+                 f"{len(self.durations)} done{elsewhere} in {fmt(now - self.start)}{eta}")
         for run_dir, s in running.items():
             self.log(f"    {Path(run_dir).name}: step {s['step']}/{s['total']}, loss {s['loss']}, "
                      f"{s['tok_s']} tok/s" + (f", {fmt(s['left'])} left" if s["left"] is not None else ""))
