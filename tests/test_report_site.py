@@ -220,6 +220,37 @@ def test_a_planted_contradiction_does_not_hold_and_agreement_holds(tmp_path):
     assert "does not hold" in row and row[4] == "0.510 ± 0.014 vs 0.110 ± 0.014"
 
 
+def test_a_tables_orderings_judge_its_own_runs_and_go_where_the_readme_asks(tmp_path):
+    """Each table's claims are judged from that table's runs whatever folder claims.toml names (a paper-budget
+    Table 1 gets its own orderings); one seed a side is a direction, never a verdict; a claim without runs on
+    a side is left out; `--readme` writes the first table's orderings between `<marker>-orderings` markers
+    when the README has them, and a README without them is left as it was there."""
+    from minimult.report import build_report, load
+
+    fake_table1(tmp_path / "paper", {"0": [0.60], "1": [0.10]})
+    section = load([tmp_path / "paper"], lambda s: None).sections[0]
+    rows = {r["id"]: r for r in claims_mod.orderings(section)}
+    assert rows["ds-lang-pos"]["direction"] == "as the paper's" and rows["ds-lang-pos"]["verdict"] == UNKNOWN
+    assert "ds-shift-special" not in rows  # no run of setting 2 here
+    fake_table1(tmp_path / "other", {"0": [0.10, 0.12], "1": [0.50, 0.52]})
+    row = next(r for r in claims_mod.orderings(load([tmp_path / "other"], lambda s: None).sections[0])
+               if r["id"] == "ds-lang-pos")
+    assert row["direction"] == "the other way" and row["verdict"] == FAILS and row["b"]["stats"]["n"] == 2
+
+    readme = tmp_path / "README.md"
+    blocks = "".join(f"<!-- BEGIN {m} -->\nold\n<!-- END {m} -->\n" for m in ("quick-table1", "quick-table1-orderings"))
+    readme.write_text("# intro\n" + blocks + "tail\n")
+    report = build_report([tmp_path / "paper"], tmp_path / "out", log=lambda s: None, readme=readme)
+    text = readme.read_text()
+    block = text.split("<!-- BEGIN quick-table1-orderings -->")[1].split("<!-- END")[0]
+    assert "| 1 < 0 (µ) | 0.30 vs 0.70 | 0.100 vs 0.600 | 1 vs 1 | as the paper's | **cannot tell** |" in block
+    assert text.startswith("# intro\n") and text.endswith("tail\n") and "old" not in text
+    assert report["orderings"][0]["rows"] and "the paper's orderings" in report["markdown"]
+    readme.write_text("<!-- BEGIN quick-table1 -->\n<!-- END quick-table1 -->\n")  # no orderings markers: fine
+    build_report([tmp_path / "paper"], tmp_path / "out", log=lambda s: None, readme=readme)
+    assert "orderings" not in readme.read_text()
+
+
 @pytest.mark.parametrize("a, b, expect, verdict", [
     ([0.1, 0.12], [0.5, 0.52], "lower", HOLDS),            # every seed ordered (and p < .05)
     ([0.5, 0.52], [0.1, 0.12], "lower", FAILS),            # separated the other way

@@ -10,7 +10,8 @@ gives the paper's numbers (`paper`, recorded in the manifest) shows them in pare
 Writes to `out_dir`: `table1.md` (every section, the first being Table 1), `table1.csv` (one row per
 setting, full precision, a `section` column), `report.json` (every aggregated number, the values per
 seed and the p-values of every metric) and PNG figures (see `figures.py`); with `readme`, the first
-table also goes between that file's `<preset>-table1` markers (see `readme.py`).
+table also goes between that file's `<preset>-<grid>` markers (see `readme.py`), and its orderings between
+`<preset>-<grid>-orderings` markers where the file has them.
 
 The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
@@ -19,7 +20,8 @@ runs evaluated with `eval --segment`), `links` (word alignment against link file
 for real languages), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
 transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s
 depth, heads, parameter, permutation and tokenization series), `readme` (generated tables inside README.md),
-`claims` (the papers' claims of `claims.toml`, judged from the sections: docs/claims.md) and `site` (the
+`claims` (the papers' claims of `claims.toml`, judged from the sections: docs/claims.md; each table also
+gets its own orderings, the claims between two of its rows judged from its runs alone) and `site` (the
 static HTML site over results folders: `minimult report --html DIR` / `--site DIR`; Jinja2 templates in
 `templates/`).
 """
@@ -35,8 +37,8 @@ from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
-from minimult.report import links, probe, segments, series, transfer
-from minimult.report.readme import table_marker, update_readme
+from minimult.report import claims, links, probe, segments, series, transfer
+from minimult.report.readme import has_markers, table_marker, update_readme
 from minimult.runs import write_json
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
                                     markdown, run_values, section_table, top_layer, welch_p)
@@ -101,6 +103,11 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
     md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top))
+    all_claims = claims.load_claims()
+    ordered = [claims.orderings(s, all_claims) for s in sections]
+    for section, rows in zip(sections, ordered):
+        if rows:
+            md = md.rstrip("\n") + f"\n\n## {section.title}: the paper's orderings\n\n" + claims.orderings_markdown(rows)
     alternations = segments.rows(sections, top)
     if alternations:
         md = md.rstrip("\n") + "\n\n" + segments.markdown(alternations, top)
@@ -138,10 +145,13 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
               "transfer": transfers, "links": link_rows, "transfer_word_order": {"points": points,
                                                          **dict(zip(("pearson", "p"), transfer.pearson_test(points)
                                                                     or (None, None)))},
-              "k_et_al": axes}
+              "k_et_al": axes, "orderings": [{"section": s.title, "rows": rows} for s, rows in zip(sections, ordered)]}
     write_json(out / "report.json", report)
     if readme is not None:
         marker = table_marker(aggregated[0])
         changed = update_readme(readme, readme_table(report), marker)
         log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker} markers")
+        if has_markers(readme, f"{marker}-orderings"):  # the first table's orderings, where the README wants them
+            changed = update_readme(readme, claims.orderings_markdown(ordered[0]), f"{marker}-orderings")
+            log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker}-orderings markers")
     return report

@@ -378,3 +378,51 @@ def markdown(rows: list[dict]) -> str:
                      f"{side_text(r['a'])} vs {side_text(r['b'])} | {seeds_text(r)} | {budget_text(r)} | "
                      f"**{r['verdict']}** |")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's orderings within one table: the claims whose sides are both settings of a section's grid.
+
+
+def section_claims(claims: list[Claim], section: Section) -> list[Claim]:
+    """The claims comparing two settings of `section`'s grid, whatever folder they name: `orderings` judges
+    them from this section alone (a report of the paper-budget Table 1 judges the Table 1 claims at that
+    budget)."""
+    if section.manifest is None:
+        return []
+    grid = section.manifest.name.removesuffix(".sweep.json")
+    return [c for c in claims if not c.a.constant and not c.b.constant and c.a.grid == grid and c.b.grid == grid]
+
+
+def direction(row: dict) -> str:
+    """Which way the two means lie, whatever the seeds: what a table of one seed a setting can say."""
+    a, b = (s["stats"]["mean"] if s["stats"] else None for s in (row["a"], row["b"]))
+    if a is None or b is None:
+        return "–"
+    if row["expect"] == "similar":
+        return f"{'within' if abs(a - b) <= row['margin'] * abs(b) else 'beyond'} {row['margin']:.0%} of b"
+    if a == b:
+        return "level"
+    return "as the paper's" if (a < b) == (row["expect"] == "lower") else "the other way"
+
+
+def orderings(section: Section, claims: list[Claim] | None = None) -> list[dict]:
+    """The section's claims (`section_claims`) judged by the rule from this section's runs alone, each row
+    with its `direction`; the claims with a side that has no evaluated run here are left out."""
+    rows = judge(section_claims(load_claims() if claims is None else claims, section), {"": [section]})
+    return [{**r, "direction": direction(r)} for r in rows if r["a"]["runs"] and r["b"]["runs"]]
+
+
+def orderings_markdown(rows: list[dict]) -> str:
+    """The paper's orderings within one table: the claim, the paper's numbers and ours, the direction of our
+    means and the rule's verdict (which needs 2 seeds a side)."""
+    if not rows:
+        return ""
+    lines = ["The paper's orderings in this table (the claims of minimult/report/claims.toml whose two sides "
+             "are rows here; verdict by the rule of docs/claims.md, which needs 2 seeds a side; direction: "
+             "where the means lie, seeds aside):", "",
+             "| claim | compared | paper | ours | seeds | direction | verdict |", "|---|---|---|---|--:|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['claim']} | {comparison_text(r)} | {paper_text(r['paper'])} | {side_text(r['a'])} vs "
+                     f"{side_text(r['b'])} | {seeds_text(r)} | {r['direction']} | **{r['verdict']}** |")
+    return "\n".join(lines) + "\n"

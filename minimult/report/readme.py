@@ -24,6 +24,15 @@ def markers(marker: str) -> tuple[str, str]:
     return f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
 
 
+def has_markers(path, marker: str) -> bool:
+    """Whether `path` has a line `<!-- BEGIN marker -->` (an optional block: written only where a README asks)."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(line.strip() == markers(marker)[0] for line in text.splitlines())
+
+
 def update_readme(path, markdown_table: str, marker: str, write: bool = True) -> bool:
     """Replace the lines between `<!-- BEGIN marker -->` and `<!-- END marker -->` (each alone on its
     line, once, BEGIN first) with `markdown_table`; True when the text changed (`write=False`: would
