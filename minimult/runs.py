@@ -459,17 +459,19 @@ class Run:
                                     f"one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
                                     f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
 
-    def check_data(self, prepared) -> None:
-        """Before a resume: the prepared text is the one this run has trained on so far (run.json's `data_sha256`,
-        recorded since), so the rest of a run never trains on another text (a corpus file edited in between,
-        another corpus package) without a word, even where the vocabulary stayed the same."""
+    def check_data(self, prepared, doing: str = "resume") -> None:
+        """Before a resume or an evaluation: the prepared text is the one this run has trained on (run.json's
+        `data_sha256`, recorded since), so the rest of a run never trains on another text (a corpus file edited in
+        between, another corpus package), nor is it scored on one as if it were its own, without a word, even
+        where the vocabulary stayed the same."""
         recorded = self.meta.get("data_sha256")
         if recorded and recorded != prepared.data_hash:
             files = " or ".join(dict.fromkeys(str(f) for f in (self.cfg.data.train, self.cfg.data.dev, self.cfg.data.files)
                                               if f))
+            then = "since it started" if doing == "resume" else "since it trained"
             raise MinimultError(f"the prepared corpus at {prepared.path} ({prepared.data_hash[:12]}) is not the text this "
-                                f"run trained on so far ({recorded[:12]}, run.json): {files} changed since it started; "
-                                f"refusing to resume it on other text (restore the corpus, or train a new run)")
+                                f"run trained on ({recorded[:12]}, run.json): {files} changed {then}; refusing to "
+                                f"{doing} it on other text (restore the corpus, or train a new run)")
 
     def check_mod_versions(self) -> None:
         """Before a resume: every mod is at the version this run started with (run.json's `mod_versions`), so the
@@ -510,7 +512,7 @@ class Run:
 
     def load_model(self, device: str = "auto", log: Callable[[str], None] = print):
         """The run's model with its last checkpoint's weights, in eval mode, after checking that the
-        prepared vocabulary is the one it trained with. A run whose training failed (diverged) is refused;
+        prepared vocabulary and text are the ones it trained with. A run whose training failed (diverged) is refused;
         one that has not finished says so in one line. `self.trained` then says how far the checkpoint
         trained: {"steps", "total_steps", "complete"}."""
         from minimult.model import Bert, pick_device
@@ -523,7 +525,9 @@ class Run:
         model = Bert(self.cfg.model).to(dev)
         model.load_state_dict(ckpt["model"])
         model.eval()
-        self.check_vocabulary(self.data.prepare(log))
+        prepared = self.data.prepare(log)
+        self.check_vocabulary(prepared)
+        self.check_data(prepared, "evaluate")
         total = self.meta.get("total_steps")
         self.trained = {"steps": ckpt["step"], "total_steps": total, "complete": bool(ckpt.get("complete"))}
         if not ckpt.get("complete"):

@@ -368,10 +368,10 @@ def test_a_run_without_a_checkpoint_resumes_from_the_start(tmp_path):
     assert losses[0] == losses[1]  # the log starts afresh, not appended to the stopped attempt's
 
 
-def test_resume_refuses_a_corpus_that_changed_since_the_run_started(tmp_path):
+def test_resume_and_eval_refuse_a_corpus_that_changed_since_the_run_started(tmp_path):
     """A training file edited between the start and the resume (each line's words reversed: the same words, so
     the same word vocabulary) would have the rest of the run train on other text without a word: refused in one
-    line; put back, the run resumes."""
+    line; put back, the run resumes. Evaluating the finished run on the edited text is refused the same way."""
     train = tmp_path / "train.txt"
     lines = Path(TINY_SETTINGS["data.train"]).read_text(encoding="utf-8").splitlines()[:200]
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -386,6 +386,13 @@ def test_resume_refuses_a_corpus_that_changed_since_the_run_started(tmp_path):
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
     proc = cli("pretrain", "--resume", str(run))
     assert proc.returncode == 0 and "resuming" in proc.stdout, proc.stderr
+    # evaluated on the edited text, its scores would read as this run's: refused too, nothing written
+    train.write_text("\n".join(" ".join(l.split()[::-1]) for l in lines) + "\n", encoding="utf-8")
+    assert_one_line_error(cli("eval", str(run)), "refusing to evaluate it on other text", str(train))
+    assert not (run / "results.json").exists()
+    train.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = cli("eval", str(run))
+    assert proc.returncode == 0 and (run / "results.json").is_file(), proc.stderr
 
 
 def test_resume_refuses_a_mod_whose_version_changed_since_the_run_started(tmp_path):
