@@ -38,12 +38,17 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     assert sorted(p.name for p in (out / "runs" / "tiny").iterdir()) == ["0-original-s0", "1-lang-pos-s0",
                                                                           "table1.sweep.json"]
     rest = proc.stdout[proc.stdout.index("| ID |"):].strip().splitlines()  # the report's table comes last,
-    table = [line for line in rest if line.startswith("|")]                # then a pointer to the probe table
+    table = rest[:next(i for i, line in enumerate(rest) if not line.startswith("|"))]  # then its orderings,
+    after = rest[len(table):]                                                         # then the probe table's pointer
     report = out.resolve() / "report" / "tiny"
     source = load_grid(ROOT / "experiments" / "table1.toml").paper_source  # the paper's numbers beside ours
-    assert rest[len(table):] == ["", f"In parentheses, the paper's numbers: {source}.", "",
-                                 f"Language identification per layer (2 settings): {report}/table1.md and "
-                                 f"{report}/language_id.png", "", f"site: {report}/index.html"]
+    assert after[:4] == ["", f"In parentheses, the paper's numbers: {source}.", "",
+                         "## Table 1: multilinguality and model fit (Dufter & Schütze 2020): the paper's orderings"]
+    orderings = [line for line in after if line.startswith("|")]  # one seed a side: a direction, never a verdict
+    assert orderings[0].startswith("| claim |") and len(orderings) == 4, orderings  # 1 < 0 (µ), 1 ≈ 0 (ppl dev)
+    assert all(line.endswith("| **cannot tell** |") for line in orderings[2:])
+    assert after[-4:] == ["", f"Language identification per layer (2 settings): {report}/table1.md and "
+                              f"{report}/language_id.png", "", f"site: {report}/index.html"]
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
     assert "µ" in table[0] and "n/a" not in table[2]  # µ exists (layers 0 and 1 of 2)
     assert (out / "report" / "tiny" / "table1.md").is_file() and any((out / "report" / "tiny").glob("*.png"))
