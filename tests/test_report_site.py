@@ -249,6 +249,12 @@ def test_a_tables_orderings_judge_its_own_runs_and_go_where_the_readme_asks(tmp_
     readme.write_text("<!-- BEGIN quick-table1 -->\n<!-- END quick-table1 -->\n")  # no orderings markers: fine
     build_report([tmp_path / "paper"], tmp_path / "out", log=lambda s: None, readme=readme)
     assert "orderings" not in readme.read_text()
+    # the folder's page on the site shows them under its table
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "paper"), "--html", str(tmp_path / "site")])
+    assert result.exit_code == 0, result.output
+    page = parse(tmp_path / "site" / "paper" / "index.html")
+    row = next(r for r in page.rows if r and r[0].startswith("Language-specific position embeddings"))
+    assert row[1:] == ["1 < 0 (µ)", "0.30 vs 0.70", "0.100 vs 0.600", "1 vs 1", "as the paper's", "cannot tell"]
 
 
 @pytest.mark.parametrize("a, b, expect, verdict", [

@@ -128,11 +128,13 @@ def _anchor(section: Section, g: Group) -> str:
 
 
 def _parts(folder: Folder) -> list[dict]:
-    """The sections beyond Table 1, each its markdown (as `build_report` writes it) and its figure."""
-    from minimult.report import links, probe, segments, series, transfer
+    """The sections beyond Table 1, each its markdown (as `build_report` writes it) and its figure: each
+    table's orderings first."""
+    from minimult.report import claims as claims_mod, links, probe, segments, series, transfer
 
     r, top, out = folder.report, folder.report["top_layer"], folder.out
-    parts = []
+    parts = [{"markdown": f"## {o['section']}: the paper's orderings\n\n" + claims_mod.orderings_markdown(o["rows"]),
+              "figure": None} for o in r.get("orderings", []) if o["rows"]]  # report.json from before: none
     if r["segment_alternations"]:
         parts.append({"markdown": segments.markdown(r["segment_alternations"], top),
                       "figure": _figure(out, "segment_alternations.png")})
