@@ -38,7 +38,7 @@ from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_s
                                      load_runs)
 from minimult.report.figures import pca_figure, position_figure, training_figure
 from minimult.report import claims, links, probe, segments, series, transfer
-from minimult.report.readme import has_markers, table_marker, update_readme
+from minimult.report.readme import table_marker, update_readme
 from minimult.runs import write_json
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
                                     markdown, run_values, section_table, top_layer, welch_p)
@@ -107,7 +107,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     ordered = [claims.orderings(s, all_claims) for s in sections]
     for section, rows in zip(sections, ordered):
         if rows:
-            md = md.rstrip("\n") + f"\n\n## {section.title}: the paper's orderings\n\n" + claims.orderings_markdown(rows)
+            md = md.rstrip("\n") + "\n\n" + claims.orderings_section(section.title, rows)
     alternations = segments.rows(sections, top)
     if alternations:
         md = md.rstrip("\n") + "\n\n" + segments.markdown(alternations, top)
@@ -151,7 +151,8 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
         marker = table_marker(aggregated[0])
         changed = update_readme(readme, readme_table(report), marker)
         log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker} markers")
-        if has_markers(readme, f"{marker}-orderings"):  # the first table's orderings, where the README wants them
-            changed = update_readme(readme, claims.orderings_markdown(ordered[0]), f"{marker}-orderings")
+        # the first table's orderings, where the README has markers for them
+        changed = update_readme(readme, claims.orderings_markdown(ordered[0]), f"{marker}-orderings", optional=True)
+        if changed is not None:
             log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker}-orderings markers")
     return report

@@ -426,3 +426,8 @@ def orderings_markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['claim']} | {comparison_text(r)} | {paper_text(r['paper'])} | {side_text(r['a'])} vs "
                      f"{side_text(r['b'])} | {seeds_text(r)} | {r['direction']} | **{r['verdict']}** |")
     return "\n".join(lines) + "\n"
+
+
+def orderings_section(title: str, rows: list[dict]) -> str:
+    """`orderings_markdown` under a heading naming its table, as the report and the site show it."""
+    return f"## {title}: the paper's orderings\n\n" + orderings_markdown(rows)

@@ -24,19 +24,11 @@ def markers(marker: str) -> tuple[str, str]:
     return f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
 
 
-def has_markers(path, marker: str) -> bool:
-    """Whether `path` has a line `<!-- BEGIN marker -->` (an optional block: written only where a README asks)."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    return any(line.strip() == markers(marker)[0] for line in text.splitlines())
-
-
-def update_readme(path, markdown_table: str, marker: str, write: bool = True) -> bool:
+def update_readme(path, markdown_table: str, marker: str, write: bool = True, optional: bool = False) -> bool | None:
     """Replace the lines between `<!-- BEGIN marker -->` and `<!-- END marker -->` (each alone on its
     line, once, BEGIN first) with `markdown_table`; True when the text changed (`write=False`: would
-    change; nothing is written)."""
+    change; nothing is written). `optional`: a file without the BEGIN line is left alone (None), for a
+    block written only where a README asks for it."""
     path = Path(path)
     try:
         text = path.read_bytes().decode("utf-8")
@@ -46,6 +38,8 @@ def update_readme(path, markdown_table: str, marker: str, write: bool = True) ->
     lines = text.splitlines(keepends=True)
     b = [i for i, line in enumerate(lines) if line.strip() == begin]
     e = [i for i, line in enumerate(lines) if line.strip() == end]
+    if optional and not b:
+        return None
     if len(b) != 1 or len(e) != 1 or e[0] < b[0]:
         raise MinimultError(f"{path} needs the line {begin} and, below it, the line {end} around the table to "
                             f"replace (found {len(b)} and {len(e)})")

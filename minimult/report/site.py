@@ -133,8 +133,8 @@ def _parts(folder: Folder) -> list[dict]:
     from minimult.report import claims as claims_mod, links, probe, segments, series, transfer
 
     r, top, out = folder.report, folder.report["top_layer"], folder.out
-    parts = [{"markdown": f"## {o['section']}: the paper's orderings\n\n" + claims_mod.orderings_markdown(o["rows"]),
-              "figure": None} for o in r.get("orderings", []) if o["rows"]]  # report.json from before: none
+    parts = [{"markdown": claims_mod.orderings_section(o["section"], o["rows"]), "figure": None}
+             for o in r.get("orderings", []) if o["rows"]]  # report.json from before: none
     if r["segment_alternations"]:
         parts.append({"markdown": segments.markdown(r["segment_alternations"], top),
                       "figure": _figure(out, "segment_alternations.png")})
