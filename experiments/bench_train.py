@@ -31,7 +31,9 @@ of every batch's rows, gradients summed by one all-reduce), ours only, the same 
 alternated round by round in one invocation (the order rotating), so that a loaded machine's changes
 touch both alike; the speed-up is the median of per-round ratios. This process is rank 0 and times the
 N-process step from a common start (all ranks released together) to its optimizer step; the other ranks
-wait in a blocking receive (no spinning) while the one-process step runs. The load average before and
+wait in a blocking receive (no spinning) while the one-process step runs. Both steps are also timed by
+phase (forward, backward, all-reduce: the collective and the wait for the slowest rank, optimizer step;
+medians in ms, rank 0's), which says what does not split across the ranks. The load average before and
 after is printed: the ratio means little on a machine whose cores are busy with other work.
 
 --json writes the result (the last line printed), the command line and the machine to a JSON file
@@ -226,24 +228,35 @@ def _nproc_model(cfg, lr, seed, adamw):
     return model, torch.optim.AdamW(model.param_groups(0.01), lr=lr, betas=(0.9, 0.999), eps=1e-6, **impl)
 
 
-def _nproc_step(world, model, opt, batch, precision, device) -> float:
+PHASES = ("forward", "backward", "all_reduce", "optimizer")
+
+
+def _nproc_step(world, model, opt, batch, precision, device) -> dict:
     """One data-parallel step of `model` on this rank's share of `batch` (as minimult.train does it),
-    from a common start: seconds until this rank's optimizer step is done."""
+    from a common start (several processes: all released together): seconds spent in each of `PHASES`
+    (the all-reduce's includes waiting for the slowest rank) and in the whole `step`. On one process
+    (`world.size` 1) the same step on the whole batch, without the collectives."""
     from minimult import distributed
     from minimult.data import microbatches
 
-    distributed.barrier()  # every rank starts together
-    t = time.perf_counter()
+    if world.size > 1:
+        distributed.barrier()  # every rank starts together
+    t0 = time.perf_counter()
     b = {k: batch[k] for k in SHARE_KEYS}
     totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
     b = microbatches.take(b, distributed.share(totals[1], world))
     with autocast(precision, torch.device(device)):
         loss = model.mlm_loss(*(b[k] for k in SHARE_KEYS), totals=totals).view(1)
+    t1 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    distributed.all_reduce(list(model.parameters()), loss)
+    t2 = time.perf_counter()
+    if world.size > 1:
+        distributed.all_reduce(list(model.parameters()), loss)
+    t3 = time.perf_counter()
     opt.step()
-    return time.perf_counter() - t
+    t4 = time.perf_counter()
+    return dict(zip(PHASES + ("step",), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)))
 
 
 def _nproc_rank(rank, nproc, port, threads, cfg, lr, seed, adamw, batches, precision, device):
@@ -281,11 +294,10 @@ def bench_nproc(args, cfg, lr, batches, device) -> dict:
         h.start()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=0, world_size=n)
-    one = Runner("nproc1", _nproc_model(cfg, lr, args.seed, args.adamw)[0], lr, ours_step, device, args.adamw,
-                 args.precision)
+    one, one_opt = _nproc_model(cfg, lr, args.seed, args.adamw)
     model, opt = _nproc_model(cfg, lr, args.seed, args.adamw)
     world = World(0, n)
-    times = {1: [], n: []}
+    times, phases = {1: [], n: []}, {1: [], n: []}
     print(f"# {args.config}: {model.num_parameters():,} parameters | batch {args.batch_size} | one process vs {n}, "
           f"{threads} thread(s) each | precision {args.precision} | torch {torch.__version__} | load average "
           f"{' '.join(f'{x:.2f}' for x in load_before)}", flush=True)
@@ -294,10 +306,12 @@ def bench_nproc(args, cfg, lr, batches, device) -> dict:
         record = r >= args.warmup
         line = []
         for k in ((1, n) if r % 2 == 0 else (n, 1)):
-            dt = one.step(b, False) if k == 1 else _nproc_step(world, model, opt, b, args.precision, device)
-            line.append(f"{k} process{'es' if k > 1 else ''} {dt:.2f}s")
+            ph = (_nproc_step(World(), one, one_opt, b, args.precision, device) if k == 1
+                  else _nproc_step(world, model, opt, b, args.precision, device))
+            line.append(f"{k} process{'es' if k > 1 else ''} {ph['step']:.2f}s")
             if record:
-                times[k].append((b["real_tokens"], dt))
+                times[k].append((b["real_tokens"], ph["step"]))
+                phases[k].append(ph)
         print(f"#   round {r + 1}/{len(batches)}{'' if record else ' (warm-up)'}: " + ", ".join(line), flush=True)
     dist.destroy_process_group()
     for h in helpers:
@@ -311,7 +325,13 @@ def bench_nproc(args, cfg, lr, batches, device) -> dict:
            "nproc_speedup": round(statistics.median(b / a for a, b in zip(tps[1], tps[n])), 2),
            "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after],
            "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t_start, 1)}
+    for k in (1, n):  # median ms per phase over the measured rounds (rank 0's, for n processes)
+        res[f"phases_ms_nproc{k}"] = {name: round(1000 * statistics.median(p[name] for p in phases[k]), 1)
+                                      for name in PHASES + ("step",) if k > 1 or name != "all_reduce"}
     print()
+    for k in (1, n):
+        print(f"{k} process{'es' if k > 1 else ''}, median ms (rank 0): "
+              + ", ".join(f"{name} {ms}" for name, ms in res[f"phases_ms_nproc{k}"].items()))
     print(f"one run, real tok/s (median): 1 process {res['tok_s_ours_nproc1']:,}, {n} processes "
           f"{res[f'tok_s_ours_nproc{n}']:,}: {res['nproc_speedup']:.2f}x (median of per-round ratios) | "
           f"load average {' '.join(f'{x:.2f}' for x in load_before)} before, "

@@ -288,6 +288,30 @@ def test_dropout_rate_scale_and_reproducibility():
     assert torch.equal(outs[0], outs[1]) and not torch.allclose(outs[0], outs[2])
 
 
+def test_attention_softmax_is_computed_in_float32_under_bf16(monkeypatch):
+    """On a CPU the attention weights come from a float32 softmax of the (bf16 under autocast) scores,
+    rounded back to the scores' dtype (bf16's CPU softmax is ~5x slower); in fp32 it is the plain
+    softmax, bit for bit. Every block's attention goes through it, single-head and multi-head."""
+    from minimult import model as model_mod
+
+    s = torch.randn(4, 9, 9) * 3
+    assert torch.equal(model_mod._softmax(s), torch.softmax(s, -1))
+    low = s.to(torch.bfloat16)
+    assert model_mod._softmax(low).dtype == torch.bfloat16
+    assert torch.equal(model_mod._softmax(low), torch.softmax(low.float(), -1).to(torch.bfloat16))
+    real = model_mod._softmax
+    for name in ("1head", "4heads"):
+        cfg = CONFIGS[name]
+        model, _ = pair(cfg)
+        seen = []
+        monkeypatch.setattr(model_mod, "_softmax", lambda x: seen.append(x.dtype) or real(x))
+        with torch.no_grad(), precision.autocast("bf16", torch.device("cpu")):
+            model(*make_batch(cfg))
+        assert len(seen) == cfg.layers, (name, seen)  # every block's attention
+        if name == "1head":  # bf16 scores straight from baddbmm (4 heads: the padding bias's add makes them fp32)
+            assert seen == [torch.bfloat16] * cfg.layers, seen
+
+
 def test_bf16_autocast_runs_the_linears_in_bf16_and_stays_close():
     """precision.autocast('bf16') on a CPU: matrix products come out in bf16, LayerNorm outputs (what
     the blocks pass on) in fp32, and the hidden states stay within bf16 rounding of fp32's."""
