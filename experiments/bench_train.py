@@ -242,9 +242,10 @@ def _nproc_step(world, model, opt, batch, precision, device) -> dict:
     if world.size > 1:
         distributed.barrier()  # every rank starts together
     t0 = time.perf_counter()
-    b = {k: batch[k] for k in SHARE_KEYS}
-    totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
-    b = microbatches.take(b, distributed.share(totals[1], world))
+    b, totals = {k: batch[k] for k in SHARE_KEYS}, None
+    if world.size > 1:  # this rank's rows, its loss over the whole batch's counts (as minimult.train)
+        totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
+        b = microbatches.take(b, distributed.share(totals[1], world))
     with autocast(precision, torch.device(device)):
         loss = model.mlm_loss(*(b[k] for k in SHARE_KEYS), totals=totals).view(1)
     t1 = time.perf_counter()
