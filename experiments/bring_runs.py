@@ -1,0 +1,116 @@
+"""Bring the finished runs of a sweep root (a background sweep's own folder, a GPU machine's unpacked
+archive) into a results folder of the repository, with a manifest that lists exactly what is there.
+
+    python experiments/bring_runs.py SRC_ROOT DST_ROOT [--dry-run]
+
+e.g. `python experiments/bring_runs.py /work/sweep/experiments/results/table1-paper
+experiments/results/table1-paper`, then `git add experiments/results/table1-paper`.
+
+A run folder of SRC_ROOT is brought when its training is done and evaluated in full
+(`minimult.sweep.plan.results_complete`, what a sweep checks before it skips a run) and DST_ROOT has no
+finished run of that name. Its files are copied without checkpoints and weights (`*.pt`) and without the
+sweep's lock, into a hidden folder that is renamed into place once whole (an interrupted copy leaves no
+half run; an unfinished folder of the same name in DST_ROOT is replaced). Then every `<grid>.sweep.json`
+of SRC_ROOT is written into DST_ROOT (atomically) with each setting's runs cut to those DST_ROOT holds
+finished, merged with what DST_ROOT's manifest listed: a sweep's manifest lists every planned run at its
+start, and committed as it is it would list runs the repository does not have, which `minimult report`
+would show as settings with fewer seeds than planned, without saying why. Settings that DST_ROOT's manifest
+has and SRC_ROOT's lacks are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from minimult.errors import MinimultError  # noqa: E402
+from minimult.runs import read_json, write_json  # noqa: E402
+from minimult.sweep.plan import results_complete  # noqa: E402
+
+LEFT_OUT = {".sweep.lock"}  # besides every *.pt (checkpoints, GPU weights)
+
+
+def wanted(path: Path) -> bool:
+    return path.suffix != ".pt" and path.name not in LEFT_OUT
+
+
+def bring_run(src: Path, dst: Path) -> None:
+    """`src`'s files (not its checkpoints) as the folder `dst`, replacing an unfinished one there."""
+    tmp, old = dst.with_name(f".{dst.name}.bringing"), dst.with_name(f".{dst.name}.replaced")
+    for leftover in (tmp, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    shutil.copytree(src, tmp, ignore=lambda folder, names: [n for n in names if not wanted(Path(folder) / n)])
+    if dst.exists():
+        dst.rename(old)
+    tmp.rename(dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path) -> dict:
+    """`src_manifest` with each setting's runs (its own and those `dst_manifest` listed for the same setting
+    id, in that order, once each) cut to the ones finished under `dst`; `dst_manifest`'s other settings kept."""
+    listed = {str(s.get("id")): s.get("runs", []) for s in dst_manifest.get("settings", [])}
+    out = dict(src_manifest)
+    settings = []
+    for s in src_manifest.get("settings", []):
+        runs = dict.fromkeys([*listed.pop(str(s.get("id")), []), *s.get("runs", [])])
+        settings.append({**s, "runs": sorted((r for r in runs if results_complete(dst / r)), key=_by_seed)})
+    settings += [{**s, "runs": [r for r in s.get("runs", []) if results_complete(dst / r)]}
+                 for s in dst_manifest.get("settings", []) if str(s.get("id")) in listed]
+    out["settings"] = settings
+    return out
+
+
+def _by_seed(name: str):
+    """Run folders `<id>-<mods>-s<seed>` in seed order (as the sweep lists them)."""
+    head, _, seed = name.rpartition("-s")
+    return (head, int(seed)) if seed.isdigit() else (name, -1)
+
+
+def bring(src: Path, dst: Path, dry_run: bool = False, log=print) -> list[str]:
+    """Bring `src`'s finished runs into `dst` and write its manifests; the names of the runs brought."""
+    if not src.is_dir():
+        raise MinimultError(f"{src}: no such folder")
+    manifests = sorted(src.glob("*.sweep.json"))
+    if not manifests:
+        raise MinimultError(f"{src}: no <grid>.sweep.json here: not a sweep's root")
+    if not dry_run:
+        dst.mkdir(parents=True, exist_ok=True)
+    brought = []
+    for run in sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not results_complete(run) or results_complete(dst / run.name):
+            continue
+        brought.append(run.name)
+        log(f"{'would bring' if dry_run else 'brought'} {run.name}")
+        if not dry_run:
+            bring_run(run, dst / run.name)
+    for m in manifests:
+        target = dst / m.name
+        data = merged_manifest(read_json(m), read_json(target) if target.is_file() else {}, dst)
+        n = sum(len(s["runs"]) for s in data["settings"])
+        log(f"{'would write' if dry_run else 'wrote'} {target}: {n} runs listed, every one finished there")
+        if not dry_run:
+            write_json(target, data)
+    if not brought:
+        log(f"no finished run of {src} is missing from {dst}")
+    return brought
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("src", type=Path, help="the sweep's root (run folders and <grid>.sweep.json)")
+    p.add_argument("dst", type=Path, help="the results folder to bring them into")
+    p.add_argument("--dry-run", action="store_true", help="say what would be brought and written, change nothing")
+    args = p.parse_args()
+    try:
+        bring(args.src, args.dst, args.dry_run)
+    except MinimultError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()
