@@ -199,8 +199,8 @@ def _no_padding_gradient(looked_up: torch.Tensor, ids: torch.Tensor, name: str, 
 
 def _softmax(scores: torch.Tensor) -> torch.Tensor:
     """Attention weights over the last axis, computed in float32 and returned in the scores' dtype: under
-    bf16 autocast on a CPU the bf16 softmax kernel and its backward take ~5x as long as float32's at these
-    sizes (1.6 vs 0.36 ms a layer for (256, 27, 27), the casts included), and float32 rounds less; in
+    bf16 autocast on a CPU the bf16 softmax kernel and its backward take ~4x as long as float32's with
+    both casts (1.6 vs 0.37 ms a layer for (256, 27, 27); docs/speed.md), and float32 rounds less; in
     float32 it is the plain softmax."""
     return torch.softmax(scores, -1, dtype=torch.float32).to(scores.dtype)
 

@@ -290,7 +290,7 @@ def test_dropout_rate_scale_and_reproducibility():
 
 def test_attention_softmax_is_computed_in_float32_under_bf16(monkeypatch):
     """On a CPU the attention weights come from a float32 softmax of the (bf16 under autocast) scores,
-    rounded back to the scores' dtype (bf16's CPU softmax is ~5x slower); in fp32 it is the plain
+    rounded back to the scores' dtype (bf16's CPU softmax is ~4x slower); in fp32 it is the plain
     softmax, bit for bit. Every block's attention goes through it, single-head and multi-head."""
     from minimult import model as model_mod
 
