@@ -51,24 +51,17 @@ def bring_run(src: Path, dst: Path) -> None:
 
 
 def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path) -> dict:
-    """`src_manifest` with each setting's runs (its own and those `dst_manifest` listed for the same setting
-    id, in that order, once each) cut to the ones finished under `dst`; `dst_manifest`'s other settings kept."""
-    listed = {str(s.get("id")): s.get("runs", []) for s in dst_manifest.get("settings", [])}
-    out = dict(src_manifest)
-    settings = []
-    for s in src_manifest.get("settings", []):
-        runs = dict.fromkeys([*listed.pop(str(s.get("id")), []), *s.get("runs", [])])
-        settings.append({**s, "runs": sorted((r for r in runs if results_complete(dst / r)), key=_by_seed)})
-    settings += [{**s, "runs": [r for r in s.get("runs", []) if results_complete(dst / r)]}
-                 for s in dst_manifest.get("settings", []) if str(s.get("id")) in listed]
-    out["settings"] = settings
-    return out
+    """`src_manifest` with each setting's runs (those `dst_manifest` listed for the same setting id, then its
+    own, once each: the sweep's own merge order) cut to the ones finished under `dst`; `dst_manifest`'s other
+    settings kept."""
+    def finished(runs: list[str]) -> list[str]:
+        return [r for r in dict.fromkeys(runs) if results_complete(dst / r)]
 
-
-def _by_seed(name: str):
-    """Run folders `<id>-<mods>-s<seed>` in seed order (as the sweep lists them)."""
-    head, _, seed = name.rpartition("-s")
-    return (head, int(seed)) if seed.isdigit() else (name, -1)
+    listed = {str(s.get("id")): s for s in dst_manifest.get("settings", [])}
+    settings = [{**s, "runs": finished([*listed.pop(str(s.get("id")), {}).get("runs", []), *s.get("runs", [])])}
+                for s in src_manifest.get("settings", [])]
+    settings += [{**s, "runs": finished(s.get("runs", []))} for s in listed.values()]
+    return {**src_manifest, "settings": settings}
 
 
 def bring(src: Path, dst: Path, dry_run: bool = False, log=print) -> list[str]:
