@@ -277,14 +277,16 @@ def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
 # Checkpoints: the one place that reads and writes them.
 
 
-def save_checkpoint(path: Path, state: dict, optimizer_state: dict | None, step: int, cfg, complete: bool) -> None:
-    """Atomic: written to a temporary file, then renamed over the old checkpoint."""
+def save_checkpoint(path: Path, state: dict, optimizer_state: dict | None, step: int, cfg, complete: bool,
+                    seconds: float | None = None) -> None:
+    """Atomic: written to a temporary file, then renamed over the old checkpoint. `seconds`: the training
+    seconds its steps took, over every stretch (a resumed run's train_seconds go on from it)."""
     import torch  # lazy: torch takes seconds to import, and this module is read without it
 
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         torch.save({"format": CHECKPOINT_FORMAT, "step": step, "complete": complete, "config": cfg.to_dict(),
-                    "model": state, "optimizer": optimizer_state}, tmp)
+                    "model": state, "optimizer": optimizer_state, "train_seconds": seconds}, tmp)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError from its writer
         tmp.unlink(missing_ok=True)
@@ -507,8 +509,9 @@ class Run:
     def checkpoint(self, map_location="cpu") -> dict:
         return load_checkpoint(self.checkpoint_path, map_location)
 
-    def save_checkpoint(self, state: dict, optimizer_state: dict | None, step: int, complete: bool) -> None:
-        save_checkpoint(self.checkpoint_path, state, optimizer_state, step, self.cfg, complete)
+    def save_checkpoint(self, state: dict, optimizer_state: dict | None, step: int, complete: bool,
+                        seconds: float | None = None) -> None:
+        save_checkpoint(self.checkpoint_path, state, optimizer_state, step, self.cfg, complete, seconds)
 
     def load_model(self, device: str = "auto", log: Callable[[str], None] = print):
         """The run's model with its last checkpoint's weights, in eval mode, after checking that the

@@ -281,8 +281,13 @@ class Loop:
     metrics: list = field(default_factory=list)  # open metrics.jsonl files, one per member (rank 0's)
     step: int = 0
     t0: float = field(default_factory=time.time)
+    seconds_before: float = 0.0  # training seconds of the steps before start_step (earlier stretches of a resumed run)
     lr: float = 0.0
     world: World = SINGLE  # several processes: only rank 0 (`world.main`) writes and evaluates
+
+    def seconds(self) -> float:
+        """Training seconds of the steps up to now, over every stretch of a resumed run."""
+        return self.seconds_before + time.time() - self.t0
 
     def write(self, k: int, row: dict) -> None:
         if self.world.main:
@@ -294,7 +299,8 @@ class Loop:
         state = self.optimizer.state_dict()
         K = len(self.members)
         for k, (m, weights) in enumerate(zip(self.members, self.stepper.states())):
-            m.run.save_checkpoint(weights, split_optimizer_state(state, k, K), self.step, complete)
+            m.run.save_checkpoint(weights, split_optimizer_state(state, k, K), self.step, complete,
+                                  seconds=self.seconds())
 
 
 class EvaluateEvery:
@@ -355,7 +361,7 @@ class Progress:
         eta = (now - loop.t0) / (step - loop.start_step) * (loop.total - step)
         for k, x in enumerate(mean):
             loop.write(k, {"step": step, "epoch": step / loop.spe, "loss": x, "lr": loop.lr,
-                           "tokens_per_s": rate / K, "elapsed_s": now - loop.t0})
+                           "tokens_per_s": rate / K, "elapsed_s": loop.seconds_before + now - loop.t0})
             loop.metrics[k].flush()
         losses = "/".join(f"{x:.4f}" for x in mean) if K > 1 else f"{mean[0]:7.4f}"
         loop.log(f"step {step:>6}/{loop.total} | epoch {step / loop.spe:6.2f} | loss {losses} | lr {loop.lr:.2e} | "
@@ -407,8 +413,8 @@ def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra
     return meta
 
 
-def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]:
-    """Load every member's checkpoint: (step, optimizer states or None, all complete)."""
+def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool, float]:
+    """Load every member's checkpoint: (step, optimizer states or None, all complete, training seconds so far)."""
     ckpts = [m.run.checkpoint(map_location=device) for m in members]
     for m, c in zip(members, ckpts):
         m.run.check_checkpoint_config(c)
@@ -423,7 +429,26 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool]
     for m, c in zip(members, ckpts):
         m.model.load_state_dict(c["model"])
     states = [c["optimizer"] for c in ckpts] if all(c["optimizer"] is not None for c in ckpts) else None
-    return step, states, all(c.get("complete") for c in ckpts)
+    seconds = max(_seconds_at(m.run, c, step) for m, c in zip(members, ckpts))
+    return step, states, all(c.get("complete") for c in ckpts), seconds
+
+
+def _seconds_at(run: Run, ckpt: dict, step: int) -> float:
+    """Training seconds up to the checkpoint: saved in it; for a checkpoint from before they were, the
+    metrics log's last `elapsed_s` at or before its step (a stretch's own clock, so a lower bound when that
+    stretch was itself resumed)."""
+    if ckpt.get("train_seconds") is not None:
+        return float(ckpt["train_seconds"])
+    last = 0.0
+    if run.metrics_path.is_file():
+        for line in run.metrics_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "elapsed_s" in row and row.get("step", 0) <= step:
+                last = float(row["elapsed_s"])
+    return last
 
 
 def _knn_tables(m: Member, log) -> dict:
@@ -575,7 +600,7 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
     if len(set(spes)) != 1:
         raise MinimultError(f"cannot stack runs with different steps per epoch ({spes}): their data differ in size")
     spe, K = spes[0], len(members)
-    total, step, opt_states = tc.epochs * spe, 0, None
+    total, step, opt_states, seconds = tc.epochs * spe, 0, None, 0.0
     if resume and not any(m.run.has_checkpoint() for m in members):  # failed before its first checkpoint
         for m in members:
             m.run.check_vocabulary(m.run.data.prepared)
@@ -584,7 +609,7 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         log(f"no checkpoint yet in {', '.join(m.run.name for m in members)}: training from step 0")
     elif resume:
         names = ", ".join(m.run.name for m in members)
-        step, opt_states, complete = _resume(members, device, log)
+        step, opt_states, complete, seconds = _resume(members, device, log)
         if complete:
             log(f"run{'s' if K > 1 else ''} {names} {'are' if K > 1 else 'is'} already complete ({step} steps)")
             return [m.run.meta for m in members]
@@ -600,7 +625,7 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         distributed.broadcast_parameters(list(stepper.model.parameters()))
     _begin(members, spe, total, device, log, world, step)
     loop = Loop(members, stepper, optimizer, spe, total, step, min(total, stop_after or total), log, step=step,
-                world=world)
+                world=world, seconds_before=seconds)
     if total == 0 or step >= total:
         loop.save(complete=True)
         _finish(loop, 0.0)
@@ -619,7 +644,7 @@ def _finish(loop: Loop, elapsed: float) -> None:
     for m in loop.members:
         m.meta.update(status="complete" if loop.step == loop.total else "interrupted", steps=loop.step)
         if elapsed:
-            m.meta.update(train_seconds=m.meta.get("train_seconds", 0) + elapsed,
+            m.meta.update(train_seconds=loop.seconds_before + elapsed,
                           tokens_per_s=done * tokens_per_epoch / len(loop.members) / loop.spe / max(elapsed, 1e-9))
         m.run.write_meta(m.meta)
 

@@ -111,6 +111,32 @@ def test_resumed_run_is_bit_identical(tmp_path, precision):
     assert read_json(part / "run.json")["precision"] == ("fp32" if precision == "auto" else "bf16")
 
 
+@pytest.mark.parametrize("older_checkpoint", [False, True])
+def test_a_resumed_runs_training_seconds_count_every_stretch(tmp_path, older_checkpoint):
+    """A run killed after its checkpoint at step 14 and resumed: metrics.jsonl's elapsed_s goes on from the
+    checkpoint's training seconds (never back to zero) and run.json's train_seconds is the whole run's, not the
+    last stretch's. A checkpoint from before they were saved takes them from the metrics log."""
+    cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7})
+    run = new_run(tmp_path, "part", cfg)
+    pretrain(cfg, mods, run, log=quiet, stop_after=14)
+    ckpt = load_checkpoint(run / "checkpoint.pt")
+    before = ckpt["train_seconds"]
+    assert before > 0
+    if older_checkpoint:
+        del ckpt["train_seconds"]
+        torch.save(ckpt, run / "checkpoint.pt")
+        before = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][-1]["elapsed_s"]
+    meta = read_json(run / "run.json")
+    del meta["train_seconds"]  # killed: the first stretch never wrote its run.json
+    (run / "run.json").write_text(json.dumps(meta))
+    pretrain(cfg, mods, run, resume=True, log=quiet)
+    elapsed = [json.loads(x)["elapsed_s"] for x in (run / "metrics.jsonl").read_text().splitlines()
+               if "elapsed_s" in x]
+    assert elapsed == sorted(elapsed) and elapsed[0] <= before < elapsed[-1]
+    total = read_json(run / "run.json")["train_seconds"]
+    assert elapsed[-1] <= total < elapsed[-1] + 5  # the last row, then the final checkpoint
+
+
 def test_bf16_training_differs_from_fp32_only_by_rounding(tmp_path):
     """train.precision=bf16 really runs the matrix products in bf16 on a CPU (the weights end
     different from an fp32 run's) and still learns as well: the loss curves stay close."""
