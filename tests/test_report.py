@@ -426,3 +426,28 @@ def test_a_setting_whose_runs_trained_differently_says_so_under_the_table(swept,
 def test_runs_trained_alike_have_no_such_line(reported):
     _, out, output = reported
     assert "Not trained alike" not in (out / "table1.md").read_text() and "did not train alike" not in output
+
+
+def test_the_training_time_under_a_table_sums_the_runs_training_seconds(reported):
+    swept, out, _ = reported
+    section = read_json(out / "report.json")["sections"][0]
+    runs = [d for d in swept.root.iterdir() if (d / "results.json").is_file()]
+    total = sum(read_json(d / "run.json").get("train_seconds", 0.0) for d in runs)  # untrained: none
+    assert section["training"]["runs"] == len(runs) and section["training"]["unknown"] == 0
+    assert section["training"]["seconds"]["cpu"] == pytest.approx(total, abs=len(runs))  # the final checkpoint's write
+    assert f"Training: {len(runs)} runs, {total / 3600:.1f} h on cpu" in (out / "table1.md").read_text()
+
+
+def test_training_seconds_add_up_the_stretches_of_a_log_whose_clock_restarted(tmp_path):
+    from minimult.report.collect import training_seconds
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"device": "cuda:0", "total_steps": 40, "train_seconds": 7.0}))
+    assert training_seconds(run) == (7.0, "cuda")  # no log: run.json's
+    rows = [{"step": 10, "elapsed_s": 10.0}, {"step": 20, "elapsed_s": 20.0}, {"step": 20, "eval": {}},
+            {"step": 30, "elapsed_s": 4.0}, {"step": 40, "elapsed_s": 15.0}]  # resumed at 20 by an older version
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert training_seconds(run) == (35.0, "cuda")
+    (run / "run.json").write_text(json.dumps({"device": "cpu", "total_steps": 0}))
+    assert training_seconds(run) == (0.0, "cpu")  # untrained

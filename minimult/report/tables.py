@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Group, Run, Section
+from minimult.report.collect import Group, Run, Section, training_seconds
 
 
 def table_columns(top: str) -> list:
@@ -121,9 +121,34 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         if base is not None and not any(g is base for g in section.groups):  # borrowed: it may have trained otherwise
             label += f" (from the section {next(s.title for s in sections if any(g is base for g in s.groups))})"
         out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
-                    "baseline": label, "not_run": section.missing,
+                    "baseline": label, "not_run": section.missing, "training": training_time(section),
                     "left_out": section.lost, "mixed": section.mixed, "paper_source": section.paper_source})
     return out
+
+
+def training_time(section: Section) -> dict:
+    """What training the section's rows took: {"runs": n, "seconds": {device: seconds}, "unknown": n}
+    (each run's seconds over all its stretches; `unknown`: runs without a log or run.json saying so)."""
+    seconds: dict[str, float] = {}
+    unknown = 0
+    runs = [r for g in section.groups for r in g.runs]
+    for run in runs:
+        s, device = training_seconds(run.path)
+        if s is None:
+            unknown += 1
+        else:
+            seconds[device] = seconds.get(device, 0.0) + s
+    return {"runs": len(runs), "seconds": seconds, "unknown": unknown}
+
+
+def training_line(training: dict) -> str:
+    """The training time as a sentence: "Training: 19 runs, 35.2 h on cpu and 0.6 h on cuda ..."."""
+    parts = [f"{s / 3600:.1f} h on {d}" for d, s in sorted(training["seconds"].items(), key=lambda x: -x[1])]
+    if not parts:
+        return ""
+    unknown = f"; {training['unknown']} without a record of it" if training["unknown"] else ""
+    return (f"Training: {training['runs']} runs, {' and '.join(parts)} (the sum of each run's training and "
+            f"periodic evaluation over all its stretches; runs side by side overlap in time){unknown}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +239,8 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
         if presets:
             lines += [f"Preset {', '.join(presets)}; baseline for p: {sec['baseline'] or 'none'}.", ""]
         lines += section_table(sec, top)
+        if training_line(sec.get("training") or {"seconds": {}}):
+            lines += ["", training_line(sec["training"])]
     return "\n".join(lines) + "\n"
 
 
