@@ -328,6 +328,25 @@ def read_weights(run_dir: Path, names) -> dict | None:
         return None
 
 
+def logged_seconds(path: Path, up_to_step: int | None = None) -> float | None:
+    """Training seconds by a metrics log's `elapsed_s` (None without one), over every stretch: where the
+    clock restarted (a run resumed by a version whose checkpoints did not carry the seconds), the stretch
+    before adds its last value. `up_to_step`: only the rows at or before it."""
+    before = last = None
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            row = json.loads(line)
+            x = row.get("elapsed_s")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if not isinstance(x, (int, float)) or (up_to_step is not None and row.get("step", 0) > up_to_step):
+            continue
+        if last is not None and x < last:
+            before = (before or 0.0) + last
+        last = float(x)
+    return None if last is None else (before or 0.0) + last
+
+
 def truncate_log(path: Path, step: int) -> None:
     """Drop metric lines logged after the checkpoint we resume from (they will be logged again)."""
     if not path.is_file():

@@ -42,7 +42,7 @@ from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, su
 from minimult.knn.neighbours import table_sha256
 from minimult.model import Bert, check_stack, pack, stack
 from minimult.mods import check_masking, versions
-from minimult.runs import Run, environment, truncate_log
+from minimult.runs import Run, environment, logged_seconds, truncate_log
 
 SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
                 "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching", "nproc",
@@ -435,20 +435,10 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool,
 
 def _seconds_at(run: Run, ckpt: dict, step: int) -> float:
     """Training seconds up to the checkpoint: saved in it; for a checkpoint from before they were, the
-    metrics log's last `elapsed_s` at or before its step (a stretch's own clock, so a lower bound when that
-    stretch was itself resumed)."""
+    metrics log's, up to its step."""
     if ckpt.get("train_seconds") is not None:
         return float(ckpt["train_seconds"])
-    last = 0.0
-    if run.metrics_path.is_file():
-        for line in run.metrics_path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "elapsed_s" in row and row.get("step", 0) <= step:
-                last = float(row["elapsed_s"])
-    return last
+    return logged_seconds(run.metrics_path, up_to_step=step) or 0.0
 
 
 def _knn_tables(m: Member, log) -> dict:

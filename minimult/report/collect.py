@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from minimult.errors import MinimultError
-from minimult.runs import flat
+from minimult.runs import flat, logged_seconds
 
 OTHER_SECTION = "Other runs (not part of a sweep)"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -179,28 +179,16 @@ def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = 
 
 
 def training_seconds(run_dir: Path) -> tuple[float | None, str]:
-    """(seconds of training over every stretch of the run, the device of its last stretch). From
-    metrics.jsonl's `elapsed_s`, adding each stretch's last value where the clock restarted (a run resumed
-    by a version whose checkpoints did not carry the seconds); run.json's `train_seconds` without a log."""
+    """(seconds of training over every stretch of the run, the device of its last stretch): from
+    metrics.jsonl (`runs.logged_seconds`), run.json's `train_seconds` without a log, 0 for an untrained run."""
     meta = _read(run_dir / "run.json") or {}
     device = str(meta.get("device") or "?").split(":")[0]
     if meta.get("total_steps") == 0:  # untrained: nothing to time
         return 0.0, device
-    before = last = None
-    path = run_dir / "metrics.jsonl"
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            x = json.loads(line).get("elapsed_s")
-        except (json.JSONDecodeError, AttributeError):
-            continue
-        if isinstance(x, (int, float)):
-            if last is not None and x < last:
-                before = (before or 0.0) + last
-            last = float(x)
-    if last is None:
-        seconds = meta.get("train_seconds")
-        return (float(seconds) if isinstance(seconds, (int, float)) else None), device
-    return (before or 0.0) + last, device
+    seconds = logged_seconds(run_dir / "metrics.jsonl")
+    if seconds is None and isinstance(meta.get("train_seconds"), (int, float)):
+        seconds = float(meta["train_seconds"])
+    return seconds, device
 
 
 def current_config(config: dict) -> dict:
