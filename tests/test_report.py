@@ -451,3 +451,24 @@ def test_training_seconds_add_up_the_stretches_of_a_log_whose_clock_restarted(tm
     assert training_seconds(run) == (35.0, "cuda")
     (run / "run.json").write_text(json.dumps({"device": "cpu", "total_steps": 0}))
     assert training_seconds(run) == (0.0, "cpu")  # untrained
+
+
+def test_a_live_sweeps_report_names_the_planned_runs_not_in_the_table_yet(swept, tmp_path):  # noqa: F811
+    """A report on a sweep's root while it trains: the runs its manifest plans that are not rows yet, as
+    under way (a folder without results.json) or not started (no folder); none on a finished sweep."""
+    root = tmp_path / "root"
+    shutil.copytree(swept.root, root, ignore=shutil.ignore_patterns("*.pt"))
+    (root / "1-lang-pos-s42" / "results.json").unlink()
+    shutil.rmtree(root / "18-untrained-s42")
+    result = CliRunner().invoke(main, ["report", str(root), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert ("Planned by the sweep and not in the table yet: 1 under way (1-lang-pos-s42); 1 not started "
+            "(18-untrained-s42).") in md
+    assert read_json(tmp_path / "out" / "report.json")["sections"][0]["pending"] == [
+        {"run": "1-lang-pos-s42", "state": "under way"}, {"run": "18-untrained-s42", "state": "not started"}]
+
+
+def test_a_finished_sweeps_report_plans_nothing_more(reported):
+    _, out, _ = reported
+    assert "Planned by the sweep" not in (out / "table1.md").read_text()

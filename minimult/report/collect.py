@@ -70,6 +70,9 @@ class Section:
     # settings whose runs trained differently (beyond seed and execution): id, setting, differ (a sentence)
     mixed: list[dict] = field(default_factory=list)
     manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
+    # runs the manifest plans that are neither rows nor left out: run, state ("under way": its folder exists
+    # without a results.json; "not started")
+    pending: list[dict] = field(default_factory=list)
 
 
 def _read(path: Path) -> dict | None:
@@ -303,9 +306,11 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     """One sweep manifest's settings as groups of the runs found (with their paper numbers); settings
     without a run as `missing`, the left-out runs (`load_runs`) of the others as `lost`."""
     source, papers = paper_numbers(data, log)
-    groups, missing, lost, mixed = [], [], [], []
+    groups, missing, lost, mixed, pending = [], [], [], [], []
     for s in data["settings"]:
         paths = [(manifest.parent / name).resolve() for name in s.get("runs", [])]
+        pending += [{"run": p.name, "state": "under way" if p.is_dir() else "not started"}
+                    for p in paths if p not in by_path and p not in (left_out or {})]
         members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
         dropped = [(p.name, (left_out or {})[p]) for p in paths if p in (left_out or {})]
         name, sid = s.get("name") or s.get("mods") or "", str(s.get("id", ""))
@@ -326,7 +331,8 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     if not (groups or missing):
         return None
     return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
-                   source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest, mixed=mixed)
+                   source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest, mixed=mixed,
+                   pending=pending)
 
 
 def _other_section(runs: list[Run]) -> Section | None:

@@ -122,7 +122,8 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
             label += f" (from the section {next(s.title for s in sections if any(g is base for g in s.groups))})"
         out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
                     "baseline": label, "not_run": section.missing, "training": training_time(section),
-                    "left_out": section.lost, "mixed": section.mixed, "paper_source": section.paper_source})
+                    "left_out": section.lost, "mixed": section.mixed, "pending": section.pending,
+                    "paper_source": section.paper_source})
     return out
 
 
@@ -139,6 +140,16 @@ def training_time(section: Section) -> dict:
         else:
             seconds[device] = seconds.get(device, 0.0) + s
     return {"runs": len(runs), "seconds": seconds, "unknown": unknown}
+
+
+def pending_line(pending: list[dict]) -> str:
+    """The sweep's planned runs not in the table yet, as a sentence (a live sweep root's report)."""
+    parts = []
+    for state in ("under way", "not started"):
+        names = [p["run"] for p in pending if p["state"] == state]
+        if names:
+            parts.append(f"{len(names)} {state} ({', '.join(names)})")
+    return f"Planned by the sweep and not in the table yet: {'; '.join(parts)}."
 
 
 def training_line(training: dict) -> str:
@@ -241,6 +252,8 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
         lines += section_table(sec, top)
         if training_line(sec.get("training") or {"seconds": {}}):
             lines += ["", training_line(sec["training"])]
+        if sec.get("pending"):
+            lines += ["", pending_line(sec["pending"])]
     return "\n".join(lines) + "\n"
 
 
