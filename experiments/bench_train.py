@@ -2,7 +2,7 @@
 
     .venv/bin/python experiments/bench_train.py [--config small|overparam] [--steps 6] [--threads 1]
         [--omp-wait-policy passive] [--precision fp32|bf16] [--hf-precision fp32|bf16] [--device cpu|cuda]
-        [--nproc N] [--json experiments/results/bench/NAME.json [--label TEXT]]
+        [--nproc N] [--profile N] [--json experiments/results/bench/NAME.json [--label TEXT]]
 
 Models, alternated step by step after warm-up (the order rotates every round), each with its own
 AdamW (lr 2e-3 small / 1e-4 overparam, wd 0.01, eps 1e-6) and dropout 0.1, on synthetic batches
@@ -35,6 +35,12 @@ wait in a blocking receive (no spinning) while the one-process step runs. Both s
 phase (forward, backward, all-reduce: the collective and the wait for the slowest rank, optimizer step;
 medians in ms, rank 0's), which says what does not split across the ranks. The load average before and
 after is printed: the ratio means little on a machine whose cores are busy with other work.
+
+--profile N then runs N more steps of ours (the measured batches in turn) under torch.profiler and says where
+a step's time goes: every operator's self time per step (its own, without the operators it calls), its calls
+per step and its share of the step, the largest first (in the JSON as "profile"; "step_ms" is the profiled
+steps' mean wall time, which the profiler itself slows a little). This is how docs/speed.md's op breakdown of
+a bf16 step was measured (softmax, copies, GELU, LayerNorm against the matrix products).
 
 --json writes the result (the last line printed), the command line and the machine to a JSON file
 (experiments/bench_results.py); experiments/bench_table.py makes the Speed table (docs/speed.md) from those
@@ -215,6 +221,44 @@ def hf_step(model, b):
 
 
 # ------------------------------------------------------------------------------------------------
+# --profile: where a step of ours spends its time
+
+
+def profile_steps(runner: Runner, batches: list[dict], steps: int, top: int = 25) -> dict:
+    """`steps` steps of `runner` under torch.profiler: the operators by self time per step, largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available()
+                                            and next(runner.model.parameters()).is_cuda else [])
+    with profile(activities=activities) as prof:
+        t = time.perf_counter()
+        for i in range(steps):
+            runner.step(batches[i % len(batches)], record=False)
+        wall = time.perf_counter() - t
+    cuda = ProfilerActivity.CUDA in activities
+    rows = []
+    for e in prof.key_averages():
+        us = e.self_device_time_total if cuda else e.self_cpu_time_total
+        rows.append({"op": e.key, "self_ms_per_step": us / 1e3 / steps, "calls_per_step": e.count / steps})
+    rows.sort(key=lambda r: -r["self_ms_per_step"])
+    step_ms = wall / steps * 1e3
+    counted = sum(r["self_ms_per_step"] for r in rows)
+    for r in rows:
+        r["share"] = r["self_ms_per_step"] / counted if counted else 0.0
+    return {"steps": steps, "step_ms": round(step_ms, 2), "ops_per_step": round(sum(r["calls_per_step"] for r in rows)),
+            "self_ms_per_step": round(counted, 2),
+            "ops": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows[:top]]}
+
+
+def print_profile(prof: dict) -> None:
+    print(f"\nprofile of ours, {prof['steps']} steps: {prof['step_ms']:.1f} ms a step, {prof['ops_per_step']:,} "
+          f"operator calls a step, {prof['self_ms_per_step']:.1f} ms of operators' self time")
+    print(f"{'operator':<44} {'self ms/step':>12} {'calls/step':>11} {'share':>6}")
+    for r in prof["ops"]:
+        print(f"{r['op'][:44]:<44} {r['self_ms_per_step']:>12.2f} {r['calls_per_step']:>11.1f} {100 * r['share']:>5.1f}%")
+
+
+# ------------------------------------------------------------------------------------------------
 # --nproc: one process against N
 
 
@@ -371,6 +415,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--nproc", type=int, default=1,
                    help="N > 1: one run's tokens/s on 1 process and on N (ours only; see the module doc)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="then N steps of ours under torch.profiler: operators by self time per step")
     p.add_argument("--json", metavar="PATH", help="also write the result, command line and machine as JSON to PATH")
     p.add_argument("--label", help="with --json: the run's first cell in the Speed table (docs/speed.md) (bench_table.py)")
     args = p.parse_args()
@@ -469,6 +515,11 @@ def main():
         res["ours_frac_of_gemm"] = round(statistics.median(a / g_ for a, g_ in zip(achieved, gemm_rates)), 3)
         print(f"ours achieved matmul GFLOP/s {res['ours_gflops']:.1f} | same-shaped GEMM GFLOP/s "
               f"{res['gemm_gflops']:.1f} | ours/GEMM {100 * res['ours_frac_of_gemm']:.0f}%")
+    if args.profile:
+        if "ours" not in runners:
+            raise SystemExit("bench_train.py: --profile profiles ours: keep it in --models")
+        res["profile"] = profile_steps(runners["ours"], bucketed[args.warmup:] or bucketed, args.profile)
+        print_profile(res["profile"])
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
     print(json.dumps(res))
     if args.json:

@@ -45,6 +45,17 @@ def test_bench_train_reports_ratios_and_gemm_share(precision, tmp_path):
         assert res[key] > 0, key
 
 
+def test_bench_train_profile_says_where_a_step_of_ours_spends_its_time():
+    prof = bench("bench_train.py", "--models", "ours", "--profile", "2")["profile"]
+    ops = prof["ops"]
+    assert prof["steps"] == 2 and prof["step_ms"] > 0 and prof["ops_per_step"] > 100
+    assert [o["self_ms_per_step"] for o in ops] == sorted((o["self_ms_per_step"] for o in ops), reverse=True)
+    assert {"aten::mm", "aten::addmm"} <= {o["op"] for o in ops}  # the linear layers' products are there
+    mm = next(o for o in ops if o["op"] == "aten::addmm")
+    assert mm["calls_per_step"] == pytest.approx(mm["calls_per_step"] // 1) and mm["calls_per_step"] >= 12
+    assert 0 < sum(o["share"] for o in ops) <= 1 + 1e-6
+
+
 def test_bench_train_nproc_reports_one_run_on_one_process_and_on_two(tmp_path):
     res = bench("bench_train.py", "--nproc", "2", "--json", str(tmp_path / "n.json"))
     filed(tmp_path / "n.json", res, "bench_train.py")
