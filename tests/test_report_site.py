@@ -127,6 +127,7 @@ def test_every_page_is_well_formed_and_every_link_and_image_exists(site):
     assert {"training_Tiny_test_grid.png", "language_id.png", "positions_0-original-s0.png",
             "pca_0-original-s0.png"} <= set(folder.images)
     assert n_images > len(RUNS)
+    assert f"Training: {len(RUNS)} runs, " in (root / "runs" / "index.html").read_text()  # the table's footer
 
 
 def test_every_table1_row_shows_the_numbers_of_table1_csv(site):

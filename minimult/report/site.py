@@ -97,7 +97,7 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     """A Table 1 section as the page's table: the markdown table's cells (tables.section_table), each
     setting linking to its runs."""
     from minimult.report.figures import _slug
-    from minimult.report.tables import _cell, _p, section_table, table_columns
+    from minimult.report.tables import _cell, _p, section_footer, section_table, table_columns
 
     cols = table_columns(top)
     (first, first_layer), rest = cols[0], cols[1:]
@@ -110,7 +110,7 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": [{"seed": r.seed, "href": folder.run_page(r.path), "flag": never_trained(r)}
                               for r in g.runs], "cells": cells})
-    notes = [line for line in section_table(agg, top) if line and not line.startswith("|")]
+    notes = [line for line in section_table(agg, top) if line and not line.startswith("|")] + section_footer(agg)
     presets = sorted({r["preset"] for r in agg["rows"] if r["preset"]})
     training = _figure(folder.out, f"training_{_slug(section.title.split(':')[0])}.png")
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,

@@ -142,6 +142,15 @@ def training_time(section: Section) -> dict:
     return {"runs": len(runs), "seconds": seconds, "unknown": unknown}
 
 
+def section_footer(sec: dict) -> list[str]:
+    """The lines under a section's table in table1.md and on the site (not in the README's table): what its
+    training took, and on a live sweep root the planned runs not in it yet."""
+    lines = [training_line(sec["training"])] if sec.get("training") else []
+    if sec.get("pending"):
+        lines.append(pending_line(sec["pending"]))
+    return [line for line in lines if line]
+
+
 def pending_line(pending: list[dict]) -> str:
     """The sweep's planned runs not in the table yet, as a sentence (a live sweep root's report)."""
     parts = []
@@ -152,9 +161,15 @@ def pending_line(pending: list[dict]) -> str:
     return f"Planned by the sweep and not in the table yet: {'; '.join(parts)}."
 
 
+def _duration(seconds: float) -> str:
+    """"39.0 h", "12 min", "45 s"."""
+    return (f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60
+            else f"{seconds:.0f} s")
+
+
 def training_line(training: dict) -> str:
     """The training time as a sentence: "Training: 19 runs, 35.2 h on cpu and 0.6 h on cuda ..."."""
-    parts = [f"{s / 3600:.1f} h on {d}" for d, s in sorted(training["seconds"].items(), key=lambda x: -x[1])]
+    parts = [f"{_duration(s)} on {d}" for d, s in sorted(training["seconds"].items(), key=lambda x: -x[1])]
     if not parts:
         return ""
     unknown = f"; {training['unknown']} without a record of it" if training["unknown"] else ""
@@ -250,10 +265,8 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
         if presets:
             lines += [f"Preset {', '.join(presets)}; baseline for p: {sec['baseline'] or 'none'}.", ""]
         lines += section_table(sec, top)
-        if training_line(sec.get("training") or {"seconds": {}}):
-            lines += ["", training_line(sec["training"])]
-        if sec.get("pending"):
-            lines += ["", pending_line(sec["pending"])]
+        for line in section_footer(sec):
+            lines += ["", line]
     return "\n".join(lines) + "\n"
 
 
