@@ -51,8 +51,7 @@ def test_bench_train_profile_says_where_a_step_of_ours_spends_its_time():
     assert prof["steps"] == 2 and prof["step_ms"] > 0 and prof["ops_per_step"] > 100
     assert [o["self_ms_per_step"] for o in ops] == sorted((o["self_ms_per_step"] for o in ops), reverse=True)
     assert {"aten::mm", "aten::addmm"} <= {o["op"] for o in ops}  # the linear layers' products are there
-    mm = next(o for o in ops if o["op"] == "aten::addmm")
-    assert mm["calls_per_step"] == pytest.approx(mm["calls_per_step"] // 1) and mm["calls_per_step"] >= 12
+    assert next(o for o in ops if o["op"] == "aten::addmm")["calls_per_step"] >= 12  # forward linears of 12 layers at least
     assert 0 < sum(o["share"] for o in ops) <= 1 + 1e-6
 
 
