@@ -130,6 +130,29 @@ def test_every_page_is_well_formed_and_every_link_and_image_exists(site):
     assert f"Training: {len(RUNS)} runs, " in (root / "runs" / "index.html").read_text()  # the table's footer
 
 
+def test_a_run_figure_is_drawn_again_only_when_what_it_shows_changed(swept, tmp_path):  # noqa: F811
+    """A site built again skips the run figures whose inputs did not change (the PNG carries the key of
+    what it was drawn from); a run that logged more is drawn again."""
+    import shutil
+
+    from minimult.report.collect import Run, _eval_rows, _read
+    from minimult.report.figures import FIGURE_KEY, run_figure
+
+    d = tmp_path / RUNS[0]
+    shutil.copytree(swept.root / RUNS[0], d, ignore=shutil.ignore_patterns("*.pt"))
+    load = lambda: Run(d, _read(d / "results.json"), _read(d / "config.json"), _eval_rows(d))  # noqa: E731
+    png = tmp_path / "run.png"
+    run_figure(load(), png)
+    first, drawn = png.stat().st_mtime_ns, png.read_bytes()
+    assert FIGURE_KEY.encode() in drawn
+    run_figure(load(), png)
+    assert png.stat().st_mtime_ns == first and png.read_bytes() == drawn  # not drawn again
+    rows = (d / "metrics.jsonl").read_text().splitlines()
+    (d / "metrics.jsonl").write_text("\n".join(rows[:-2]) + "\n")  # another log: another figure
+    run_figure(load(), png)
+    assert png.read_bytes() != drawn
+
+
 def test_every_table1_row_shows_the_numbers_of_table1_csv(site):
     swept, report, root, output = site
     rows = list(csv.DictReader((report / "table1.csv").open()))

@@ -24,6 +24,7 @@ from minimult.report.tables import mu_top, table_columns
 POSITIONS = "embeddings.lookups.position.weight"
 TOKENS = "embeddings.lookups.token.weight"
 N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK]: the first ids of each language's block, left out of the PCA
+FIGURE_KEY = "minimult-key"  # the PNG text field holding what a run figure was drawn from
 
 
 def _plt():
@@ -45,10 +46,25 @@ def _weight(run: Run, name: str) -> np.ndarray | None:
     return (read_weights(run.path, [name]) or {}).get(name)
 
 
-def _save(fig, plt, path: Path, dpi: int) -> Path:
-    fig.savefig(path, dpi=dpi)
+def _save(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
+    """The figure as a PNG; `key` (what it was drawn from) goes into its metadata, for `_drawn`."""
+    fig.savefig(path, dpi=dpi, metadata={FIGURE_KEY: key} if key else None)
     plt.close(fig)
     return path
+
+
+def _drawn(path: Path, key: str) -> bool:
+    """True when the PNG at `path` was drawn from `key` (a site built again skips the run figures whose
+    inputs and drawing code did not change)."""
+    if not path.is_file():
+        return False
+    try:
+        from PIL import Image  # matplotlib's own dependency
+
+        with Image.open(path) as im:
+            return im.text.get(FIGURE_KEY) == key
+    except Exception:  # a damaged or foreign file: draw it again
+        return False
 
 
 def position_figure(run: Run, group: Group, out: Path) -> Path | None:
@@ -256,6 +272,9 @@ def run_figure(run: Run, path: Path) -> Path | None:
         return None
     top = mu_top(run.results) if run.results.get("mu_layers") else mu_top(rows[-1]) if rows else "8"
     panels = [p for p in curve_panels(top) if any(p[1].value(e, p[2]) is not None for e in rows)]
+    key = _run_figure_key(run, top, panels)
+    if _drawn(Path(path), key):
+        return Path(path)
     plt = _plt()
     ncols = min(3, 1 + len(panels))
     nrows = -(-(1 + len(panels)) // ncols)
@@ -279,5 +298,21 @@ def run_figure(run: Run, path: Path) -> Path | None:
         a.axis("off")
     fig.suptitle(run.path.name, fontsize=10)
     fig.tight_layout()
-    return _save(fig, plt, Path(path), 100)
+    return _save(fig, plt, Path(path), 100, key)
+
+
+def _run_figure_key(run: Run, top: str, panels: list) -> str:
+    """What a run figure is drawn from: the run's log and name, its panels, this module's code and
+    matplotlib's version."""
+    import hashlib
+
+    import matplotlib
+
+    log = run.path / "metrics.jsonl"
+    h = hashlib.sha256()
+    for part in (run.path.name, top, repr([(t, c.key(l)) for t, c, l in panels]), matplotlib.__version__):
+        h.update(part.encode() + b"\0")
+    h.update(log.read_bytes() if log.is_file() else b"")
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
 

@@ -28,7 +28,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from minimult.errors import MinimultError
-from minimult.report.collect import REPOSITORY, Group, Run, Section, never_trained
+from minimult.report.collect import REPOSITORY, Group, Run, Section, never_trained, training_seconds
 
 RESULTS = REPOSITORY / "experiments" / "results"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -211,14 +211,14 @@ def _block(block: dict, title: str) -> dict:
             "rest": rest}
 
 
-def _budget(meta: dict, config: dict, results: dict) -> dict:
+def _budget(d: Path, meta: dict, config: dict, results: dict) -> dict:
     train = config.get("train", {})
     steps, total = results.get("steps", meta.get("steps")), results.get("total_steps", meta.get("total_steps"))
     out = {"preset": config.get("preset", meta.get("preset", "")), "steps": f"{number(steps)} of {number(total)}"
            if steps is not None else "–",
            "epochs": train.get("epochs"), "batch (sentences)": train.get("batch_size"),
            "learning rate": train.get("lr"), "parameters": meta.get("parameters") or results.get("train", {}).get("parameters"),
-           "training seconds": meta.get("train_seconds"), "tokens/s": meta.get("tokens_per_s"),
+           "training seconds": training_seconds(d)[0], "tokens/s": meta.get("tokens_per_s"),
            "device": meta.get("device"), "precision": meta.get("precision", train.get("precision")),
            "status": meta.get("status")}
     return {k: v for k, v in out.items() if v not in (None, "")}
@@ -251,7 +251,7 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     versions = results.get("mod_versions") or meta.get("mod_versions") or {}
     return {"name": d.name, "folder": folder.name, "setting": group.label if group else "", "flags": flags,
             "mods": mods, "mod_versions": versions, "seed": results.get("seed", meta.get("seed")),
-            "budget": _budget(meta, config, results), "figure": figure.name if figure else None,
+            "budget": _budget(d, meta, config, results), "figure": figure.name if figure else None,
             "headline": headline, "blocks": blocks, "config": config,
             "environment": results.get("environment") or meta.get("environment") or {},
             "vocab": results.get("vocab_sha256") or meta.get("vocab_sha256") or ""}
