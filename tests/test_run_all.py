@@ -42,8 +42,9 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     after = rest[len(table):]                                                         # then the probe table's pointer
     report = out.resolve() / "report" / "tiny"
     source = load_grid(ROOT / "experiments" / "table1.toml").paper_source  # the paper's numbers beside ours
-    assert after[:4] == ["", f"In parentheses, the paper's numbers: {source}.", "",
-                         "## Table 1: multilinguality and model fit (Dufter & Schütze 2020): the paper's orderings"]
+    assert after[:3] == ["", f"In parentheses, the paper's numbers: {source}.", ""]
+    assert after[3].startswith("Training: 2 runs, ") and " on cpu (" in after[3]  # what the training took
+    assert after[4:6] == ["", "## Table 1: multilinguality and model fit (Dufter & Schütze 2020): the paper's orderings"]
     orderings = [line for line in after if line.startswith("|")]  # one seed a side: a direction, never a verdict
     assert orderings[0].startswith("| claim |") and len(orderings) == 4, orderings  # 1 < 0 (µ), 1 ≈ 0 (ppl dev)
     assert all(line.endswith("| **cannot tell** |") for line in orderings[2:])
