@@ -38,9 +38,9 @@ after is printed: the ratio means little on a machine whose cores are busy with 
 
 --profile N then runs N more steps of ours (the measured batches in turn) under torch.profiler and says where
 a step's time goes: every operator's self time per step (its own, without the operators it calls), its calls
-per step and its share of the step, the largest first (in the JSON as "profile"; "step_ms" is the profiled
-steps' mean wall time, which the profiler itself slows a little). This is how docs/speed.md's op breakdown of
-a bf16 step was measured (softmax, copies, GELU, LayerNorm against the matrix products).
+per step and its share of all operators' self time, the largest first (in the JSON as "profile"; "step_ms" is
+the profiled steps' mean wall time, which the profiler itself slows a little). docs/speed.md's operator
+breakdowns (bf16, and fp32 at the paper preset's batch) come from it: experiments/results/bench/profile/.
 
 --json writes the result (the last line printed), the command line and the machine to a JSON file
 (experiments/bench_results.py); experiments/bench_table.py makes the Speed table (docs/speed.md) from those
