@@ -361,7 +361,7 @@ class Progress:
         eta = (now - loop.t0) / (step - loop.start_step) * (loop.total - step)
         for k, x in enumerate(mean):
             loop.write(k, {"step": step, "epoch": step / loop.spe, "loss": x, "lr": loop.lr,
-                           "tokens_per_s": rate / K, "elapsed_s": loop.seconds_before + now - loop.t0})
+                           "tokens_per_s": rate / K, "elapsed_s": loop.seconds()})
             loop.metrics[k].flush()
         losses = "/".join(f"{x:.4f}" for x in mean) if K > 1 else f"{mean[0]:7.4f}"
         loop.log(f"step {step:>6}/{loop.total} | epoch {step / loop.spe:6.2f} | loss {losses} | lr {loop.lr:.2e} | "
