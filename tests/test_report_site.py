@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -244,6 +245,36 @@ def test_a_planted_contradiction_does_not_hold_and_agreement_holds(tmp_path):
     assert "does not hold" in row and row[4] == "0.510 ± 0.014 vs 0.110 ± 0.014"
 
 
+def test_a_claim_is_judged_at_its_first_folder_of_preference_where_both_sides_have_two_seeds(tmp_path):
+    """`folder = ["paper", "quick"]`: at the paper budget once both sides have 2 seeds there, at quick before."""
+    from minimult.report import load
+
+    path = tmp_path / "claims.toml"
+    path.write_text('[[claims]]\nid = "lp"\nsource = "s"\nclaim = "c"\nmetric = "mu"\nexpect = "lower"\n'
+                    'a = { grid = "table1", id = "1", folder = ["paper", "quick"] }\n'
+                    'b = { grid = "table1", id = "0", folder = ["paper", "quick"] }\n')
+    fake_table1(tmp_path / "quick", {"0": [0.50, 0.52], "1": [0.10, 0.12]})
+    fake_table1(tmp_path / "paper", {"0": [0.60, 0.62], "1": [0.70]})  # the other way, but one seed of lang-pos
+
+    def row():
+        folders = {f.name: load([f], lambda s: None).sections for f in (tmp_path / "paper", tmp_path / "quick")}
+        return judge(load_claims(path), folders)[0]
+
+    first = row()
+    assert first["verdict"] == HOLDS and first["a"]["folder"] == first["b"]["folder"] == "quick"
+    assert first["a"]["stats"]["mean"] == pytest.approx(0.11)
+    # a second lang-pos seed at the paper budget: judged there, where lang-pos is the more multilingual
+    shutil.rmtree(tmp_path / "paper")
+    fake_table1(tmp_path / "paper", {"0": [0.60, 0.62], "1": [0.70, 0.72]})
+    second = row()
+    assert second["verdict"] == FAILS and second["a"]["folder"] == second["b"]["folder"] == "paper"
+    # a side naming one folder reads it as before; a folder that is not a name is one error line
+    assert load_claims(path)[0].a.folders == ("paper", "quick")
+    path.write_text(path.read_text().replace('folder = ["paper", "quick"] }\nb', 'folder = [3] }\nb'))
+    with pytest.raises(claims_mod.MinimultError, match="`folder` is a results folder's name or a list of them"):
+        load_claims(path)
+
+
 def test_a_tables_orderings_judge_its_own_runs_and_go_where_the_readme_asks(tmp_path):
     """Each table's claims are judged from that table's runs whatever folder claims.toml names (a paper-budget
     Table 1 gets its own orderings); one seed a side is a direction, never a verdict; a claim without runs on
@@ -308,7 +339,8 @@ def test_every_claim_names_a_setting_of_its_grid_and_a_known_metric():
                 continue
             grid = tomllib.loads((ROOT / "experiments" / f"{side.grid}.toml").read_text())
             assert side.id in {s["id"] for s in grid["settings"]}, (c.id, side)
-            assert (ROOT / "experiments" / "results" / side.folder).is_dir(), (c.id, side.folder)
+            for folder in side.folders:
+                assert (ROOT / "experiments" / "results" / folder).is_dir(), (c.id, folder)
 
 
 def test_claims_file_errors_are_one_line(tmp_path):

@@ -14,6 +14,9 @@ of docs/claims.md:
   is beyond it, otherwise *cannot tell*.
 
 Runs that never trained (`collect.never_trained`) are left out of every side, and the row says so.
+
+A side's `folder` may be a list, in order of preference: the claim is judged at the first place where both
+sides have the rule's 2 seeds (the paper-budget Table 1 before the quick-b256 one), else at the last.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 import tomllib
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +44,21 @@ DEFAULT_MARGIN = 0.25
 class Side:
     grid: str = ""
     id: str = ""
-    folder: str = ""
+    folders: tuple[str, ...] = ()  # results folders in order of preference
     metric: str = ""  # "" = the claim's
     value: float | None = None  # a constant instead of a setting
 
     @property
     def constant(self) -> bool:
         return self.value is not None
+
+    @property
+    def folder(self) -> str:
+        return self.folders[0] if self.folders else ""
+
+    def at(self, i: int) -> Side:
+        """The side read from its i-th folder of preference (its last when it names fewer)."""
+        return replace(self, folders=(self.folders[min(i, len(self.folders) - 1)],)) if self.folders else self
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,11 @@ def _side(raw, where: str) -> Side:
         return Side(value=float(raw["value"]), metric=str(raw.get("metric", "")))
     if not raw.get("grid") or not raw.get("id"):
         raise MinimultError(f"{where}: a side needs `grid` and `id` (or `value`)")
-    return Side(str(raw["grid"]), str(raw["id"]), str(raw.get("folder", "")), str(raw.get("metric", "")))
+    folders = raw.get("folder", [])
+    folders = [folders] if isinstance(folders, str) else folders
+    if not isinstance(folders, list) or not all(isinstance(f, str) and f for f in folders):
+        raise MinimultError(f"{where}: `folder` is a results folder's name or a list of them, in order of preference")
+    return Side(str(raw["grid"]), str(raw["id"]), tuple(folders), str(raw.get("metric", "")))
 
 
 def load_claims(path: Path | str = CLAIMS_FILE) -> list[Claim]:
@@ -264,13 +279,28 @@ def _budget(g: Group) -> str:
     return f"{preset}: {steps:,} × {batch}" if isinstance(steps, int) and steps and batch else preset
 
 
+def _enough(side: dict) -> bool:
+    """Whether a side has what the rule needs: a constant, or 2 seeds' numbers."""
+    return not isinstance(side["values"], list) or len(side["values"]) >= 2
+
+
+def _sides(c: Claim, found: list[Place]) -> tuple[dict, dict]:
+    """Both sides' numbers from the first folder of preference where both have 2 seeds, else the last."""
+    tries = max(len(c.a.folders), len(c.b.folders), 1)
+    for i in range(tries):
+        a = _side_values(c.a.at(i), c.a.metric or c.metric, found)
+        b = _side_values(c.b.at(i), c.b.metric or c.metric, found)
+        if _enough(a) and _enough(b):
+            break
+    return a, b
+
+
 def judge(claims: list[Claim], sections_by_folder: dict[str, list[Section]]) -> list[dict]:
     """One row per claim: the claim, both sides' numbers and seeds, the paper's numbers and the verdict."""
     found = places(sections_by_folder)
     rows = []
     for c in claims:
-        a = _side_values(c.a, c.a.metric or c.metric, found)
-        b = _side_values(c.b, c.b.metric or c.metric, found)
+        a, b = _sides(c, found)
         if a["why"] or b["why"]:
             decision = {"verdict": UNKNOWN, "why": "; ".join(x for x in (a["why"], b["why"]) if x), "p": None}
         else:
