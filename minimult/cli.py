@@ -154,13 +154,16 @@ def budget(presets, mods, settings, json_path, readme):
 @click.option("--nproc", type=click.IntRange(min=1), default=None, metavar="N",
               help="Train on N processes of one thread each, each a share of every batch (train.nproc; "
                    "torch.distributed, gloo on CPU): ~N x faster on N idle cores. Also with --resume.")
+@click.option("--stop-after", type=click.IntRange(min=1), default=None, metavar="STEPS",
+              help="Stop once the run has trained this many updates in all, with its checkpoint (the learning-rate "
+                   "schedule stays the whole run's); --resume continues it, as if never stopped. Also with --resume.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
 def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs,
              device, precision,
-             eval_every, nproc, out, resume):
+             eval_every, nproc, stop_after, out, resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder.
 
     Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
@@ -196,8 +199,8 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
                                 f"would be ignored, so it is refused")
         run = Run.open(resume)
         with locked(run):
-            run_train([run], resume=True, log=echo, nproc=nproc)
-        echo(f"run folder: {run.path}")
+            meta = run_train([run], resume=True, log=echo, nproc=nproc, stop_after=stop_after)[0]
+        echo(_stopped_text(run, meta) or f"run folder: {run.path}")
         return
     overrides = _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab)
     if launched is not None:
@@ -216,8 +219,16 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
             launched, lambda: Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True)), Run.open)
         echo(f"run folder: {run.path}")
         with locked(run):
-            run_train([run], log=echo)
-    echo(f"done: {run.path}")
+            meta = run_train([run], log=echo, stop_after=stop_after)[0]
+    echo(_stopped_text(run, meta) or f"done: {run.path}")
+
+
+def _stopped_text(run, meta: dict) -> str:
+    """What to say when --stop-after ended a run before its last update ("" when it is complete)."""
+    if meta.get("status") == "complete":
+        return ""
+    return (f"stopped at step {meta.get('steps')} of {meta.get('total_steps')}: {run.path} "
+            f"(continue with: minimult pretrain --resume {run.path})")
 
 
 def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,

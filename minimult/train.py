@@ -537,7 +537,7 @@ def _run(loop: Loop, device) -> None:
 def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None] = print,
           stop_after: int | None = None, nproc: int | None = None) -> list[dict]:
     """Train (or continue) `runs` together; see the module docstring. `stop_after` ends early after that
-    many steps in total (used to test resuming). `nproc` (default: train.nproc) processes share every
+    many steps in total, with a checkpoint (`pretrain --stop-after`; a resume goes on as if never stopped). `nproc` (default: train.nproc) processes share every
     step (minimult.distributed), started here, each with train.threads threads (default 1); in a process
     that torchrun started (RANK, WORLD_SIZE, ...) this one is one of torchrun's ranks instead."""
     runs = [runs] if isinstance(runs, Run) else list(runs)
@@ -603,6 +603,8 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         if complete:
             log(f"run{'s' if K > 1 else ''} {names} {'are' if K > 1 else 'is'} already complete ({step} steps)")
             return [m.run.meta for m in members]
+        if stop_after is not None and stop_after <= step:
+            raise MinimultError(f"--stop-after {stop_after}: {names} has trained {step} steps already")
         for m in members if world.main else []:
             truncate_log(m.run.metrics_path, step)
         log(f"resuming {names} from step {step}")

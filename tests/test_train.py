@@ -238,6 +238,25 @@ def test_cli_pretrain_export_and_refusals(tmp_path):
     assert proc.returncode == 0 and "already complete" in proc.stdout
 
 
+def test_cli_stop_after_stops_with_a_checkpoint_and_resume_goes_on_as_if_never_stopped(tmp_path):
+    """`pretrain --stop-after 5`: a checkpoint at update 5 of the whole schedule, the run marked unfinished and
+    the command to continue it printed; `--resume` then ends where an uninterrupted run ends, bit for bit."""
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert cli("pretrain", *TINY_ARGS, "--epochs", "2", "--out", str(full)).returncode == 0
+    proc = cli("pretrain", *TINY_ARGS, "--epochs", "2", "--stop-after", "5", "--out", str(part))
+    assert proc.returncode == 0, proc.stderr
+    total = read_json(full / "run.json")["total_steps"]
+    assert f"stopped at step 5 of {total}" in proc.stdout and f"--resume {part}" in proc.stdout
+    assert load_checkpoint(part / "checkpoint.pt")["step"] == 5
+    assert read_json(part / "run.json")["status"] == "interrupted"
+    assert_one_line_error(cli("pretrain", "--resume", str(part), "--stop-after", "3"), "has trained 5 steps already")
+    proc = cli("pretrain", "--resume", str(part))
+    assert proc.returncode == 0 and "stopped" not in proc.stdout, proc.stderr
+    a, b = (load_checkpoint(d / "checkpoint.pt") for d in (full, part))
+    assert a["step"] == b["step"] == total and b["complete"] and read_json(part / "run.json")["status"] == "complete"
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
 def test_cli_bad_input(tmp_path):
     assert_one_line_error(cli("pretrain", *TINY_ARGS, "--mods", "lang-pos,nope"), "unknown mod", "lang-pos")
     assert_one_line_error(cli("pretrain", *TINY_ARGS, "--epochs", "0"), "--epochs")
