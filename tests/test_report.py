@@ -297,6 +297,32 @@ def test_training_panels_are_the_registry_curve_columns():
     assert [c.key(l) for _, c, l in curve_panels("0")] == ["mu", "retrieval_L0", "translation_L0", "ppl_dev"]
 
 
+def test_training_figure_draws_each_seed_beside_the_mean(tmp_path):
+    """Two seeds that split (one stays at 0, one rises to .6) draw as the mean and both seeds' own curves, so a
+    split never hides in a band; a one-seed setting is its one curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minimult.report.collect import Group, Run
+    from minimult.report.figures import _draw_panel, curve_panels
+
+    def run(name, mus):
+        rows = [{"step": s, "eval": {"mu": m}} for s, m in zip((100, 200, 300), mus)]
+        return Run(tmp_path / name, {}, {}, metrics_rows=rows)
+
+    split = Group("1", "lang-pos", "lang-pos", [run("1-s0", (0.0, 0.0, 0.0)), run("1-s42", (0.1, 0.4, 0.6))])
+    single = Group("0", "original", "", [run("0-s0", (0.2, 0.5, 0.7))])
+    title, column, layer = curve_panels("8")[0]
+    fig, ax = plt.subplots()
+    _draw_panel(ax, title, column, layer, [split, single], plt.get_cmap("tab10"))
+    curves = [list(ln.get_ydata()) for ln in ax.get_lines()]
+    assert curves == [[0.05, 0.2, 0.3], [0.0, 0.0, 0.0], [0.1, 0.4, 0.6], [0.2, 0.5, 0.7]]
+    assert [t.get_text() for t in ax.legend().get_texts()] == ["1 lang-pos (n=2)", "0 original (n=1)"]
+    plt.close(fig)
+
+
 def test_pca_needs_one_id_block_per_language():
     from minimult.report.figures import shares_vocabulary
 

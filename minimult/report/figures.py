@@ -3,7 +3,8 @@
 - `positions_<run>.png`: cosine similarity of position embeddings (paper Fig. 5/8),
 - `pca_<run>.png`: PCA of layer-0 token embeddings of both languages (Fig. 4), for language sources
   with one id block per language,
-- `training_<section>.png`: the evaluations logged during training, mean ± std over seeds (Fig. 6/7),
+- `training_<section>.png`: the evaluations logged during training, the mean over seeds with each seed's
+  own curve as a thin line (Fig. 6/7; a setting whose seeds split shows two curves, not a wide band),
   one panel per registry column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl).
 
 Weights come from `minimult.runs.read_weights`; a run without a readable checkpoint gets no figure.
@@ -194,8 +195,8 @@ def curve_panels(top: str) -> list[tuple[str, object, str | None]]:
     return [(panel_title(c, l, owner[c]), c, l) for c, l in table_columns(top) if c.curve]
 
 
-def _curve(group: Group, extract) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Mean and std over seeds at the steps every seed logged."""
+def _curve(group: Group, extract) -> tuple[np.ndarray, np.ndarray] | None:
+    """(steps, values: a row per seed) at the steps every seed logged."""
     per_run = []
     for r in group.runs:
         pts = {row["step"]: extract(row["eval"]) for row in r.metrics_rows}
@@ -207,9 +208,7 @@ def _curve(group: Group, extract) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
     steps = sorted(set.intersection(*(set(p) for p in per_run)))
     if not steps:
         return None
-    Y = np.array([[p[s] for s in steps] for p in per_run], dtype=float)
-    std = Y.std(0, ddof=1) if len(Y) > 1 else np.zeros(len(steps))
-    return np.array(steps), Y.mean(0), std
+    return np.array(steps), np.array([[p[s] for s in steps] for p in per_run], dtype=float)
 
 
 def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> None:
@@ -217,10 +216,12 @@ def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> N
         c = _curve(g, lambda e: column.value(e, layer))
         if c is None:
             continue
-        steps, mean, std = c
-        ax.plot(steps, mean, marker="o", ms=3, color=colors(j % colors.N), label=f"{g.label} (n={len(g.runs)})")
-        if len(g.runs) > 1:
-            ax.fill_between(steps, mean - std, mean + std, color=colors(j % colors.N), alpha=0.15, lw=0)
+        steps, per_seed = c
+        color = colors(j % colors.N)
+        ax.plot(steps, per_seed.mean(0), marker="o", ms=3, color=color, label=f"{g.label} (n={len(g.runs)})")
+        if len(per_seed) > 1:
+            for y in per_seed:
+                ax.plot(steps, y, color=color, lw=0.8, alpha=0.45, label="_seed")
     ppl = column.kind == "perplexity"
     ax.set_title(title)
     ax.set_xlabel("training step")
@@ -255,7 +256,8 @@ def training_figure(section: Section, out: Path) -> Path | None:
     handles, labels = next(((h, lab) for h, lab in (ax.get_legend_handles_labels() for ax in axes.flat) if h),
                            axes.flat[0].get_legend_handles_labels())
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False)
-    fig.suptitle(f"Multilinguality during training (mean ± std over seeds) — {section.title}", fontsize=11)
+    fig.suptitle(f"Multilinguality during training (mean over seeds; thin: each seed) — {section.title}",
+                 fontsize=11)
     fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
     return _save(fig, plt, out / f"training_{_slug(section.title.split(':')[0])}.png", 110)
 
