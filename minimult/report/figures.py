@@ -4,7 +4,7 @@
 - `pca_<run>.png`: PCA of layer-0 token embeddings of both languages (Fig. 4), for language sources
   with one id block per language,
 - `training_<section>.png`: the evaluations logged during training, the mean over seeds with each seed's
-  own curve as a thin line (Fig. 6/7; a setting whose seeds split shows two curves, not a wide band),
+  own curve dashed beside it (Fig. 6/7; a setting whose seeds split shows two curves, not a wide band),
   one panel per registry column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl).
 
 Weights come from `minimult.runs.read_weights`; a run without a readable checkpoint gets no figure.
@@ -221,7 +221,7 @@ def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> N
         ax.plot(steps, per_seed.mean(0), marker="o", ms=3, color=color, label=f"{g.label} (n={len(g.runs)})")
         if len(per_seed) > 1:
             for y in per_seed:
-                ax.plot(steps, y, color=color, lw=0.8, alpha=0.45, label="_seed")
+                ax.plot(steps, y, color=color, lw=0.9, alpha=0.7, ls="--", label="_seed")
     ppl = column.kind == "perplexity"
     ax.set_title(title)
     ax.set_xlabel("training step")
@@ -256,7 +256,7 @@ def training_figure(section: Section, out: Path) -> Path | None:
     handles, labels = next(((h, lab) for h, lab in (ax.get_legend_handles_labels() for ax in axes.flat) if h),
                            axes.flat[0].get_legend_handles_labels())
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False)
-    fig.suptitle(f"Multilinguality during training (mean over seeds; thin: each seed) — {section.title}",
+    fig.suptitle(f"Multilinguality during training (mean over seeds; dashed: each seed) — {section.title}",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
     return _save(fig, plt, out / f"training_{_slug(section.title.split(':')[0])}.png", 110)
