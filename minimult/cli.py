@@ -156,7 +156,7 @@ def budget(presets, mods, settings, json_path, readme):
                    "torch.distributed, gloo on CPU): ~N x faster on N idle cores. Also with --resume.")
 @click.option("--stop-after", type=click.IntRange(min=1), default=None, metavar="STEPS",
               help="Stop once the run has trained this many updates in all, with its checkpoint (the learning-rate "
-                   "schedule stays the whole run's); --resume continues it, as if never stopped. Also with --resume.")
+                   "schedule stays the whole run's); --resume continues it as if never stopped, and takes it too.")
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")

@@ -537,9 +537,10 @@ def _run(loop: Loop, device) -> None:
 def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None] = print,
           stop_after: int | None = None, nproc: int | None = None) -> list[dict]:
     """Train (or continue) `runs` together; see the module docstring. `stop_after` ends early after that
-    many steps in total, with a checkpoint (`pretrain --stop-after`; a resume goes on as if never stopped). `nproc` (default: train.nproc) processes share every
-    step (minimult.distributed), started here, each with train.threads threads (default 1); in a process
-    that torchrun started (RANK, WORLD_SIZE, ...) this one is one of torchrun's ranks instead."""
+    many steps in total, with a checkpoint (`pretrain --stop-after`; a resume goes on as if never stopped).
+    `nproc` (default: train.nproc) processes share every step (minimult.distributed), started here, each
+    with train.threads threads (default 1); in a process that torchrun started (RANK, WORLD_SIZE, ...) this
+    one is one of torchrun's ranks instead."""
     runs = [runs] if isinstance(runs, Run) else list(runs)
     if not runs:
         raise MinimultError("nothing to train: no runs given")
