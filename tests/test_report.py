@@ -90,6 +90,18 @@ def test_table_equals_the_runs_mean_and_sample_std(reported):
         per_run(swept.root, f"1-lang-pos-s{s}")["mu"] for s in SEEDS]
 
 
+def test_runs_csv_has_one_row_per_run_with_that_runs_own_numbers(reported):
+    """runs.csv: the numbers behind each mean, run by run (a split setting shows in it, its mean does not)."""
+    swept, out, _ = reported
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert [(r["id"], r["seed"]) for r in rows] == [(sid, str(s)) for sid in SETTINGS for s in SEEDS]
+    for row in rows:
+        name = f"{row['id']}-{SETTINGS[row['id']]}-s{row['seed']}"
+        assert Path(row["run"]).name == name and row["setting"] == SETTINGS[row["id"]]
+        mine = per_run(swept.root, name)
+        assert set(mine) <= set(row) and all(float(row[k]) == mine[k] for k in mine), name
+
+
 def test_p_values_against_original_for_settings_with_two_seeds(reported):
     swept, out, _ = reported
     rows = {r["id"]: r for r in csv.DictReader((out / "table1.csv").open())}
@@ -396,6 +408,8 @@ def test_runs_that_never_trained_are_left_out_and_named_under_their_setting(tmp_
     assert all("never trained: training perplexity" in l for l in notes)
     rows = {r["id"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
     assert rows["s2"]["seeds"] == "0" and rows["0"]["seeds"] == "0 42" and "s2l" not in rows
+    per_run_rows = [(r["id"], r["seed"]) for r in csv.DictReader((tmp_path / "out" / "runs.csv").open())]
+    assert per_run_rows == [("0", "0"), ("0", "42"), ("s2", "0")]  # as the rows count them
     md = (tmp_path / "out" / "table1.md").read_text()
     assert "Left out of s2 no-segment: s2-no-segment-s42, never trained: training perplexity 541" in md
     s2l = next(l for l in md.splitlines() if l.startswith("No row: s2l "))

@@ -8,7 +8,8 @@ sweep claims are grouped by mods and configuration in a section of their own. A 
 gives the paper's numbers (`paper`, recorded in the manifest) shows them in parentheses beside its own.
 
 Writes to `out_dir`: `table1.md` (every section, the first being Table 1), `table1.csv` (one row per
-setting, full precision, a `section` column), `report.json` (every aggregated number, the values per
+setting, full precision, a `section` column), `runs.csv` (one row per run behind those rows: seed, run
+folder and every column), `report.json` (every aggregated number, the values per
 seed and the p-values of every metric) and PNG figures (see `figures.py`); with `readme`, the first
 table also goes between that file's `<preset>-<grid>` markers (see `readme.py`), and its orderings between
 `<preset>-<grid>-orderings` markers where the file has them.
@@ -41,7 +42,7 @@ from minimult.report import claims, links, probe, segments, series, transfer
 from minimult.report.readme import table_marker, update_readme
 from minimult.runs import write_json
 from minimult.report.tables import (aggregate, aggregate_sections, column_keys, csv_text, layers_note,  # noqa: F401
-                                    markdown, run_values, section_table, top_layer, welch_p)
+                                    markdown, run_values, runs_csv_text, section_table, top_layer, welch_p)
 
 
 def draw_figures(sections: list[Section], out: Path) -> list[str]:
@@ -128,6 +129,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
                                           f"{out}/table1.md and {out}/language_id.png\n")
     atomic_write_text(out / "table1.md", md)
     atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
+    atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top))
     figures = draw_figures(sections, out)
     if (p := segments.figure(alternations, top, out)) is not None:
         figures.append(str(p))
@@ -138,7 +140,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     if (p := series.figure(axes, out)) is not None:
         figures.append(str(p))
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
-        f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv")
+        f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv (per run: {out}/runs.csv)")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
               "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md, "printed": printed,
               "segment_alternations": alternations, "probe": probes,

@@ -324,7 +324,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
                           "tables": tables})
         write(folder.out / "index.html", "folder.html", up="../", folder=folder.name, root=_shown(folder.root),
               tables=tables, parts=_parts(folder), settings=_settings(folder), others=_other_runs(folder),
-              n_runs=len(folder.loaded.runs), files=[n for n in ("table1.md", "table1.csv", "report.json")
+              n_runs=len(folder.loaded.runs), files=[n for n in ("table1.md", "table1.csv", "runs.csv", "report.json")
                                                        if (folder.out / n).is_file()],
               claims=[r for r in claim_rows if folder.name in (r["a"]["folder"], r["b"]["folder"])],
               claims_mod=claims_mod)

@@ -290,3 +290,20 @@ def csv_text(aggregated: list[dict], top: str) -> str:
                 cells += [repr(row["paper"][k]) if k in row.get("paper", {}) else "" for k in keys]
             w.writerow(cells)
     return buf.getvalue()
+
+
+def runs_csv_text(aggregated: list[dict], top: str) -> str:
+    """runs.csv: one row per run of a table row (seed by seed, as the row's mean and std count them), full
+    precision: the numbers behind each mean, for a split like a setting whose seeds disagree; runs a row left
+    out (never trained, failed) are not among them, as they are not in its mean."""
+    keys = column_keys(top)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["section", "id", "setting", "mods", "preset", "seed", "run"] + keys)
+    for sec in aggregated:
+        for row in sec["rows"]:
+            for i, (seed, run) in enumerate(zip(row["seeds"], row["runs"])):
+                values = (row["metrics"][k]["values"][i] for k in keys)
+                w.writerow([sec["title"], row["id"], row["setting"], row["mods"], row["preset"], seed, run]
+                           + ["" if v is None else repr(v) for v in values])
+    return buf.getvalue()
