@@ -91,7 +91,8 @@ def test_table_equals_the_runs_mean_and_sample_std(reported):
 
 
 def test_runs_csv_has_one_row_per_run_with_that_runs_own_numbers(reported):
-    """runs.csv: the numbers behind each mean, run by run (a split setting shows in it, its mean does not)."""
+    """runs.csv: the numbers behind each mean, run by run (a split setting shows in it, its mean does not),
+    with where and how each run trained."""
     swept, out, _ = reported
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert [(r["id"], r["seed"]) for r in rows] == [(sid, str(s)) for sid in SETTINGS for s in SEEDS]
@@ -100,6 +101,9 @@ def test_runs_csv_has_one_row_per_run_with_that_runs_own_numbers(reported):
         assert Path(row["run"]).name == name and row["setting"] == SETTINGS[row["id"]]
         mine = per_run(swept.root, name)
         assert set(mine) <= set(row) and all(float(row[k]) == mine[k] for k in mine), name
+        meta = read_json(swept.root / name / "run.json")  # where and how it trained, as run.json says
+        assert (row["device"], row["precision"]) == (meta["device"], meta["precision"]) == ("cpu", "fp32"), name
+        assert (float(row["train_seconds"]) == 0) == (row["setting"] == "untrained"), name  # nothing to time
 
 
 def test_p_values_against_original_for_settings_with_two_seeds(reported):

@@ -220,6 +220,13 @@ def _training(run: Run) -> dict:
     return trained
 
 
+def how_trained(run: Run) -> dict:
+    """Where and how one run trained, for its row in runs.csv: the device of its last stretch, the precision
+    run.json says it ran in, and its training seconds over every stretch (None where nothing says)."""
+    seconds, device = training_seconds(run.path)
+    return {"device": device, "precision": _training(run).get("train.precision"), "train_seconds": seconds}
+
+
 def mixed_training(runs: list[Run]) -> str | None:
     """A sentence naming what the runs of one setting trained differently (a sweep's seeds run with other
     `--set` values, runs brought from another machine), or None when they trained alike: their mean would

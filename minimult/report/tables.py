@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Group, Run, Section, training_seconds
+from minimult.report.collect import Group, Run, Section, how_trained, training_seconds
 
 
 def table_columns(top: str) -> list:
@@ -103,6 +103,7 @@ def _group_row(g: Group, base: Group | None, base_values: dict | None, keys: lis
         metrics[k] = agg
     return {"id": g.id, "setting": g.name, "mods": g.mods, "preset": g.preset,
             "seeds": [r.seed for r in g.runs], "runs": [str(r.path) for r in g.runs],
+            "trained": [how_trained(r) for r in g.runs],
             "baseline": None if base is None or g is base else base.label, "metrics": metrics,
             "paper": dict(g.paper)}
 
@@ -293,17 +294,19 @@ def csv_text(aggregated: list[dict], top: str) -> str:
 
 
 def runs_csv_text(aggregated: list[dict], top: str) -> str:
-    """runs.csv: one row per run of a table row (seed by seed, as the row's mean and std count them), full
-    precision: the numbers behind each mean, for a split like a setting whose seeds disagree; runs a row left
-    out (never trained, failed) are not among them, as they are not in its mean."""
+    """runs.csv: one row per run of a table row (seed by seed, as the row's mean and std count them), where
+    and how it trained (device, precision, seconds), then every column at full precision: the numbers behind
+    each mean, for a split like a setting whose seeds disagree; runs a row left out (never trained, failed)
+    are not among them, as they are not in its mean."""
     keys = column_keys(top)
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["section", "id", "setting", "mods", "preset", "seed", "run"] + keys)
+    how = ["device", "precision", "train_seconds"]
+    w.writerow(["section", "id", "setting", "mods", "preset", "seed", "run"] + how + keys)
     for sec in aggregated:
         for row in sec["rows"]:
-            for i, (seed, run) in enumerate(zip(row["seeds"], row["runs"])):
-                values = (row["metrics"][k]["values"][i] for k in keys)
+            for i, (seed, run, trained) in enumerate(zip(row["seeds"], row["runs"], row["trained"])):
+                values = [trained[k] for k in how] + [row["metrics"][k]["values"][i] for k in keys]
                 w.writerow([sec["title"], row["id"], row["setting"], row["mods"], row["preset"], seed, run]
-                           + ["" if v is None else repr(v) for v in values])
+                           + ["" if v is None else v if isinstance(v, str) else repr(v) for v in values])
     return buf.getvalue()
