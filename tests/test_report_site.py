@@ -363,3 +363,15 @@ def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):
     assert not update_readme(readme, claims_mod.markdown(rows), "claims", write=False)
     verdicts = {r["id"]: r["verdict"] for r in rows}
     assert verdicts["ds-lang-pos"] == HOLDS and verdicts["ds-overparam"] == UNKNOWN  # overparam needs a GPU
+
+
+def test_the_budget_column_names_an_untrained_side_as_untrained():
+    """An untrained setting's budget is `<preset>: untrained`, not its preset's bare name beside the other
+    side's `paper: 14,100 × 128` (which read `paper, paper: 14,100 × 128`); the committed paper-budget runs."""
+    from minimult.report import load
+
+    folder = ROOT / "experiments" / "results" / "table1-paper"
+    rows = {r["id"]: r for r in judge(load_claims(), {folder.name: load([folder], lambda s: None).sections})}
+    assert claims_mod.budget_text(rows["ds-untrained"]) == "paper: untrained, paper: 14,100 × 128"
+    assert claims_mod.budget_text(rows["ds-untrained-positions"]) == "paper: untrained"
+    assert claims_mod.budget_text(rows["ds-lang-pos"]) == "paper: 14,100 × 128"

@@ -269,13 +269,16 @@ def _side_values(side: Side, metric: str, found: list[Place]) -> dict:
 
 
 def _budget(g: Group) -> str:
-    """What a setting trained with: its preset, updates × sentences per batch (`quick-b256: 1,775 × 256`)."""
+    """What a setting trained with: its preset, updates × sentences per batch (`quick-b256: 1,775 × 256`), or
+    `<preset>: untrained` for a setting of 0 updates (the preset's name alone read as if it were a budget)."""
     run = g.runs[0]
     from minimult.report.collect import _read
 
     steps = run.results.get("total_steps") or (_read(run.path / "run.json") or {}).get("total_steps")
     batch = run.config.get("train", {}).get("batch_size")
     preset = g.preset or run.config.get("preset", "")
+    if steps == 0:
+        return f"{preset}: untrained"
     return f"{preset}: {steps:,} × {batch}" if isinstance(steps, int) and steps and batch else preset
 
 
