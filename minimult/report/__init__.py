@@ -10,9 +10,9 @@ gives the paper's numbers (`paper`, recorded in the manifest) shows them in pare
 Writes to `out_dir`: `table1.md` (every section, the first being Table 1), `table1.csv` (one row per
 setting, full precision, a `section` column), `runs.csv` (one row per run behind those rows: seed, run
 folder, device, precision, training seconds and every column), `report.json` (every aggregated number,
-the values per seed and the p-values of every metric) and PNG figures (see `figures.py`); with `readme`, the first
-table also goes between that file's `<preset>-<grid>` markers (see `readme.py`), and its orderings between
-`<preset>-<grid>-orderings` markers where the file has them.
+the values per seed and the p-values of every metric) and PNG figures (see `figures.py`); with `readme`,
+the first table also goes between that file's `<preset>-<grid>` markers (see `readme.py`), and its
+orderings between `<preset>-<grid>-orderings` markers where the file has them.
 
 The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
 (aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Group, Run, Section, how_trained, training_seconds
+from minimult.report.collect import Group, Run, Section, how_trained
 
 
 def table_columns(top: str) -> list:
@@ -122,25 +122,21 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         if base is not None and not any(g is base for g in section.groups):  # borrowed: it may have trained otherwise
             label += f" (from the section {next(s.title for s in sections if any(g is base for g in s.groups))})"
         out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
-                    "baseline": label, "not_run": section.missing, "training": training_time(section),
+                    "baseline": label, "not_run": section.missing, "training": training_time(rows),
                     "left_out": section.lost, "mixed": section.mixed, "pending": section.pending,
                     "paper_source": section.paper_source})
     return out
 
 
-def training_time(section: Section) -> dict:
-    """What training the section's rows took: {"runs": n, "seconds": {device: seconds}, "unknown": n}
-    (each run's seconds over all its stretches; `unknown`: runs without a log or run.json saying so)."""
+def training_time(rows: list[dict]) -> dict:
+    """What training a section's rows took: {"runs": n, "seconds": {device: seconds}, "unknown": n}, from
+    each run's `trained` (its seconds over all its stretches; `unknown`: runs without a log or run.json saying so)."""
     seconds: dict[str, float] = {}
-    unknown = 0
-    runs = [r for g in section.groups for r in g.runs]
-    for run in runs:
-        s, device = training_seconds(run.path)
-        if s is None:
-            unknown += 1
-        else:
-            seconds[device] = seconds.get(device, 0.0) + s
-    return {"runs": len(runs), "seconds": seconds, "unknown": unknown}
+    trained = [t for row in rows for t in row["trained"]]
+    for t in trained:
+        if t["train_seconds"] is not None:
+            seconds[t["device"]] = seconds.get(t["device"], 0.0) + t["train_seconds"]
+    return {"runs": len(trained), "seconds": seconds, "unknown": sum(t["train_seconds"] is None for t in trained)}
 
 
 def section_footer(sec: dict) -> list[str]:
