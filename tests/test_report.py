@@ -125,6 +125,7 @@ def test_figures_are_real_pngs(reported):
     expected = [f"positions_{n}.png" for n in ("0-original-s0", "1-lang-pos-s0", "18-untrained-s0")]
     expected += [f"pca_{n}.png" for n in ("0-original-s0", "1-lang-pos-s0", "18-untrained-s0")]
     expected += ["training_Tiny_test_grid.png", "language_id.png"]  # every final evaluation has a probe curve
+    expected += ["seeds_Tiny_test_grid.png"]  # two seeds a row
     for name in expected:
         path = out / name
         assert path.is_file() and path.stat().st_size > 20_000, name
@@ -337,6 +338,44 @@ def test_training_figure_draws_each_seed_beside_the_mean(tmp_path):
     assert curves == [[0.05, 0.2, 0.3], [0.0, 0.0, 0.0], [0.1, 0.4, 0.6], [0.2, 0.5, 0.7]]
     assert [t.get_text() for t in ax.legend().get_texts()] == ["1 lang-pos (n=2)", "0 original (n=1)"]
     plt.close(fig)
+
+
+def test_seeds_figure_puts_each_seed_on_its_rows_line():
+    """A row whose seeds split (.004 and .53) draws both seeds as dots on its line, the mean as a bar between
+    them and the paper's number as a diamond; the first row is at the top, as in the table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minimult.report.figures import seeds_panel
+    from minimult.report.tables import table_columns
+
+    def row(sid, name, values, paper=None):
+        mean = sum(values) / len(values)
+        return {"id": sid, "setting": name, "seeds": [0, 42][:len(values)],
+                "metrics": {"mu": {"mean": mean, "values": values}}, "paper": {"mu": paper} if paper else {}}
+
+    rows = [row("0", "original", [0.6, 0.61], 0.70), row("1", "lang-pos", [0.004, 0.53], 0.30)]
+    column, layer = table_columns("8")[0]
+    fig, ax = plt.subplots()
+    seeds_panel(ax, column, layer, rows)
+    dots = [[tuple(map(float, xy)) for xy in c.get_offsets()] for c in ax.collections]
+    assert dots == [[(0.6, 1.0), (0.61, 1.0)], [(0.7, 1.0)], [(0.004, 0.0), (0.53, 0.0)], [(0.3, 0.0)]]
+    bars = [tuple(ln.get_xdata()) for ln in ax.get_lines()]
+    assert bars == [(0.605, 0.605), (0.267, 0.267)]
+    ticks = {float(y): t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
+    assert ticks == {1.0: "0 original", 0.0: "1 lang-pos"}
+    assert [t.get_text() for t in ax.legend().get_texts()] == ["each seed", "mean", "paper"]
+    plt.close(fig)
+
+
+def test_seeds_figure_needs_a_row_with_two_seeds(tmp_path):
+    from minimult.report.figures import seeds_figure
+
+    rows = [{"id": "0", "setting": "original", "seeds": [0], "metrics": {"mu": {"mean": 0.6, "values": [0.6]}}}]
+    assert seeds_figure({"title": "T: x", "rows": rows}, "8", tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_pca_needs_one_id_block_per_language():

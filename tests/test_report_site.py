@@ -124,9 +124,9 @@ def test_every_page_is_well_formed_and_every_link_and_image_exists(site):
             assert (page.parent / ref).read_bytes()[:8] in (b"\x89PNG\r\n\x1a\n",) or ref.endswith(".js")
             n_images += ref.endswith(".png")
     folder = parsed[root / "runs" / "index.html"]
-    # the report's figures (training curves, positions and PCA of each setting, the probe) shown inline
-    assert {"training_Tiny_test_grid.png", "language_id.png", "positions_0-original-s0.png",
-            "pca_0-original-s0.png"} <= set(folder.images)
+    # the report's figures (training curves, each seed's numbers, positions and PCA of each setting, the probe)
+    assert {"training_Tiny_test_grid.png", "seeds_Tiny_test_grid.png", "language_id.png",
+            "positions_0-original-s0.png", "pca_0-original-s0.png"} <= set(folder.images)
     assert n_images > len(RUNS)
     assert f"Training: {len(RUNS)} runs, " in (root / "runs" / "index.html").read_text()  # the table's footer
 

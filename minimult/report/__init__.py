@@ -14,13 +14,13 @@ the values per seed and the p-values of every metric) and PNG figures (see `figu
 the first table also goes between that file's `<preset>-<grid>` markers (see `readme.py`), and its
 orderings between `<preset>-<grid>-orderings` markers where the file has them.
 
-The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables`
-(aggregates, p-values, markdown and CSV; the columns come from the evaluator registry), `figures`
-(position similarity, PCA, training curves), `segments` (the segment-alternation table and figure of
+The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables` (aggregates,
+p-values, markdown and CSV; the columns come from the evaluator registry), `figures` (position similarity,
+PCA, training curves, each seed's final numbers), `segments` (the segment-alternation table and figure of
 runs evaluated with `eval --segment`), `links` (word alignment against link files and retrieval both ways,
 for real languages), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
-transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s
-depth, heads, parameter, permutation and tokenization series), `readme` (generated tables inside README.md),
+transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s depth,
+heads, parameter, permutation and tokenization series), `readme` (generated tables inside README.md),
 `claims` (the papers' claims of `claims.toml`, judged from the sections: docs/claims.md; each table also
 gets its own orderings, the claims between two of its rows judged from its runs alone) and `site` (the
 static HTML site over results folders: `minimult report --html DIR` / `--site DIR`; Jinja2 templates in
@@ -37,7 +37,7 @@ from minimult.data.cache import atomic_write_text
 from minimult.errors import MinimultError
 from minimult.report.collect import (OTHER_SECTION, Group, Run, Section, build_sections, find_run_dirs,  # noqa: F401
                                      load_runs)
-from minimult.report.figures import pca_figure, position_figure, training_figure
+from minimult.report.figures import pca_figure, position_figure, seeds_figure, training_figure
 from minimult.report import claims, links, probe, segments, series, transfer
 from minimult.report.readme import table_marker, update_readme
 from minimult.runs import write_json
@@ -131,6 +131,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
     atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top))
     figures = draw_figures(sections, out)
+    figures += [str(p) for p in (seeds_figure(a, top, out) for a in aggregated) if p is not None]
     if (p := segments.figure(alternations, top, out)) is not None:
         figures.append(str(p))
     if (p := probe.probe_figure(probes, out / "language_id.png")) is not None:

@@ -5,7 +5,9 @@
   with one id block per language,
 - `training_<section>.png`: the evaluations logged during training, the mean over seeds with each seed's
   own curve dashed beside it (Fig. 6/7; a setting whose seeds split shows two curves, not a wide band),
-  one panel per registry column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl).
+  one panel per registry column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl),
+- `seeds_<section>.png`: each seed's final number of every table column, row by row, beside the mean and
+  the paper's number (a table with two seeds in some row).
 
 Weights come from `minimult.runs.read_weights`; a run without a readable checkpoint gets no figure.
 """
@@ -318,3 +320,61 @@ def _run_figure_key(run: Run, top: str, panels: list) -> str:
     h.update(Path(__file__).read_bytes())
     return h.hexdigest()
 
+
+
+# Each seed's final numbers, row by row.
+
+
+def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
+    """One column of a table: each row's seeds as dots on its line, their mean as a bar, the paper's
+    number as a hollow diamond. The first row at the top, as in the table."""
+    key = column.key(layer)
+    ys = np.arange(len(rows))[::-1]
+    for y, row in zip(ys, rows):
+        m = row["metrics"].get(key) or {}
+        values = [v for v in m.get("values", []) if v is not None]
+        if values:
+            ax.scatter(values, [y] * len(values), s=22, color="tab:blue", alpha=0.75, zorder=3,
+                       label="each seed" if y == ys[0] else "_seed")
+            ax.plot([m["mean"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1.4, zorder=2,
+                    label="mean" if y == ys[0] else "_mean")
+        paper = row.get("paper", {}).get(key)
+        if paper is not None:
+            ax.scatter([paper], [y], s=40, marker="D", facecolors="none", edgecolors="tab:red", zorder=4,
+                       label="paper" if y == ys[0] else "_paper")
+    ax.set_yticks(ys, [f"{r['id']} {r['setting']}" for r in rows], fontsize=7)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_title(column.heading(layer), fontsize=10)
+    if column.kind == "perplexity":
+        xs = [x for ln in ax.collections for x, _ in ln.get_offsets()]
+        if xs and min(xs) > 0 and max(xs) / min(xs) > 20:
+            from matplotlib.ticker import NullFormatter
+
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short axis
+    ax.grid(alpha=0.3, axis="x")
+
+
+def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
+    """`seeds_<section>.png`: every column of an aggregated section (`tables.aggregate`), one dot per seed
+    and row beside the mean and the paper's number, so that a row whose seeds split (one collapses, one
+    trains) shows as two clusters rather than as a wide std. None when no row has two seeds."""
+    rows = agg["rows"]
+    if not any(len(r["seeds"]) > 1 for r in rows):
+        return None
+    panels = [(c, l) for c, l in table_columns(top) if any((r["metrics"].get(c.key(l)) or {}).get("values")
+                                                          for r in rows)]
+    plt = _plt()
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, (0.26 * len(rows) + 1.2) * nrows + 0.6),
+                             squeeze=False)
+    for ax, (column, layer) in zip(axes.flat, panels):
+        seeds_panel(ax, column, layer, rows)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.suptitle(f"Each seed's final numbers — {agg['title']}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    return _save(fig, plt, out / f"seeds_{_slug(agg['title'].split(':')[0])}.png", 110)

@@ -112,9 +112,10 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
                               for r in g.runs], "cells": cells})
     notes = [line for line in section_table(agg, top) if line and not line.startswith("|")] + section_footer(agg)
     presets = sorted({r["preset"] for r in agg["rows"] if r["preset"]})
-    training = _figure(folder.out, f"training_{_slug(section.title.split(':')[0])}.png")
+    name = _slug(section.title.split(":")[0])
+    training, seeds = _figure(folder.out, f"training_{name}.png"), _figure(folder.out, f"seeds_{name}.png")
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
-            "notes": notes, "training": training, "anchor": "s-" + slug(section.title.split(":")[0])}
+            "notes": notes, "training": training, "seeds": seeds, "anchor": "s-" + slug(section.title.split(":")[0])}
 
 
 def _split(cell: str) -> tuple[str, str]:
