@@ -93,6 +93,9 @@ class TrainConfig:
     warmup_steps: int = 50
     clip: float = 1.0
     seed: int = 0
+    # the initial weights as a run with this seed draws them, everything else (batch order, masking,
+    # dropout) from `seed`: tells the initialisation's part in a seed's outcome from the rest's; -1 = seed
+    init_seed: int = -1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (with nproc > 1: 1 per process)
     # processes that train this run together, each a share of every batch (minimult.distributed); how the
@@ -129,6 +132,9 @@ class TrainConfig:
             raise MinimultError(f"train.eval_sentences must be >= 2, got {self.eval_sentences}")
         if not 0 <= self.seed < 2**32:
             raise MinimultError(f"seed must be a whole number from 0 to {2**32 - 1}, got {self.seed}")
+        if not -1 <= self.init_seed < 2**32:
+            raise MinimultError(f"train.init_seed must be -1 (train.seed's) or a whole number from 0 to {2**32 - 1}, "
+                                f"got {self.init_seed}")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise MinimultError(f"unknown device {self.device!r}: use auto, cpu, cuda or cuda:N")
         precision.check(self.precision)

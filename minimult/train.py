@@ -128,6 +128,20 @@ class Member:
                 "selected": masked.selected, "targets": masked.targets, "nsp_labels": batch.nsp_labels}
 
 
+def initial_model(cfg) -> Bert:
+    """A fresh model from `train.seed`, leaving torch's generator where that leaves it; with `train.init_seed`
+    its weights are those `init_seed` draws instead, and the generator is still where `seed` leaves it, so
+    the run differs from a plain one at `seed` in its initial weights alone."""
+    torch.manual_seed(cfg.train.seed)
+    model = Bert(cfg.model)
+    if cfg.train.init_seed not in (-1, cfg.train.seed):
+        state = torch.get_rng_state()
+        torch.manual_seed(cfg.train.init_seed)
+        model.load_state_dict(Bert(cfg.model).state_dict())
+        torch.set_rng_state(state)
+    return model
+
+
 def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
     """Data on the device and a freshly initialised model (seeded)."""
     check_masking(run.cfg, run.mods)
@@ -142,8 +156,7 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
         train_set = PairSet.from_sides(sides, data.layouts, device, run.cfg.train.seed)
     else:
         train_set = SequenceSet.from_sides(sides, data.layouts, device)
-    torch.manual_seed(run.cfg.train.seed)
-    model = Bert(run.cfg.model).to(device)
+    model = initial_model(run.cfg).to(device)
     inputs = {}
     for a in run.mods:
         if a.mod.build is not None:

@@ -456,3 +456,32 @@ def test_resume_refuses_a_mod_whose_version_changed_since_the_run_started(tmp_pa
     write_json(run / "run.json", meta)
     proc = cli("pretrain", "--resume", str(run))
     assert proc.returncode == 0 and "resuming" in proc.stdout, proc.stderr
+
+
+def test_init_seed_changes_the_initial_weights_alone():
+    """train.init_seed=0 at seed 42: the initial weights of a seed-0 run, and torch's generator left where a
+    plain seed-42 run leaves it (so every later draw is seed 42's); init_seed equal to seed, or -1, is a
+    plain run."""
+    from minimult.train import initial_model
+
+    def start(**sets):
+        cfg, _ = resolve("tiny", {f"train.{k}": v for k, v in sets.items()})
+        model = initial_model(cfg)
+        return model.state_dict(), torch.get_rng_state(), torch.rand(3)
+
+    w0, _, _ = start(seed=0)
+    w42, state42, after42 = start(seed=42)
+    mixed, state, after = start(seed=42, init_seed=0)
+    assert all(torch.equal(mixed[k], w0[k]) for k in w0)
+    assert not all(torch.equal(w42[k], w0[k]) for k in w0)
+    assert torch.equal(state, state42) and torch.equal(after, after42)
+    same, state_same, _ = start(seed=42, init_seed=42)
+    assert all(torch.equal(same[k], w42[k]) for k in w42) and torch.equal(state_same, state42)
+
+
+@pytest.mark.parametrize("value", [-2, 2**32])
+def test_init_seed_out_of_range_is_one_clear_error(value):
+    from minimult.errors import MinimultError
+
+    with pytest.raises(MinimultError, match="train.init_seed must be -1"):
+        resolve("tiny", {"train.init_seed": value})
