@@ -357,6 +357,7 @@ def test_seeds_figure_puts_each_seed_on_its_rows_line():
                 "metrics": {"mu": {"mean": mean, "values": values}}, "paper": {"mu": paper} if paper else {}}
 
     rows = [row("0", "original", [0.6, 0.61], 0.70), row("1", "lang-pos", [0.004, 0.53], 0.30)]
+    rows.insert(0, {"id": "2", "setting": "never trained", "seeds": [], "metrics": {}, "paper": {}})  # no marks
     column, layer = table_columns("8")[0]
     fig, ax = plt.subplots()
     seeds_panel(ax, column, layer, rows)
@@ -365,7 +366,7 @@ def test_seeds_figure_puts_each_seed_on_its_rows_line():
     bars = [tuple(ln.get_xdata()) for ln in ax.get_lines()]
     assert bars == [(0.605, 0.605), (0.267, 0.267)]
     ticks = {float(y): t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
-    assert ticks == {1.0: "0 original", 0.0: "1 lang-pos"}
+    assert ticks == {2.0: "2 never trained", 1.0: "0 original", 0.0: "1 lang-pos"}
     assert [t.get_text() for t in ax.legend().get_texts()] == ["each seed", "mean", "paper"]
     plt.close(fig)
 

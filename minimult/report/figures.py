@@ -330,18 +330,24 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     number as a hollow diamond. The first row at the top, as in the table."""
     key = column.key(layer)
     ys = np.arange(len(rows))[::-1]
+    labelled = set()
+
+    def label(text: str) -> str:  # each kind of mark once in the legend, wherever it first appears
+        first = text not in labelled
+        labelled.add(text)
+        return text if first else "_" + text
+
     for y, row in zip(ys, rows):
         m = row["metrics"].get(key) or {}
         values = [v for v in m.get("values", []) if v is not None]
         if values:
             ax.scatter(values, [y] * len(values), s=22, color="tab:blue", alpha=0.75, zorder=3,
-                       label="each seed" if y == ys[0] else "_seed")
-            ax.plot([m["mean"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1.4, zorder=2,
-                    label="mean" if y == ys[0] else "_mean")
+                       label=label("each seed"))
+            ax.plot([m["mean"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1.4, zorder=2, label=label("mean"))
         paper = row.get("paper", {}).get(key)
         if paper is not None:
             ax.scatter([paper], [y], s=40, marker="D", facecolors="none", edgecolors="tab:red", zorder=4,
-                       label="paper" if y == ys[0] else "_paper")
+                       label=label("paper"))
     ax.set_yticks(ys, [f"{r['id']} {r['setting']}" for r in rows], fontsize=7)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_title(column.heading(layer), fontsize=10)
