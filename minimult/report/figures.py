@@ -321,7 +321,6 @@ def _run_figure_key(run: Run, top: str, panels: list) -> str:
     return h.hexdigest()
 
 
-
 # Each seed's final numbers, row by row.
 
 

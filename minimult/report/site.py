@@ -115,7 +115,8 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     name = _slug(section.title.split(":")[0])
     training, seeds = _figure(folder.out, f"training_{name}.png"), _figure(folder.out, f"seeds_{name}.png")
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
-            "notes": notes, "training": training, "seeds": seeds, "anchor": "s-" + slug(section.title.split(":")[0])}
+            "notes": notes, "training": training, "seeds": seeds,
+            "anchor": "s-" + slug(section.title.split(":")[0])}
 
 
 def _split(cell: str) -> tuple[str, str]:
