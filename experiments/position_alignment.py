@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-POSITIONS = "embeddings.lookups.position.weight"
+from minimult.report.figures import POSITIONS  # the position embeddings' name in a checkpoint
 
 
 def cosines(W: np.ndarray, per_lang: int, lo: int, hi: int) -> tuple[float, float]:

@@ -43,6 +43,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "_", text).strip("_")[:80] or "x"
 
 
+def section_figure(kind: str, title: str) -> str:
+    """The file name of a section's figure: `training_Table_1.png`, `seeds_Table_1.png` (the title's
+    part before its colon)."""
+    return f"{kind}_{_slug(title.split(':')[0])}.png"
+
+
 def _weight(run: Run, name: str) -> np.ndarray | None:
     from minimult.runs import read_weights
 
@@ -261,7 +267,7 @@ def training_figure(section: Section, out: Path) -> Path | None:
     fig.suptitle(f"Multilinguality during training (mean over seeds; dashed: each seed) — {section.title}",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
-    return _save(fig, plt, out / f"training_{_slug(section.title.split(':')[0])}.png", 110)
+    return _save(fig, plt, out / section_figure("training", section.title), 110)
 
 
 def run_figure(run: Run, path: Path) -> Path | None:
@@ -329,7 +335,7 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     number as a hollow diamond. The first row at the top, as in the table."""
     key = column.key(layer)
     ys = np.arange(len(rows))[::-1]
-    labelled = set()
+    labelled, xs = set(), []
 
     def label(text: str) -> str:  # each kind of mark once in the legend, wherever it first appears
         first = text not in labelled
@@ -339,24 +345,24 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     for y, row in zip(ys, rows):
         m = row["metrics"].get(key) or {}
         values = [v for v in m.get("values", []) if v is not None]
+        xs += values
         if values:
             ax.scatter(values, [y] * len(values), s=22, color="tab:blue", alpha=0.75, zorder=3,
                        label=label("each seed"))
             ax.plot([m["mean"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1.4, zorder=2, label=label("mean"))
         paper = row.get("paper", {}).get(key)
         if paper is not None:
+            xs.append(paper)
             ax.scatter([paper], [y], s=40, marker="D", facecolors="none", edgecolors="tab:red", zorder=4,
                        label=label("paper"))
     ax.set_yticks(ys, [f"{r['id']} {r['setting']}" for r in rows], fontsize=7)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_title(column.heading(layer), fontsize=10)
-    if column.kind == "perplexity":
-        xs = [x for ln in ax.collections for x, _ in ln.get_offsets()]
-        if xs and min(xs) > 0 and max(xs) / min(xs) > 20:
-            from matplotlib.ticker import NullFormatter
+    if column.kind == "perplexity" and xs and min(xs) > 0 and max(xs) / min(xs) > 20:
+        from matplotlib.ticker import NullFormatter
 
-            ax.set_xscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short axis
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short axis
     ax.grid(alpha=0.3, axis="x")
 
 
@@ -382,4 +388,4 @@ def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.suptitle(f"Each seed's final numbers — {agg['title']}", fontsize=11)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    return _save(fig, plt, out / f"seeds_{_slug(agg['title'].split(':')[0])}.png", 110)
+    return _save(fig, plt, out / section_figure("seeds", agg["title"]), 110)

@@ -96,7 +96,7 @@ def _figure(out: Path, name: str) -> str | None:
 def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     """A Table 1 section as the page's table: the markdown table's cells (tables.section_table), each
     setting linking to its runs."""
-    from minimult.report.figures import _slug
+    from minimult.report.figures import section_figure
     from minimult.report.tables import _cell, _p, section_footer, section_table, table_columns
 
     cols = table_columns(top)
@@ -112,8 +112,7 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
                               for r in g.runs], "cells": cells})
     notes = [line for line in section_table(agg, top) if line and not line.startswith("|")] + section_footer(agg)
     presets = sorted({r["preset"] for r in agg["rows"] if r["preset"]})
-    name = _slug(section.title.split(":")[0])
-    training, seeds = _figure(folder.out, f"training_{name}.png"), _figure(folder.out, f"seeds_{name}.png")
+    training, seeds = (_figure(folder.out, section_figure(kind, section.title)) for kind in ("training", "seeds"))
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
             "notes": notes, "training": training, "seeds": seeds,
             "anchor": "s-" + slug(section.title.split(":")[0])}
