@@ -538,6 +538,29 @@ def test_training_seconds_add_up_the_stretches_of_a_log_whose_clock_restarted(tm
     assert training_seconds(run) == (0.0, "cpu")  # untrained
 
 
+def test_a_run_begun_on_a_gpu_and_ended_on_a_cpu_counts_each_stretchs_seconds_on_its_device(tmp_path):
+    """run.json's `execution` says where the device changed; the log's seconds up to that step go to the
+    first device, the rest to the second (the time under a table sums them by device)."""
+    from minimult.report.collect import device_seconds, training_seconds
+    from minimult.report.tables import training_time
+
+    run = tmp_path / "run"
+    run.mkdir()
+    execution = [{"from_step": 0, "device": "cuda:0"}, {"from_step": 20, "device": "cpu"}]
+    (run / "run.json").write_text(json.dumps({"device": "cpu", "total_steps": 40, "execution": execution}))
+    rows = [{"step": 10, "elapsed_s": 5.0}, {"step": 20, "elapsed_s": 10.0}, {"step": 30, "elapsed_s": 40.0},
+            {"step": 40, "elapsed_s": 70.0}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert device_seconds(run) == {"cuda": 10.0, "cpu": 60.0}
+    assert training_seconds(run) == (70.0, "cuda+cpu")
+    trained = [{"train_seconds": 70.0, "device_seconds": {"cuda": 10.0, "cpu": 60.0}},
+               {"train_seconds": 5.0, "device_seconds": {"cpu": 5.0}}]
+    assert training_time([{"trained": trained}])["seconds"] == {"cuda": 10.0, "cpu": 65.0}
+    execution.append({"from_step": 30, "device": "cuda"})  # back on a GPU: both GPU stretches add up
+    (run / "run.json").write_text(json.dumps({"device": "cuda", "total_steps": 40, "execution": execution}))
+    assert device_seconds(run) == {"cuda": 40.0, "cpu": 30.0}
+
+
 def test_a_live_sweeps_report_names_the_planned_runs_not_in_the_table_yet(swept, tmp_path):  # noqa: F811
     """A report on a sweep's root while it trains: the runs its manifest plans that are not rows yet, as
     under way (a folder without results.json) or not started (no folder); none on a finished sweep."""

@@ -182,16 +182,38 @@ def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = 
 
 
 def training_seconds(run_dir: Path) -> tuple[float | None, str]:
-    """(seconds of training over every stretch of the run, the device of its last stretch): from
-    metrics.jsonl (`runs.logged_seconds`), run.json's `train_seconds` without a log, 0 for an untrained run."""
+    """(seconds of training over every stretch of the run, the devices it trained on in order, "cuda+cpu"
+    for a run begun on a GPU and finished on a CPU): `device_seconds` summed."""
+    by_device = device_seconds(run_dir)
+    if isinstance(by_device, str):
+        return None, by_device
+    return sum(by_device.values()), "+".join(by_device)
+
+
+def device_seconds(run_dir: Path) -> dict[str, float] | str:
+    """A run's training seconds on each device it trained on ({"cuda": 282.0, "cpu": 1450.3}, in the order of
+    its stretches), or the name of its device where nothing says how long it took. From metrics.jsonl
+    (`runs.logged_seconds`), cut where run.json's `execution` says the device changed (at the last logged
+    step at or before it), else run.json's `train_seconds`; 0 for an untrained run."""
     meta = _read(run_dir / "run.json") or {}
     device = str(meta.get("device") or "?").split(":")[0]
     if meta.get("total_steps") == 0:  # untrained: nothing to time
-        return 0.0, device
-    seconds = logged_seconds(run_dir / "metrics.jsonl")
-    if seconds is None and isinstance(meta.get("train_seconds"), (int, float)):
-        seconds = float(meta["train_seconds"])
-    return seconds, device
+        return {device: 0.0}
+    log = run_dir / "metrics.jsonl"
+    total = logged_seconds(log)
+    if total is None:
+        seconds = meta.get("train_seconds")
+        return {device: float(seconds)} if isinstance(seconds, (int, float)) else device
+    stretches = [(int(e.get("from_step", 0)), str(e.get("device") or device).split(":")[0])
+                 for e in meta.get("execution") or [] if isinstance(e, dict)]
+    if len({d for _, d in stretches}) < 2:
+        return {device: total}
+    out: dict[str, float] = {}
+    for (start, dev), (end, _) in zip(stretches, [*stretches[1:], (None, None)]):
+        upto = total if end is None else logged_seconds(log, up_to_step=end) or 0.0
+        before = (logged_seconds(log, up_to_step=start) or 0.0) if start > 0 else 0.0
+        out[dev] = out.get(dev, 0.0) + max(0.0, upto - before)
+    return out
 
 
 def current_config(config: dict) -> dict:
@@ -221,10 +243,13 @@ def _training(run: Run) -> dict:
 
 
 def how_trained(run: Run) -> dict:
-    """Where and how one run trained, for its row in runs.csv: the device of its last stretch, the precision
-    run.json says it ran in, and its training seconds over every stretch (None where nothing says)."""
+    """Where and how one run trained, for its row in runs.csv: the devices of its stretches ("cuda+cpu"), the
+    precision run.json says it ran in, its training seconds over every stretch (None where nothing says),
+    and those seconds by device (for the time under a table)."""
+    by_device = device_seconds(run.path)
     seconds, device = training_seconds(run.path)
-    return {"device": device, "precision": _training(run).get("train.precision"), "train_seconds": seconds}
+    return {"device": device, "precision": _training(run).get("train.precision"), "train_seconds": seconds,
+            "device_seconds": by_device if isinstance(by_device, dict) else {}}
 
 
 def mixed_training(runs: list[Run]) -> str | None:

@@ -215,12 +215,13 @@ def _block(block: dict, title: str) -> dict:
 def _budget(d: Path, meta: dict, config: dict, results: dict) -> dict:
     train = config.get("train", {})
     steps, total = results.get("steps", meta.get("steps")), results.get("total_steps", meta.get("total_steps"))
+    seconds, devices = training_seconds(d)
     out = {"preset": config.get("preset", meta.get("preset", "")), "steps": f"{number(steps)} of {number(total)}"
            if steps is not None else "–",
            "epochs": train.get("epochs"), "batch (sentences)": train.get("batch_size"),
            "learning rate": train.get("lr"), "parameters": meta.get("parameters") or results.get("train", {}).get("parameters"),
-           "training seconds": training_seconds(d)[0], "tokens/s": meta.get("tokens_per_s"),
-           "device": meta.get("device"), "precision": meta.get("precision", train.get("precision")),
+           "training seconds": seconds, "tokens/s": meta.get("tokens_per_s"),
+           "device": devices if "+" in devices else meta.get("device"), "precision": meta.get("precision", train.get("precision")),
            "status": meta.get("status")}
     return {k: v for k, v in out.items() if v not in (None, "")}
 

@@ -130,12 +130,13 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
 
 def training_time(rows: list[dict]) -> dict:
     """What training a section's rows took: {"runs": n, "seconds": {device: seconds}, "unknown": n}, from
-    each run's `trained` (its seconds over all its stretches; `unknown`: runs without a log or run.json saying so)."""
+    each run's `trained` (its seconds over all its stretches, each on the device it ran on; `unknown`: runs
+    without a log or run.json saying so)."""
     seconds: dict[str, float] = {}
     trained = [t for row in rows for t in row["trained"]]
     for t in trained:
-        if t["train_seconds"] is not None:
-            seconds[t["device"]] = seconds.get(t["device"], 0.0) + t["train_seconds"]
+        for device, s in t.get("device_seconds", {}).items():  # a run begun on a GPU and ended here: both
+            seconds[device] = seconds.get(device, 0.0) + s
     return {"runs": len(trained), "seconds": seconds, "unknown": sum(t["train_seconds"] is None for t in trained)}
 
 
