@@ -17,6 +17,8 @@
 # back in $OUT/done-<root name>-s<seeds>.tar.gz, each unfinished one as $OUT/unfinished-<root name>-<run>.tar.gz
 # with its checkpoint (resume it with `minimult sweep ... --only` on the same --root, here or on a GPU); a '+'
 # in a run's name becomes '_' in these file names (the archives inside keep the real names).
+# Back on the project's machine, `python experiments/gpu/unpack_call.py FILES_AT SWEEP_ROOT` puts them all into
+# that sweep's root (finished runs with their weights as checkpoint.pt, unfinished ones to resume there).
 set -u
 LIMIT=${LIMIT:-500}
 ONLY=${ONLY:-6r,8r}
@@ -46,7 +48,7 @@ done_runs=() ; for d in "$ROOT"/*/; do
         python3 -c 'import sys, torch
 c = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 torch.save({**c, "optimizer": None}, sys.argv[2])' "$d/checkpoint.pt" "$OUT/weights-$ROOT_NAME-$name.pt"
-    else tar -czf "$OUT/unfinished-$ROOT_NAME-$name.tar.gz" -C "$ROOT" "$name"; fi
+    else tar -czf "$OUT/unfinished-$ROOT_NAME-$name.tar.gz" -C "$ROOT" --exclude .sweep.lock "$name"; fi
 done
 [ ${#done_runs[@]} -gt 0 ] && tar -czf "$OUT/done-$ROOT_NAME-s${SEEDS//,/-}.tar.gz" -C "$ROOT" --exclude checkpoint.pt --exclude .sweep.lock "${done_runs[@]}" \
     $(cd "$ROOT" && ls *.sweep.json)
