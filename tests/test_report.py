@@ -371,6 +371,33 @@ def test_seeds_figure_puts_each_seed_on_its_rows_line():
     plt.close(fig)
 
 
+def test_seeds_figure_marks_the_device_each_seed_trained_on_where_the_table_mixes_them():
+    """Seeds trained on a CPU, on a GPU and on both (a run the GPU began) get a mark each, named in the
+    legend; a table trained on one device keeps the one mark (the test above)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minimult.report.figures import seeds_panel
+    from minimult.report.tables import table_columns
+
+    rows = [{"id": "8", "setting": "three mods", "seeds": [0, 42, 43],
+             "metrics": {"mu": {"mean": 0.044, "values": [0.008, 0.121, 0.002]}}, "paper": {},
+             "trained": [{"device": "cpu"}, {"device": "cpu"}, {"device": "cuda"}]},
+            {"id": "6", "setting": "lang-pos;no-random", "seeds": [0, 43],
+             "metrics": {"mu": {"mean": 0.1, "values": [0.021, 0.2]}}, "paper": {},
+             "trained": [{"device": "cpu"}, {"device": "cuda+cpu"}]}]
+    column, layer = table_columns("8")[0]
+    fig, ax = plt.subplots()
+    seeds_panel(ax, column, layer, rows)
+    dots = [[float(x) for x, _ in c.get_offsets()] for c in ax.collections]
+    assert dots == [[0.008, 0.121], [0.002], [0.021], [0.2]]
+    assert [t.get_text() for t in ax.legend().get_texts()] == [
+        "a seed on cpu", "a seed on cuda", "mean", "a seed on cuda+cpu"]
+    plt.close(fig)
+
+
 def test_seeds_figure_needs_a_row_with_two_seeds(tmp_path):
     from minimult.report.figures import seeds_figure
 

@@ -330,12 +330,25 @@ def _run_figure_key(run: Run, top: str, panels: list) -> str:
 # Each seed's final numbers, row by row.
 
 
+SEED_MARKS = {"cpu": ("o", "tab:blue"), "cuda": ("^", "tab:orange")}  # another device or a mix: a square
+
+
+def _devices(row: dict) -> list[str | None]:
+    """The device each of a row's seeds trained on ("cuda+cpu" for a run begun on one, ended on the other),
+    in the order of its metrics' values; None where the row does not say."""
+    trained = row.get("trained") or []
+    return [t.get("device") for t in trained] if len(trained) == len(row.get("seeds", [])) else \
+        [None] * len(row.get("seeds", []))
+
+
 def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     """One column of a table: each row's seeds as dots on its line, their mean as a bar, the paper's
-    number as a hollow diamond. The first row at the top, as in the table."""
+    number as a hollow diamond. The first row at the top, as in the table. Where the table's runs trained on
+    more than one device, each dot's shape and colour say which (a circle on a CPU, a triangle on a GPU)."""
     key = column.key(layer)
     ys = np.arange(len(rows))[::-1]
     labelled, xs = set(), []
+    several = len({d for r in rows for d in _devices(r) if d}) > 1
 
     def label(text: str) -> str:  # each kind of mark once in the legend, wherever it first appears
         first = text not in labelled
@@ -344,11 +357,15 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
 
     for y, row in zip(ys, rows):
         m = row["metrics"].get(key) or {}
-        values = [v for v in m.get("values", []) if v is not None]
+        pairs = [(v, d) for v, d in zip(m.get("values", []), _devices(row)) if v is not None]
+        values = [v for v, _ in pairs]
         xs += values
+        for device in dict.fromkeys(d if several else None for _, d in pairs):
+            mine = [v for v, d in pairs if (d if several else None) == device]
+            marker, colour = SEED_MARKS.get(device or "cpu", ("s", "tab:purple"))
+            ax.scatter(mine, [y] * len(mine), s=22, marker=marker, color=colour, alpha=0.75, zorder=3,
+                       label=label(f"a seed on {device}" if several else "each seed"))
         if values:
-            ax.scatter(values, [y] * len(values), s=22, color="tab:blue", alpha=0.75, zorder=3,
-                       label=label("each seed"))
             ax.plot([m["mean"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1.4, zorder=2, label=label("mean"))
         paper = row.get("paper", {}).get(key)
         if paper is not None:
@@ -385,7 +402,9 @@ def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    order = sorted(range(len(labels)), key=lambda i: (labels[i] in ("mean", "paper"), labels[i] == "paper"))
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower center", ncol=len(labels),
+               fontsize=8, frameon=False)
     fig.suptitle(f"Each seed's final numbers — {agg['title']}", fontsize=11)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     return _save(fig, plt, out / section_figure("seeds", agg["title"]), 110)
