@@ -184,10 +184,11 @@ def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = 
 def training_seconds(run_dir: Path) -> tuple[float | None, str]:
     """(seconds of training over every stretch of the run, the devices it trained on in order, "cuda+cpu"
     for a run begun on a GPU and finished on a CPU): `device_seconds` summed."""
-    by_device = device_seconds(run_dir)
-    if isinstance(by_device, str):
-        return None, by_device
-    return sum(by_device.values()), "+".join(by_device)
+    return _summed(device_seconds(run_dir))
+
+
+def _summed(by_device: dict[str, float] | str) -> tuple[float | None, str]:
+    return (None, by_device) if isinstance(by_device, str) else (sum(by_device.values()), "+".join(by_device))
 
 
 def device_seconds(run_dir: Path) -> dict[str, float] | str:
@@ -210,7 +211,7 @@ def device_seconds(run_dir: Path) -> dict[str, float] | str:
         return {device: total}
     out: dict[str, float] = {}
     for (start, dev), (end, _) in zip(stretches, [*stretches[1:], (None, None)]):
-        upto = total if end is None else logged_seconds(log, up_to_step=end) or 0.0
+        upto = total if end is None else (logged_seconds(log, up_to_step=end) or 0.0)
         before = (logged_seconds(log, up_to_step=start) or 0.0) if start > 0 else 0.0
         out[dev] = out.get(dev, 0.0) + max(0.0, upto - before)
     return out
@@ -247,7 +248,7 @@ def how_trained(run: Run) -> dict:
     precision run.json says it ran in, its training seconds over every stretch (None where nothing says),
     and those seconds by device (for the time under a table)."""
     by_device = device_seconds(run.path)
-    seconds, device = training_seconds(run.path)
+    seconds, device = _summed(by_device)
     return {"device": device, "precision": _training(run).get("train.precision"), "train_seconds": seconds,
             "device_seconds": by_device if isinstance(by_device, dict) else {}}
 

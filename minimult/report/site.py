@@ -221,7 +221,8 @@ def _budget(d: Path, meta: dict, config: dict, results: dict) -> dict:
            "epochs": train.get("epochs"), "batch (sentences)": train.get("batch_size"),
            "learning rate": train.get("lr"), "parameters": meta.get("parameters") or results.get("train", {}).get("parameters"),
            "training seconds": seconds, "tokens/s": meta.get("tokens_per_s"),
-           "device": devices if "+" in devices else meta.get("device"), "precision": meta.get("precision", train.get("precision")),
+           "device": devices if "+" in devices else meta.get("device"),  # cuda+cpu: begun on one, ended on the other
+           "precision": meta.get("precision", train.get("precision")),
            "status": meta.get("status")}
     return {k: v for k, v in out.items() if v not in (None, "")}
 
