@@ -279,6 +279,41 @@ def test_a_baseline_borrowed_from_another_section_is_named_with_its_section(tmp_
     table1 = md[md.index("## Table 1"):]
     assert f"baseline for p: 0r original, random batches (from the section {fidelity})." in table1, table1
     assert "baseline for p: 0r original, random batches." in md[md.index(f"## {fidelity}"):md.index("## Table 1")]
+    # but 21 (bucketed) and 4p (bucketed, its own masking mix) get no p against random batches: it would test
+    # the batching as well as their own setting, and the line under the table says why
+    rows = {r["setting"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows["no-parallel"]["mu_p"] == "" and rows["no-random (0.9/0.1, published code)"]["mu_p"] == ""
+    assert "No p for 21: the baseline trained with train.batching random (the row bucket)." in table1
+    assert "No p for 4p: the baseline trained with train.batching random" in md
+
+
+def test_a_row_that_sets_the_baselines_own_key_itself_keeps_its_p(tmp_path):
+    """original on random batches as the baseline, lang-pos on random batches (alike: p) and original in bf16
+    (another precision: no p, and the line names it); a row differing only by its mods keeps p."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42", "1-lang-pos-s0", "1-lang-pos-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    shutil.copy(QUICK / "table1.sweep.json", runs / "table1.sweep.json")
+    for name in ("0-original-s0", "0-original-s42", "1-lang-pos-s0", "1-lang-pos-s42"):
+        config = json.loads((runs / name / "config.json").read_text())
+        config["train"] = {**config["train"], "batching": "random"}
+        (runs / name / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows["lang-pos"]["mu_p"] != "" and "No p for" not in (tmp_path / "out" / "table1.md").read_text()
+    for name in ("1-lang-pos-s0", "1-lang-pos-s42"):
+        meta = json.loads((runs / name / "run.json").read_text())
+        (runs / name / "run.json").write_text(json.dumps({**meta, "precision": "bf16"}))
+        config = json.loads((runs / name / "config.json").read_text())
+        config["train"] = {**config["train"], "precision": "bf16"}
+        (runs / name / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows["lang-pos"]["mu_p"] == ""
+    assert "No p for 1: the baseline trained with train.precision fp32 (the row bf16)." in \
+        (tmp_path / "out" / "table1.md").read_text()
 
 # ---------------------------------------------------------------------------------------------
 # Columns from the evaluator registry; the README's generated table.

@@ -228,19 +228,64 @@ def current_config(config: dict) -> dict:
         return json.loads(json.dumps(config))
 
 
+AUTO_PRECISION = {"cpu": "fp32", "cuda": "bf16"}  # what train.precision "auto" trains in on each device
+
+
 def _training(run: Run) -> dict:
     """`_trained` flat ({"train.lr": ...}, the preset's name left out), `train.precision` as run.json says
     it ran ("auto" is fp32 on a CPU, bf16 on CUDA), and the mods' versions run.json records
     (`mod_versions.lang-pos`: a mod whose behaviour changed between two seeds' runs)."""
     trained = flat({k: v for k, v in _trained(run.config).items() if k != "preset"})
     meta = _read(run.path / "run.json") or {}
-    precision = meta.get("precision")
+    # a run.json from before it recorded the precision: what "auto" ran in on its device
+    precision = meta.get("precision") or AUTO_PRECISION.get(str(meta.get("device") or "").split(":")[0])
     if precision and trained.get("train.precision") == "auto":
         trained["train.precision"] = precision
     versions = meta.get("mod_versions")
     if isinstance(versions, dict):  # runs from before run.json recorded them: nothing to compare
         trained.update(flat(versions, "mod_versions."))
     return trained
+
+
+def _plain_training(preset: str) -> dict | None:
+    """`_training`'s keys for a plain `original` at `preset` (precision as configured, "auto"); None for a
+    preset this version does not know."""
+    from minimult.config import resolve
+
+    try:
+        return flat({k: v for k, v in _trained(resolve(preset, None, None)[0].to_dict()).items()
+                     if k != "preset"})
+    except (MinimultError, TypeError, ValueError):
+        return None
+
+
+def unlike_baseline(base: Group, group: Group) -> str | None:
+    """Why a p of `group` against `base` would compare runs that trained otherwise than by the row's own
+    setting, or None: a baseline at another preset, one that ran in another precision, or one with a setting
+    of its own (where it differs from a plain `original` at its preset: random batches, a grid override) that
+    the row leaves at the preset's value. The row's own settings (its mods, its grid overrides, also where the
+    baseline has another value for the same key) are what p is meant to test."""
+    if group is base or not base.runs or not group.runs:
+        return None
+    if group.preset != base.preset:
+        return f"the baseline is at the {base.preset or 'unnamed'} preset, this row at {group.preset or 'unnamed'}"
+    plain = _plain_training(str(base.runs[0].config.get("preset") or base.preset))
+    if plain is None:
+        return None
+    mine = {k: v for k, v in _training(base.runs[0]).items() if not k.startswith("mod_versions.")}
+    own = {k: v for k, v in mine.items() if k in plain and _key(plain[k]) != _key(v)
+           and not (k == "train.precision" and plain[k] == "auto")}
+    if "train.precision" in mine:  # "auto" trains fp32 on a CPU, bf16 on CUDA: compare what they ran in
+        own["train.precision"] = mine["train.precision"]
+    row = _training(group.runs[0])
+    # a key the row sets itself (spread batches against the baseline's random ones) is what its p tests; one
+    # it leaves at the preset's value is the baseline's alone; precision is never a setting under test
+    differ = [k for k in own if _key(row.get(k)) != _key(own[k])
+              and (k == "train.precision" or _key(row.get(k)) == _key(plain.get(k)))]
+    if not differ:
+        return None
+    shown = ", ".join(f"{k} {own[k]} (the row {row.get(k)})" for k in differ[:3])
+    return f"the baseline trained with {shown}" + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
 
 
 def how_trained(run: Run) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Group, Run, Section, how_trained
+from minimult.report.collect import Group, Run, Section, how_trained, unlike_baseline
 
 
 def table_columns(top: str) -> list:
@@ -96,16 +96,18 @@ def baseline_for(section: Section, sections: list[Section]) -> Group | None:
 
 def _group_row(g: Group, base: Group | None, base_values: dict | None, keys: list[str], top: str) -> dict:
     per_run = [run_values(r, top) for r in g.runs]
+    unlike = unlike_baseline(base, g) if base is not None else None  # then no p: it would test more than g's setting
     metrics = {}
     for k in keys:
         agg = aggregate([v[k] for v in per_run])
-        agg["p_vs_original"] = None if base is None or g is base else welch_p(agg["values"], base_values[k])
+        agg["p_vs_original"] = (None if base is None or g is base or unlike
+                                else welch_p(agg["values"], base_values[k]))
         metrics[k] = agg
     return {"id": g.id, "setting": g.name, "mods": g.mods, "preset": g.preset,
             "seeds": [r.seed for r in g.runs], "runs": [str(r.path) for r in g.runs],
             "trained": [how_trained(r) for r in g.runs],
-            "baseline": None if base is None or g is base else base.label, "metrics": metrics,
-            "paper": dict(g.paper)}
+            "baseline": None if base is None or g is base else base.label, "unlike_baseline": unlike,
+            "metrics": metrics, "paper": dict(g.paper)}
 
 
 def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
@@ -234,6 +236,10 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines += ["", f"Left out of {(m['id'] + ' ' + m['setting']).strip()}: {m['run']}, {m['why']}."]
     for m in sec.get("mixed", []):  # a row that averages runs trained differently
         lines += ["", f"Not trained alike in {(m['id'] + ' ' + m['setting']).strip()}: {m['differ']}."]
+    unlike = [r for r in sec["rows"] if r.get("unlike_baseline")]  # the baseline differs by more than their setting
+    for why in dict.fromkeys(r["unlike_baseline"] for r in unlike):
+        names = ", ".join(r["id"] or r["setting"] for r in unlike if r["unlike_baseline"] == why)  # IDs: no commas
+        lines += ["", f"No p for {names}: {why}."]
     for why in dict.fromkeys(m["why"] for m in sec["not_run"]):  # e.g. "needs a GPU"
         names = ", ".join(f"{m['id']} {m['setting']}".strip() for m in sec["not_run"] if m["why"] == why)
         lines += ["", f"No row: {names} ({why})."]
