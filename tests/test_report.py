@@ -250,6 +250,23 @@ def test_runs_of_no_sweep_that_ran_in_other_precisions_are_other_rows(tmp_path):
     assert fp32.startswith("original (") and "fp32" in fp32 and "bf16" in bf16
 
 
+def test_a_seed_twice_is_counted_once_and_hidden_copies_not_at_all(tmp_path):
+    """Runs of no sweep: the same run twice (pretrain --seed 0 run again) is one seed, not n = 2 with std 0, and
+    the second is named as left out; a hidden folder (a copy half made by bring_runs or unpack_call) is no run."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42", "1-lang-pos-s0", "1-lang-pos-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    shutil.copytree(QUICK / "1-lang-pos-s0", runs / "1-lang-pos-s0-again")
+    shutil.copytree(QUICK / "1-lang-pos-s42", runs / ".1-lang-pos-s42.replaced")
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows["lang-pos"]["seeds"] == "0 42" and rows["lang-pos"]["n_seeds"] == "2"
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert "Left out of lang-pos: 1-lang-pos-s0-again, a second run of seed 0 beside" in md
+    assert "| lang-pos | 2 |" in md and ".replaced" not in md
+
+
 @pytest.mark.parametrize("in_sweep", [True, False])
 def test_seeds_of_a_setting_trained_under_other_mod_versions_are_named(tmp_path, in_sweep):
     """Two seeds of lang-pos, one trained before its behaviour changed (run.json: mod_versions lang-pos 0): the row

@@ -268,6 +268,12 @@ def test_a_claim_is_judged_at_its_first_folder_of_preference_where_both_sides_ha
     fake_table1(tmp_path / "paper", {"0": [0.60, 0.62], "1": [0.70, 0.72]})
     second = row()
     assert second["verdict"] == FAILS and second["a"]["folder"] == second["b"]["folder"] == "paper"
+    # original missing at the paper budget: not taken from the quick folder beside the paper's lang-pos (two
+    # budgets in one comparison); the claim goes to the next folder, where both sides are
+    shutil.rmtree(tmp_path / "paper")
+    fake_table1(tmp_path / "paper", {"1": [0.70, 0.72]})
+    third = row()
+    assert third["a"]["folder"] == third["b"]["folder"] == "quick" and third["verdict"] == HOLDS
     # a side naming one folder reads it as before; a folder that is not a name is one error line
     assert load_claims(path)[0].a.folders == ("paper", "quick")
     path.write_text(path.read_text().replace('folder = ["paper", "quick"] }\nb', 'folder = [3] }\nb'))

@@ -87,7 +87,7 @@ def test_a_calls_runs_land_in_the_root_finished_with_weights_and_unfinished_to_r
     assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no temporary folders left
     again = _unpack(files, root)  # nothing more to do: every run is left, each with its reason
     assert again.returncode == 0 and "already finished here" in again.stdout
-    assert "as far on (step 6" in again.stdout and "has its checkpoint.pt already" in again.stdout
+    assert "as far on (step 6" in again.stdout and "not the weights of a run this call brought" in again.stdout
 
 
 def test_what_this_machine_has_further_on_or_is_working_on_is_left_alone(tmp_path):

@@ -13,7 +13,8 @@ What a call sends back, and what becomes of it here:
   `<grid>.sweep.json` (each setting's runs, once each; under the lock a sweep takes to write it), so that a
   report or `bring_runs.py` on ROOT lists them.
 - `weights-<root name>-<run>.pt` (a '+' of the run's name sent as '_'): a finished run's final weights, which
-  become its `checkpoint.pt` (what eval, the report's figures and probes read) where it has none.
+  become its `checkpoint.pt` (what eval, the report's figures and probes read), for the runs this call
+  brought (a finished run of that name that was here before may have trained elsewhere).
 - `unfinished-<root name>-<run>.tar.gz`: a run the call's limit stopped, with its last checkpoint. It
   replaces ROOT's folder of that name unless that one is finished or has a checkpoint at least as far on;
   the sweep here resumes it (its run.json then records both stretches, each on its own device).
@@ -149,16 +150,16 @@ def unpack(files_at: Path, root: Path, dry_run: bool = False, log=print) -> dict
                 log(f"{verb} {item.name} ({'finished' if finished else f'unfinished, at step {step}'})")
                 if not dry_run:
                     place(item, dst)
-    # the runs there (and, in a dry run, those it would bring), the longest name first, should one run's
-    # name end with another's
-    there = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")} if root.is_dir() else set()
-    names = sorted(there | set(out["finished"]), key=lambda n: -len(n))
+    # weights only for the runs this call brought: a finished run of the same name that was here before may
+    # have trained elsewhere, and its figures must come from its own weights. The longest name first, should
+    # one run's name end with another's.
+    names = sorted(out["finished"], key=lambda n: -len(n))
     for w in weights:
         name = next((n for n in names if w.name.endswith(f"-{n.replace('+', '_')}.pt")), None)
         run = root / str(name)
-        if name is None or not (name in out["finished"] or results_complete(run)):
+        if name is None:
             out["left"].append(w.name)
-            log(f"left {w.name}: no finished run it belongs to under {root}")
+            log(f"left {w.name}: not the weights of a run this call brought into {root}")
         elif (run / CHECKPOINT).is_file():
             log(f"left {w.name}: {name} has its {CHECKPOINT} already")
         else:

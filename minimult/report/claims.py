@@ -287,13 +287,22 @@ def _enough(side: dict) -> bool:
     return not isinstance(side["values"], list) or len(side["values"]) >= 2
 
 
+def _elsewhere(side: Side, values: dict) -> bool:
+    """Whether a side's numbers came from another folder than the one it names (`find`'s fallback to the
+    only folder holding its setting)."""
+    place = values.get("place")
+    return bool(side.folders) and place is not None and place.folder != side.folder
+
+
 def _sides(c: Claim, found: list[Place]) -> tuple[dict, dict]:
-    """Both sides' numbers from the first folder of preference where both have 2 seeds, else the last."""
+    """Both sides' numbers from the first folder of preference where both have 2 seeds, else the last. Before
+    the last, a level counts only where both sides are in the folders it names: a side missing from the
+    paper-budget folder must not be taken from the quick one while the other side stays at the paper's."""
     tries = max(len(c.a.folders), len(c.b.folders), 1)
     for i in range(tries):
         a = _side_values(c.a.at(i), c.a.metric or c.metric, found)
         b = _side_values(c.b.at(i), c.b.metric or c.metric, found)
-        if _enough(a) and _enough(b):
+        if (_enough(a) and _enough(b) and not _elsewhere(c.a.at(i), a) and not _elsewhere(c.b.at(i), b)):
             break
     return a, b
 

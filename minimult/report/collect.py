@@ -99,7 +99,9 @@ def find_run_dirs(paths) -> tuple[list[Path], list[Path]]:
             runs.append(p)
             homes.append(p.parent)
         else:
-            found = sorted(q.parent for q in p.rglob("config.json"))
+            # not inside hidden folders: a copy half made or half replaced (bring_runs, unpack_call) is no run
+            found = sorted(q.parent for q in p.rglob("config.json")
+                           if not any(part.startswith(".") for part in q.parent.relative_to(p).parts))
             if not found:
                 raise MinimultError(f"no run folders (with config.json) under {p}")
             runs += found
@@ -424,17 +426,24 @@ def _other_section(runs: list[Run]) -> Section | None:
         return None
     names = [k[0] for k in rest]
     configs = [k[:3] for k in rest]
-    groups, mixed = [], []
+    groups, mixed, lost = [], [], []
     for (mods, preset, fp, ran), members in rest.items():
         name = mods if names.count(mods) == 1 else f"{mods} ({preset}, config {fp})"
         if configs.count((mods, preset, fp)) > 1:  # one configuration, `auto` precision run as bf16 and as fp32
             name = f"{name[:-1]}, {ran})" if name.endswith(")") else f"{name} ({ran})"
-        groups.append(Group("", name, mods, sorted(members, key=lambda r: r.seed), preset))
+        kept: dict[int, Run] = {}  # one run a seed: the same seed twice is one draw counted twice, not n = 2
+        for r in sorted(members, key=lambda r: (r.seed, str(r.path))):
+            if r.seed in kept:
+                lost.append({"id": "", "setting": name, "run": r.path.name,
+                             "why": f"a second run of seed {r.seed} beside {kept[r.seed].path}"})
+            else:
+                kept[r.seed] = r
+        groups.append(Group("", name, mods, list(kept.values()), preset))
         differ = mixed_training(groups[-1].runs)  # what the configuration leaves out: the mods' versions
         if differ:
             mixed.append({"id": "", "setting": name, "differ": differ})
     groups.sort(key=lambda g: (g.mods != "original", g.name))
-    return Section(OTHER_SECTION, groups, mixed=mixed)
+    return Section(OTHER_SECTION, groups, mixed=mixed, lost=lost)
 
 
 def log_rows(path: Path) -> list[dict]:

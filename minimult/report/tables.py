@@ -224,7 +224,7 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
     for row in sec["rows"]:
         m, k0, paper = row["metrics"], first.key(first_layer), row.get("paper", {})
-        cells = [row["id"], row["setting"], str(len(row["seeds"])), _cell(m[k0], first, paper.get(k0)),
+        cells = [row["id"], row["setting"], str(m[k0]["n"]), _cell(m[k0], first, paper.get(k0)),
                  _p(m[k0]["p_vs_original"])]
         cells += [_cell(m[c.key(l)], c, paper.get(c.key(l))) for c, l in rest]
         lines.append("| " + " | ".join(cells) + " |")
