@@ -250,6 +250,19 @@ def test_runs_of_no_sweep_that_ran_in_other_precisions_are_other_rows(tmp_path):
     assert fp32.startswith("original (") and "fp32" in fp32 and "bf16" in bf16
 
 
+def test_rows_carry_the_preset_their_runs_trained_at_not_the_last_sweeps(tmp_path):
+    """A sweep of another preset into a root rewrites its manifest's preset; the rows keep their runs' own."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    manifest = json.loads((QUICK / "table1.sweep.json").read_text())
+    (runs / "table1.sweep.json").write_text(json.dumps({**manifest, "preset": "paper"}))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((tmp_path / "out" / "table1.csv").open()))
+    assert [r["preset"] for r in rows] == ["quick"]
+
+
 def test_a_seed_twice_is_counted_once_and_hidden_copies_not_at_all(tmp_path):
     """Runs of no sweep: the same run twice (pretrain --seed 0 run again) is one seed, not n = 2 with std 0, and
     the second is named as left out; a hidden folder (a copy half made by bring_runs or unpack_call) is no run."""

@@ -395,8 +395,11 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
         dropped = [(p.name, (left_out or {})[p]) for p in paths if p in (left_out or {})]
         name, sid = s.get("name") or s.get("mods") or "", str(s.get("id", ""))
         if members:
-            groups.append(Group(sid, name, s.get("mods") or members[0].mods, members,
-                                data.get("preset", ""), papers.get(sid, {})))
+            # the preset the runs trained at (the manifest's is the last sweep's into this root: a sweep of
+            # another preset into it would relabel every row); the manifest's where runs do not say or differ
+            presets = {str(r.config.get("preset") or "") for r in members}
+            preset = presets.pop() if len(presets) == 1 and "" not in presets else data.get("preset", "")
+            groups.append(Group(sid, name, s.get("mods") or members[0].mods, members, preset, papers.get(sid, {})))
             differ = mixed_training(members)
             if differ:
                 mixed.append({"id": sid, "setting": name, "differ": differ})
