@@ -13,6 +13,7 @@ still loads; otherwise the section simply has none.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -249,6 +250,7 @@ def _training(run: Run) -> dict:
     return trained
 
 
+@functools.lru_cache(maxsize=None)  # one per preset: every row of a report asks
 def _plain_training(preset: str) -> dict | None:
     """`_training`'s keys for a plain `original` at `preset` (precision as configured, "auto"); None for a
     preset this version does not know."""
@@ -270,7 +272,7 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
     if group is base or not base.runs or not group.runs:
         return None
     if group.preset != base.preset:
-        return f"the baseline is at the {base.preset or 'unnamed'} preset, this row at {group.preset or 'unnamed'}"
+        return f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}"
     plain = _plain_training(str(base.runs[0].config.get("preset") or base.preset))
     if plain is None:
         return None
