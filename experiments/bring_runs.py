@@ -40,13 +40,20 @@ def wanted(path: Path) -> bool:
 
 def bring_run(src: Path, dst: Path) -> None:
     """`src`'s files (not its checkpoints) as the folder `dst`, replacing an unfinished one there."""
-    tmp, old = dst.with_name(f".{dst.name}.bringing"), dst.with_name(f".{dst.name}.replaced")
-    for leftover in (tmp, old):
-        shutil.rmtree(leftover, ignore_errors=True)
+    tmp = dst.with_name(f".{dst.name}.bringing")
+    shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp, ignore=lambda folder, names: [n for n in names if not wanted(Path(folder) / n)])
+    swap_in(tmp, dst)
+
+
+def swap_in(whole: Path, dst: Path) -> None:
+    """The folder `whole` (complete, beside `dst` on one filesystem) renamed to `dst`, what was there moved
+    aside first and removed after: at no moment a half-made `dst`."""
+    old = dst.with_name(f".{dst.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
     if dst.exists():
         dst.rename(old)
-    tmp.rename(dst)
+    whole.rename(dst)
     shutil.rmtree(old, ignore_errors=True)
 
 

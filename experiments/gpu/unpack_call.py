@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from experiments.bring_runs import swap_in  # noqa: E402
 from minimult.errors import MinimultError  # noqa: E402
 from minimult.runs import CHECKPOINT, LOCK, load_checkpoint, read_json, write_json  # noqa: E402
 from minimult.sweep.plan import results_complete  # noqa: E402
@@ -64,12 +65,7 @@ def checkpoint_step(run_dir: Path) -> int:
 def place(src: Path, dst: Path) -> None:
     """`src` (a run folder unpacked beside ROOT's) as `dst`, without a stale lock, replacing what was there."""
     (src / LOCK).unlink(missing_ok=True)
-    old = dst.with_name(f".{dst.name}.replaced")
-    shutil.rmtree(old, ignore_errors=True)
-    if dst.exists():
-        dst.rename(old)
-    src.rename(dst)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_in(src, dst)
 
 
 def merge_manifest(src: Path, root: Path) -> int:
