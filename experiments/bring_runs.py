@@ -60,15 +60,16 @@ def swap_in(whole: Path, dst: Path) -> None:
 def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path) -> dict:
     """`src_manifest` with each setting's runs (those `dst_manifest` listed for the same setting id, then its
     own, once each: the sweep's own merge order) cut to the ones finished under `dst`; `dst_manifest`'s other
-    settings kept."""
+    settings kept. The settings stay in `dst_manifest`'s order (the order of the report's rows), those it
+    lacks after them: a sweep of a few settings (`--only`) lists only those, first."""
     def finished(runs: list[str]) -> list[str]:
         return [r for r in dict.fromkeys(runs) if results_complete(dst / r)]
 
-    listed = {str(s.get("id")): s for s in dst_manifest.get("settings", [])}
-    settings = [{**s, "runs": finished([*listed.pop(str(s.get("id")), {}).get("runs", []), *s.get("runs", [])])}
-                for s in src_manifest.get("settings", [])]
-    settings += [{**s, "runs": finished(s.get("runs", []))} for s in listed.values()]
-    return {**src_manifest, "settings": settings}
+    merged = {str(s.get("id")): {**s, "runs": list(s.get("runs", []))} for s in dst_manifest.get("settings", [])}
+    for s in src_manifest.get("settings", []):
+        listed = merged.get(str(s.get("id")), {}).get("runs", [])
+        merged[str(s.get("id"))] = {**s, "runs": [*listed, *s.get("runs", [])]}
+    return {**src_manifest, "settings": [{**s, "runs": finished(s["runs"])} for s in merged.values()]}
 
 
 def bring(src: Path, dst: Path, dry_run: bool = False, log=print) -> list[str]:

@@ -65,7 +65,8 @@ def test_brings_finished_runs_without_checkpoints_and_lists_only_what_is_there(t
     manifest = json.loads((dst / "table1.sweep.json").read_text())
     runs = {s["id"]: s["runs"] for s in manifest["settings"]}
     assert runs == {"0": ["0-original-s0", "0-original-s42"], "1": ["1-lang-pos-s0"], "9": []}
-    assert manifest["settings"][0]["paper"] == {"mu": 0.7}  # the rest of the manifest as the sweep wrote it
+    assert list(runs) == ["1", "9", "0"]  # the committed order kept (the report's rows), the new setting after
+    assert manifest["settings"][-1]["paper"] == {"mu": 0.7}  # the rest of the manifest as the sweep wrote it
 
     again = _bring(src, dst)
     assert again.returncode == 0 and "brought" not in again.stdout and "is missing from" in again.stdout
