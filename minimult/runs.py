@@ -37,6 +37,31 @@ LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eva
 BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "eval_seconds", "pairs")
 
 
+def try_lock(run_dir: Path):
+    """The run's lock file (`LOCK`), open and held (exclusive), or None where another process holds it; the
+    lock lasts until the file is closed. OSError where the folder cannot be written. The one probe that
+    pretrain, eval, a sweep's worker and the GPU unpacker share."""
+    lock = open(Path(run_dir) / LOCK, "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    return lock
+
+
+@contextlib.contextmanager
+def folder_locked(folder: Path):
+    """Hold an exclusive lock on a folder (blocking) for a short read-and-write of a file in it, such as a
+    sweep root's manifest: two writers merge one after the other, neither drops the other's part."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def merge(into: dict, part: dict) -> None:
     """Nested dicts of `part` into `into`, key by key (a results part into results)."""
     for k, v in part.items():
@@ -457,15 +482,13 @@ class Run:
         """Hold the run's lock while writing to it; another holder means one clear error, not two
         writers (two resumes would both write the checkpoint and the log)."""
         try:
-            lock = open(self.path / LOCK, "w")
+            lock = try_lock(self.path)
         except OSError as e:
             raise MinimultError(f"cannot write to the run folder {self.path}: {e.strerror}") from None
+        if lock is None:
+            raise MinimultError(f"another process is working on {self.path} (it holds {LOCK}); "
+                                f"wait for it to finish")
         with lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise MinimultError(f"another process is working on {self.path} (it holds {LOCK}); "
-                                    f"wait for it to finish") from None
             yield self
 
     def check_vocabulary(self, prepared) -> None:

@@ -25,7 +25,6 @@ run is named and left out; unpack again once the process stops.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import shutil
 import sys
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments.bring_runs import swap_in  # noqa: E402
 from minimult.errors import MinimultError  # noqa: E402
-from minimult.runs import CHECKPOINT, LOCK, load_checkpoint, read_json, write_json  # noqa: E402
+from minimult.runs import CHECKPOINT, LOCK, folder_locked, load_checkpoint, read_json, try_lock, write_json  # noqa: E402
 from minimult.sweep.plan import results_complete  # noqa: E402
 
 
@@ -45,12 +44,10 @@ def busy(run_dir: Path) -> bool:
     """Whether a process here holds the run's lock (a sweep's worker, pretrain, eval)."""
     if not (run_dir / LOCK).is_file():
         return False
-    with open(run_dir / LOCK) as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
+    lock = try_lock(run_dir)
+    if lock is None:
+        return True
+    lock.close()
     return False
 
 
@@ -73,9 +70,7 @@ def merge_manifest(src: Path, root: Path) -> int:
     once each; settings only one of them has kept. Under the lock on ROOT a sweep takes to write its own.
     The number of runs it added."""
     target = root / src.name
-    folder = os.open(root, os.O_RDONLY)
-    try:
-        fcntl.flock(folder, fcntl.LOCK_EX)
+    with folder_locked(root):
         theirs, ours = read_json(src), read_json(target) if target.is_file() else {}
         if not ours:
             write_json(target, theirs)
@@ -91,8 +86,6 @@ def merge_manifest(src: Path, root: Path) -> int:
                 mine.pop("left_out", None)
         write_json(target, {**ours, "settings": list(settings.values())})
         return added
-    finally:
-        os.close(folder)
 
 
 def _extract(archive: Path, into: Path) -> list[Path]:

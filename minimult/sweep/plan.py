@@ -3,14 +3,12 @@ resolved configs, what state each run folder is in, what to run, and the manifes
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.errors import MinimultError
-from minimult.runs import flat, incomplete_evaluation, read_json, write_json
+from minimult.runs import flat, folder_locked, incomplete_evaluation, read_json, write_json
 from minimult.sweep.grid import Grid
 
 LEFT_OUT = "left out"
@@ -180,12 +178,8 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
     so a results folder shows the published numbers beside its own without the grid file. Two sweeps
     into one root merge in turn (a lock on the root folder), so neither drops the other's settings."""
     path = root / f"{grid.name}.sweep.json"
-    folder = os.open(root, os.O_RDONLY)  # two sweeps into one root merge one at a time: a lock on the folder
-    try:
-        fcntl.flock(folder, fcntl.LOCK_EX)  # held for a read and a write: milliseconds
+    with folder_locked(root):  # two sweeps into one root merge one at a time; held for milliseconds
         _merge_manifest(path, grid, preset, tasks, left_out)
-    finally:
-        os.close(folder)  # releases the lock
     return path
 
 

@@ -9,7 +9,6 @@ run's log goes to `sweep.log` in its folder.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import os
 import signal
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 
 from minimult.errors import MinimultError
-from minimult.runs import LOCK
+from minimult.runs import LOCK, try_lock
 from minimult.sweep.plan import BUSY, Outcome, Task, results_complete
 
 RUN_LOG = "sweep.log"
@@ -34,11 +33,8 @@ class Group:
         for task in tasks:
             run_dir = Path(task.run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            lock = open(run_dir / LOCK, "w")
-            try:  # two sweeps into one root never work on the same run at once
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                lock.close()
+            lock = try_lock(run_dir)  # two sweeps into one root never work on the same run at once
+            if lock is None:
                 self.outcomes[task.run_dir] = Outcome(task, BUSY, f"another process is working on {run_dir} "
                                                                     f"(it holds {LOCK}); run this sweep again "
                                                                     f"once it is done")
