@@ -104,6 +104,7 @@ def test_runs_csv_has_one_row_per_run_with_that_runs_own_numbers(reported):
         meta = read_json(swept.root / name / "run.json")  # where and how it trained, as run.json says
         assert (row["device"], row["precision"]) == (meta["device"], meta["precision"]) == ("cpu", "fp32"), name
         assert (float(row["train_seconds"]) == 0) == (row["setting"] == "untrained"), name  # nothing to time
+        assert row["init_seed"] == row["seed"], name  # no train.init_seed: the weights are the seed's own
 
 
 def test_p_values_against_original_for_settings_with_two_seeds(reported):
@@ -672,3 +673,13 @@ def test_a_live_sweeps_report_names_the_planned_runs_not_in_the_table_yet(swept,
 def test_a_finished_sweeps_report_plans_nothing_more(reported):
     _, out, _ = reported
     assert "Planned by the sweep" not in (out / "table1.md").read_text()
+
+
+def test_runs_csv_names_the_seed_the_weights_came_from(tmp_path):
+    """A run whose initial weights another seed drew (`train.init_seed`) says so in runs.csv's init_seed; a
+    plain run (init_seed -1, or equal to its seed) has its own seed there."""
+    from minimult.report.collect import Run, how_trained
+
+    for seed, init_seed, shown in ((0, 42, 42), (0, -1, 0), (42, 42, 42)):
+        run = Run(tmp_path, {"seed": seed}, {"train": {"seed": seed, "init_seed": init_seed}})
+        assert how_trained(run)["init_seed"] == shown, (seed, init_seed)

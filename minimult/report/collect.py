@@ -294,11 +294,14 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
 
 def how_trained(run: Run) -> dict:
     """Where and how one run trained, for its row in runs.csv: the devices of its stretches ("cuda+cpu"), the
-    precision run.json says it ran in, its training seconds over every stretch (None where nothing says),
-    and those seconds by device (for the time under a table)."""
+    precision run.json says it ran in, the seed its initial weights came from (`init_seed`: the run's seed
+    unless `train.init_seed` took them from another), its training seconds over every stretch (None where
+    nothing says), and those seconds by device (for the time under a table)."""
     by_device = device_seconds(run.path)
     seconds, device = _summed(by_device)
-    return {"device": device, "precision": _training(run).get("train.precision"), "train_seconds": seconds,
+    init_seed = run.config.get("train", {}).get("init_seed", -1)
+    return {"device": device, "precision": _training(run).get("train.precision"),
+            "init_seed": run.seed if init_seed in (-1, None) else init_seed, "train_seconds": seconds,
             "device_seconds": by_device if isinstance(by_device, dict) else {}}
 
 
