@@ -298,6 +298,28 @@ def test_seeds_of_a_setting_trained_under_other_mod_versions_are_named(tmp_path,
     assert "Not trained alike in " in md and "mod_versions.lang-pos 1 (seed 0), 0 (seed 42)" in md, md
 
 
+def test_seeds_of_knn_replace_trained_with_other_neighbour_tables_are_named(tmp_path):
+    """knn-replace at the paper's budget: seed 0's neighbour table was built on a GPU machine and holds other
+    neighbours than seed 42's (run.json's knn_tables); the row says so under the table. Where one run predates
+    the record, nothing is compared."""
+    paper, runs = ROOT / "experiments/results/table1-paper", tmp_path / "runs"
+    for name in ("0-original-s0", "30-knn-replace1-s0", "30-knn-replace1-s42"):
+        shutil.copytree(paper / name, runs / name, ignore=shutil.ignore_patterns("*.log"))
+    tables = [read_json(runs / f"30-knn-replace1-s{s}" / "run.json")["knn_tables"] for s in (0, 42)]
+    assert tables == [["8b330b452479190f"], ["d863e51e502b516d"]]
+
+    def report() -> str:
+        result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+        assert result.exit_code == 0, result.output
+        return (tmp_path / "out" / "table1.md").read_text()
+
+    assert "knn_tables 8b330b452479190f (seed 0), d863e51e502b516d (seed 42)" in report()
+    meta = read_json(runs / "30-knn-replace1-s0" / "run.json")
+    del meta["knn_tables"]
+    (runs / "30-knn-replace1-s0" / "run.json").write_text(json.dumps(meta))
+    assert "knn_tables" not in report()
+
+
 def test_a_baseline_borrowed_from_another_section_is_named_with_its_section(tmp_path):
     """A sweep section without an `original` (fidelity-quick's Table 1 part: only 21 no-parallel) takes its p-values
     against an original of the same preset from another section, here one trained on random batches: the header

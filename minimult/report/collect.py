@@ -232,12 +232,16 @@ def current_config(config: dict) -> dict:
 
 
 AUTO_PRECISION = {"cpu": "fp32", "cuda": "bf16"}  # what train.precision "auto" trains in on each device
+KNN_TABLES = "knn_tables"  # run.json's record of the neighbour tables a knn-replace run trained with
+RECORDED = ("mod_versions.", KNN_TABLES)  # what only run.json says (older runs lack it: compared where all have)
 
 
 def _training(run: Run) -> dict:
     """`_trained` flat ({"train.lr": ...}, the preset's name left out), `train.precision` as run.json says
-    it ran ("auto" is fp32 on a CPU, bf16 on CUDA), and the mods' versions run.json records
-    (`mod_versions.lang-pos`: a mod whose behaviour changed between two seeds' runs)."""
+    it ran ("auto" is fp32 on a CPU, bf16 on CUDA), the mods' versions run.json records
+    (`mod_versions.lang-pos`: a mod whose behaviour changed between two seeds' runs) and the content hashes of
+    knn-replace's neighbour tables (`knn_tables`: a table built on another machine may hold other
+    neighbours under the same cache key)."""
     trained = flat({k: v for k, v in _trained(run.config).items() if k != "preset"})
     meta = _read(run.path / "run.json") or {}
     # a run.json from before it recorded the precision: what "auto" ran in on its device
@@ -247,6 +251,9 @@ def _training(run: Run) -> dict:
     versions = meta.get("mod_versions")
     if isinstance(versions, dict):  # runs from before run.json recorded them: nothing to compare
         trained.update(flat(versions, "mod_versions."))
+    tables = meta.get("knn_tables")
+    if isinstance(tables, list) and tables:
+        trained[KNN_TABLES] = " then ".join(map(str, tables))
     return trained
 
 
@@ -276,7 +283,7 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
     plain = _plain_training(str(base.runs[0].config.get("preset") or base.preset))
     if plain is None:
         return None
-    mine = {k: v for k, v in _training(base.runs[0]).items() if not k.startswith("mod_versions.")}
+    mine = {k: v for k, v in _training(base.runs[0]).items() if not k.startswith(RECORDED)}
     own = {k: v for k, v in mine.items() if k in plain and _key(plain[k]) != _key(v)
            and not (k == "train.precision" and plain[k] == "auto")}
     if "train.precision" in mine:  # "auto" trains fp32 on a CPU, bf16 on CUDA: compare what they ran in
@@ -312,8 +319,9 @@ def mixed_training(runs: list[Run]) -> str | None:
     if len(runs) < 2:
         return None
     flats = [_training(r) for r in runs]
-    if not all(any(k.startswith("mod_versions.") for k in f) for f in flats):  # some runs recorded none
-        flats = [{k: v for k, v in f.items() if not k.startswith("mod_versions.")} for f in flats]
+    for record in RECORDED:  # a record some runs lack (made before run.json kept it): nothing to compare
+        if not all(any(k.startswith(record) for k in f) for f in flats):
+            flats = [{k: v for k, v in f.items() if not k.startswith(record)} for f in flats]
     keys = sorted({k for f in flats for k in f if len({_key(g.get(k)) for g in flats}) > 1})
     if not keys:
         return None
