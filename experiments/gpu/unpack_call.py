@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments.bring_runs import swap_in  # noqa: E402
 from minimult.errors import MinimultError  # noqa: E402
-from minimult.runs import CHECKPOINT, LOCK, folder_locked, load_checkpoint, read_json, try_lock, write_json  # noqa: E402
+from minimult.runs import (CHECKPOINT, LOCK, folder_locked, load_checkpoint, read_json, try_lock,  # noqa: E402
+                           write_json)
 from minimult.sweep.plan import results_complete  # noqa: E402
 
 

@@ -299,9 +299,9 @@ def csv_text(aggregated: list[dict], top: str) -> str:
 
 def runs_csv_text(aggregated: list[dict], top: str) -> str:
     """runs.csv: one row per run of a table row (seed by seed, as the row's mean and std count them), where
-    and how it trained (device, precision, the seed of its initial weights, seconds), then every column at full precision: the numbers behind
-    each mean, for a split like a setting whose seeds disagree; runs a row left out (never trained, failed)
-    are not among them, as they are not in its mean."""
+    and how it trained (device, precision, the seed of its initial weights, seconds), then every column at
+    full precision: the numbers behind each mean, for a split like a setting whose seeds disagree; runs a row
+    left out (never trained, failed) are not among them, as they are not in its mean."""
     keys = column_keys(top)
     buf = io.StringIO()
     w = csv.writer(buf)
