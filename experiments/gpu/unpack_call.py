@@ -46,10 +46,9 @@ def busy(run_dir: Path) -> bool:
     if not (run_dir / LOCK).is_file():
         return False
     lock = try_lock(run_dir)
-    if lock is None:
-        return True
-    lock.close()
-    return False
+    if lock is not None:
+        lock.close()
+    return lock is None
 
 
 def checkpoint_step(run_dir: Path) -> int:
