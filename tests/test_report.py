@@ -368,6 +368,35 @@ def test_a_row_that_sets_the_baselines_own_key_itself_keeps_its_p(tmp_path):
     assert "No p for 1: the baseline trained with train.precision fp32 (the row bf16)." in \
         (tmp_path / "out" / "table1.md").read_text()
 
+def test_a_renamed_preset_that_trains_alike_keeps_its_p(tmp_path):
+    """The committed quick runs record the preset `quick` from when it meant batches of 256 (now `quick-b256`);
+    overparam trained later at `quick-b256` (a lent GPU): the same training, so its row keeps a p against them.
+    A row at a preset that trains otherwise (`paper`: 100 epochs of 128 sentences) gets none, and the line says
+    which presets."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42", "15-overparam-s0", "15-overparam-s42"):
+        shutil.copytree(QUICK / name, runs / name, ignore=shutil.ignore_patterns("checkpoint.pt"))
+    shutil.copy(QUICK / "table1.sweep.json", runs / "table1.sweep.json")
+    presets = {json.loads((runs / n / "config.json").read_text())["preset"]
+               for n in ("0-original-s0", "15-overparam-s0")}
+    assert presets == {"quick", "quick-b256"}
+
+    def report():
+        result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+        assert result.exit_code == 0, result.output
+        rows = {r["setting"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+        return rows["overparam"]["mu_p"], (tmp_path / "out" / "table1.md").read_text()
+
+    p, md = report()
+    assert p != "" and "No p for" not in md
+    for name in ("15-overparam-s0", "15-overparam-s42"):
+        config = json.loads((runs / name / "config.json").read_text())
+        config["preset"] = "paper"
+        config["train"] = {**config["train"], "epochs": 100, "batch_size": 128}
+        (runs / name / "config.json").write_text(json.dumps(config))
+    p, md = report()
+    assert p == "" and "No p for 15: the baseline is at the quick preset, the row at paper." in md
+
 # ---------------------------------------------------------------------------------------------
 # Columns from the evaluator registry; the README's generated table.
 

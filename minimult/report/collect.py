@@ -278,11 +278,15 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
     baseline has another value for the same key) are what p is meant to test."""
     if group is base or not base.runs or not group.runs:
         return None
-    if group.preset != base.preset:
-        return f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}"
-    plain = _plain_training(str(base.runs[0].config.get("preset") or base.preset))
+    renamed = group.preset != base.preset
+    # baseline and row at presets of different names compare as the row's preset: a preset renamed since the
+    # baseline ran (the committed quick runs trained at `quick` when it meant batches of 256, now `quick-b256`)
+    # is the same training, and presets that train otherwise show as settings the baseline has and the row not
+    preset = group.preset if renamed else str(base.runs[0].config.get("preset") or base.preset)
+    plain = _plain_training(preset)
     if plain is None:
-        return None
+        return f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}" \
+            if renamed else None
     mine = {k: v for k, v in _training(base.runs[0]).items() if not k.startswith(RECORDED)}
     own = {k: v for k, v in mine.items() if k in plain and _key(plain[k]) != _key(v)
            and not (k == "train.precision" and plain[k] == "auto")}
@@ -295,6 +299,8 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
               and (k == "train.precision" or _key(row.get(k)) == _key(plain.get(k)))]
     if not differ:
         return None
+    if renamed and any(k != "train.precision" for k in differ):
+        return f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}"
     shown = ", ".join(f"{k} {own[k]} (the row {row.get(k)})" for k in differ[:3])
     return f"the baseline trained with {shown}" + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
 
