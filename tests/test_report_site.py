@@ -368,7 +368,28 @@ def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):
     readme.write_bytes((ROOT / "README.md").read_bytes())
     assert not update_readme(readme, claims_mod.markdown(rows), "claims", write=False)
     verdicts = {r["id"]: r["verdict"] for r in rows}
-    assert verdicts["ds-lang-pos"] == HOLDS and verdicts["ds-overparam"] == UNKNOWN  # overparam needs a GPU
+    assert verdicts["ds-lang-pos"] == HOLDS and verdicts["ds-overparam-lang-pos"] == UNKNOWN  # 16 needs a GPU
+    # overparam ran at quick-b256 only: set against quick-b256's original, not the paper-budget one
+    overparam = next(r for r in rows if r["id"] == "ds-overparam")
+    assert {overparam["a"]["folder"], overparam["b"]["folder"]} == {"quick"}, overparam
+    assert "paper" not in claims_mod.budget_text(overparam)
+
+
+def test_a_level_whose_sides_name_different_folders_counts_only_as_the_last(tmp_path):
+    """A side that names one folder (quick) and a side that prefers table1-paper: both have 2 seeds at the
+    first level, but in different folders at different budgets, so the claim is judged at the last level, both
+    sides in quick; with table1-paper first on both sides, at the paper's budget."""
+    from minimult.report import load
+
+    folders = [ROOT / "experiments" / "results" / f for f in ("table1-paper", "quick")]
+    sections = {f.name: load([f], lambda s: None).sections for f in folders}
+    text = ('[[claims]]\nid = "x"\nsource = "s"\nclaim = "c"\nmetric = "mu"\nexpect = "lower"\n'
+            'a = {{ grid = "table1", id = "1", folder = {a} }}\n'
+            'b = {{ grid = "table1", id = "0", folder = ["table1-paper", "quick"] }}\n')
+    for a, where in (('"quick"', {"quick"}), ('["table1-paper", "quick"]', {"table1-paper"})):
+        (tmp_path / "claims.toml").write_text(text.format(a=a))
+        (row,) = judge(load_claims(tmp_path / "claims.toml"), sections)
+        assert {row["a"]["folder"], row["b"]["folder"]} == where, (a, row["a"]["folder"], row["b"]["folder"])
 
 
 def test_the_budget_column_names_an_untrained_side_as_untrained():

@@ -296,13 +296,17 @@ def _elsewhere(side: Side, values: dict) -> bool:
 
 def _sides(c: Claim, found: list[Place]) -> tuple[dict, dict]:
     """Both sides' numbers from the first folder of preference where both have 2 seeds, else the last. Before
-    the last, a level counts only where both sides are in the folders it names: a side missing from the
-    paper-budget folder must not be taken from the quick one while the other side stays at the paper's."""
+    the last, a level counts only where both sides are in the folders it names, and in one folder where both
+    name one: a side missing from the paper-budget folder must not be taken from the quick one while the other
+    side stays at the paper's, nor a side that only the quick folder has (overparam) be set against the other
+    side's paper-budget runs."""
     tries = max(len(c.a.folders), len(c.b.folders), 1)
     for i in range(tries):
         a = _side_values(c.a.at(i), c.a.metric or c.metric, found)
         b = _side_values(c.b.at(i), c.b.metric or c.metric, found)
-        if (_enough(a) and _enough(b) and not _elsewhere(c.a.at(i), a) and not _elsewhere(c.b.at(i), b)):
+        apart = bool(c.a.folders and c.b.folders) and c.a.at(i).folder != c.b.at(i).folder
+        if (_enough(a) and _enough(b) and not apart and not _elsewhere(c.a.at(i), a)
+                and not _elsewhere(c.b.at(i), b)):
             break
     return a, b
 
