@@ -57,19 +57,27 @@ def swap_in(whole: Path, dst: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path) -> dict:
-    """`src_manifest` with each setting's runs (those `dst_manifest` listed for the same setting id, then its
-    own, once each: the sweep's own merge order) cut to the ones finished under `dst`; `dst_manifest`'s other
-    settings kept. The settings stay in `dst_manifest`'s order (the order of the report's rows), those it
-    lacks after them: a sweep of a few settings (`--only`) lists only those, first."""
-    def finished(runs: list[str]) -> list[str]:
-        return [r for r in dict.fromkeys(runs) if results_complete(dst / r)]
+def merge_settings(ours: dict, theirs: dict, keep=lambda run: True) -> list[dict]:
+    """The settings of two manifests of one grid's sweep: in `ours`' order (the order of the report's rows),
+    those only `theirs` lists after them (a sweep of a few settings, `--only`, lists only those); each with its
+    fields as `theirs` has them, its runs `ours`' then `theirs`', once each (a sweep's own merge order), those
+    `keep` accepts; a setting with runs is not `left_out`."""
+    merged = {str(s.get("id")): dict(s) for s in ours.get("settings", [])}
+    for s in theirs.get("settings", []):
+        mine = merged.get(str(s.get("id")), {})
+        merged[str(s.get("id"))] = {**mine, **s, "runs": [*mine.get("runs", []), *s.get("runs", [])]}
+    out = []
+    for s in merged.values():
+        runs = [r for r in dict.fromkeys(s.get("runs", [])) if keep(r)]
+        out.append({k: v for k, v in s.items() if not (runs and k == "left_out")} | {"runs": runs})
+    return out
 
-    merged = {str(s.get("id")): {**s, "runs": list(s.get("runs", []))} for s in dst_manifest.get("settings", [])}
-    for s in src_manifest.get("settings", []):
-        listed = merged.get(str(s.get("id")), {}).get("runs", [])
-        merged[str(s.get("id"))] = {**s, "runs": [*listed, *s.get("runs", [])]}
-    return {**src_manifest, "settings": [{**s, "runs": finished(s["runs"])} for s in merged.values()]}
+
+def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path) -> dict:
+    """`src_manifest` with `dst_manifest`'s settings merged in (`merge_settings`), each setting's runs cut to
+    the ones finished under `dst`."""
+    return {**src_manifest,
+            "settings": merge_settings(dst_manifest, src_manifest, keep=lambda r: results_complete(dst / r))}
 
 
 def bring(src: Path, dst: Path, dry_run: bool = False, log=print) -> list[str]:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from experiments.bring_runs import swap_in  # noqa: E402
+from experiments.bring_runs import merge_settings, swap_in  # noqa: E402
 from minimult.errors import MinimultError  # noqa: E402
 from minimult.runs import (CHECKPOINT, LOCK, folder_locked, load_checkpoint, read_json, try_lock,  # noqa: E402
                            write_json)
@@ -66,26 +66,15 @@ def place(src: Path, dst: Path) -> None:
 
 
 def merge_manifest(src: Path, root: Path) -> int:
-    """`src` (a call's `<grid>.sweep.json`) merged into ROOT's: each setting's runs ROOT's then the call's,
-    once each; settings only one of them has kept. Under the lock on ROOT a sweep takes to write its own.
-    The number of runs it added."""
+    """`src` (a call's `<grid>.sweep.json`) merged into ROOT's (`bring_runs.merge_settings`: each setting's
+    runs ROOT's then the call's, once each; settings only one of them has kept), under the lock on ROOT a
+    sweep takes to write its own. The number of runs it added."""
     target = root / src.name
     with folder_locked(root):
         theirs, ours = read_json(src), read_json(target) if target.is_file() else {}
-        if not ours:
-            write_json(target, theirs)
-            return sum(len(s.get("runs", [])) for s in theirs.get("settings", []))
-        settings = {str(s.get("id")): dict(s) for s in ours.get("settings", [])}
-        added = 0
-        for s in theirs.get("settings", []):
-            mine = settings.setdefault(str(s.get("id")), {**s, "runs": []})
-            runs = list(dict.fromkeys([*mine.get("runs", []), *s.get("runs", [])]))
-            added += len(runs) - len(mine.get("runs", []))
-            mine["runs"] = runs
-            if runs:
-                mine.pop("left_out", None)
-        write_json(target, {**ours, "settings": list(settings.values())})
-        return added
+        settings = merge_settings(ours, theirs)
+        write_json(target, {**theirs, **ours, "settings": settings})
+        return sum(len(s["runs"]) for s in settings) - sum(len(s.get("runs", [])) for s in ours.get("settings", []))
 
 
 def _extract(archive: Path, into: Path) -> list[Path]:
