@@ -372,7 +372,7 @@ def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):
     # overparam ran at quick-b256 only: set against quick-b256's original, not the paper-budget one
     overparam = next(r for r in rows if r["id"] == "ds-overparam")
     assert {overparam["a"]["folder"], overparam["b"]["folder"]} == {"quick"}, overparam
-    assert "paper" not in claims_mod.budget_text(overparam)
+    assert claims_mod.budget_text(overparam) == "quick-b256 / quick: 1,775 × 256"  # one budget, two names
 
 
 def test_a_level_whose_sides_name_different_folders_counts_only_as_the_last(tmp_path):

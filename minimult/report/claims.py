@@ -395,7 +395,14 @@ def seeds_text(row: dict) -> str:
 
 
 def budget_text(row: dict) -> str:
-    return ", ".join(dict.fromkeys(s["preset"] for s in (row["a"], row["b"]) if s.get("preset"))) or "–"
+    """Each side's budget once (`paper: 14,100 × 128`); two preset names of one budget share it (`quick-b256 /
+    quick: 1,775 × 256`: the committed quick runs say `quick`, the name that preset had when they ran)."""
+    names: dict[str, list[str]] = {}
+    for side in (row["a"], row["b"]):
+        name, _, budget = side.get("preset", "").partition(": ")
+        if name and name not in names.setdefault(budget, []):
+            names[budget].append(name)
+    return ", ".join(" / ".join(n) + (f": {b}" if b else "") for b, n in names.items()) or "–"
 
 
 SIGNS = {"lower": "<", "higher": ">", "similar": "≈"}
