@@ -47,12 +47,7 @@ def native_bf16(device: torch.device) -> bool:
 
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    if device.type != "cpu":
-        return False
-    cpu = torch.cpu
-    if hasattr(cpu, "_is_avx512_bf16_supported") and hasattr(cpu, "_is_amx_tile_supported"):
-        return bool(cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
-    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return device.type == "cpu" and bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:

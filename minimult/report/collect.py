@@ -283,10 +283,10 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
     # baseline ran (the committed quick runs trained at `quick` when it meant batches of 256, now `quick-b256`)
     # is the same training, and presets that train otherwise show as settings the baseline has and the row not
     preset = group.preset if renamed else str(base.runs[0].config.get("preset") or base.preset)
+    other_preset = f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}"
     plain = _plain_training(preset)
     if plain is None:
-        return f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}" \
-            if renamed else None
+        return other_preset if renamed else None
     mine = {k: v for k, v in _training(base.runs[0]).items() if not k.startswith(RECORDED)}
     own = {k: v for k, v in mine.items() if k in plain and _key(plain[k]) != _key(v)
            and not (k == "train.precision" and plain[k] == "auto")}
@@ -300,7 +300,7 @@ def unlike_baseline(base: Group, group: Group) -> str | None:
     if not differ:
         return None
     if renamed and any(k != "train.precision" for k in differ):
-        return f"the baseline is at the {base.preset or 'unnamed'} preset, the row at {group.preset or 'unnamed'}"
+        return other_preset
     shown = ", ".join(f"{k} {own[k]} (the row {row.get(k)})" for k in differ[:3])
     return f"the baseline trained with {shown}" + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
 
