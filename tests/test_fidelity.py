@@ -78,6 +78,34 @@ def test_explicit_mask_probs_win_over_a_masking_mods_mix():
     assert tiny("no-parallel", **{"train.epochs": 3})[0].train.epochs == 6
 
 
+def test_published_preset_trains_as_the_published_code():
+    """`published` is the paper's budget with every published-code choice the lab has as a setting, and the
+    masking mods take the code's mixes there (an explicit mix still wins); the lab's default keeps the text's."""
+    cfg, _ = resolve("published")
+    paper, _ = resolve("paper")
+    assert (cfg.train.batching, cfg.train.attention, cfg.mask.selection) == ("random", "attend-padding", "bernoulli")
+    assert cfg.train.batch_size == paper.train.batch_size and cfg.train.epochs == paper.train.epochs
+    assert cfg.model.padding_idx == 0 and cfg.mask.probs == (0.8, 0.1, 0.1, 0.0)
+    assert resolve("published", mods="no-random")[0].mask.probs == (0.9, 0.1, 0.0, 0.0)
+    assert resolve("published", mods="knn-replace")[0].mask.probs == (0.5, 0.16, 0.1, 0.24)
+    assert resolve("published", {"mask.probs": "0.8,0.2,0,0"}, "no-random")[0].mask.probs == (0.8, 0.2, 0.0, 0.0)
+    assert tiny("no-random", **{"mask.mixes": "code"})[0].mask.probs == (0.9, 0.1, 0.0, 0.0)
+    assert tiny("knn-replace")[0].mask.probs == (0.5, 0.1, 0.1, 0.3)
+    with pytest.raises(MinimultError, match="unknown mask.mixes 'paper'; valid: text, code"):
+        tiny(None, **{"mask.mixes": "paper"})
+
+
+def test_a_config_from_before_mask_mixes_keeps_its_fingerprint():
+    """Runs made before `mask.mixes` existed are one setting with runs made after, at the default."""
+    from minimult.config import comparable
+
+    cfg = tiny("no-random")[0].to_dict()
+    old = json.loads(json.dumps(cfg))
+    del old["mask"]["mixes"]
+    assert comparable(cfg) == comparable(old) == old | {"data": comparable(old)["data"]}
+    assert "mixes" in comparable(tiny("no-random", **{"mask.mixes": "code"})[0].to_dict())["mask"]
+
+
 @pytest.mark.parametrize("mods, probs, fragment", [
     ("no-random", "0.8,0.1,0.1,0", "its random and knn shares must be 0"),
     ("knn-replace", "0.8,0.1,0.1,0", "never replaces a token by a neighbour"),

@@ -25,6 +25,12 @@ NO_RANDOM = (0.8, 0.2, 0.0, 0.0)
 KNN = (0.5, 0.1, 0.1, 0.3)
 NO_RANDOM_PUBLISHED = (0.9, 0.1, 0.0, 0.0)
 KNN_PUBLISHED = (0.5, 0.16, 0.1, 0.24)
+# Which mix each masking mod sets (`mask.mixes`): the paper's text, or the published code's (the `published`
+# preset). An explicit `mask.probs` wins over either.
+MIXES = {
+    "text": {"no-random": NO_RANDOM, "knn-replace": KNN},
+    "code": {"no-random": NO_RANDOM_PUBLISHED, "knn-replace": KNN_PUBLISHED},
+}
 PRESETS = {
     "standard": STANDARD,
     "no-random": NO_RANDOM,
@@ -61,6 +67,7 @@ class MaskConfig:
     rate: float = 0.15  # fraction of each sequence's maskable tokens that is selected (at least one)
     probs: tuple[float, float, float, float] = STANDARD  # (mask, keep, random, knn) for a selected token
     selection: str = "exact"  # exact | bernoulli (SELECTIONS)
+    mixes: str = "text"  # the masking mods' mixes: text (the paper's) | code (its published code's): MIXES
 
     def __post_init__(self):
         object.__setattr__(self, "probs", _check_probs(self.probs))
@@ -68,6 +75,8 @@ class MaskConfig:
             raise MinimultError(f"mask rate must be strictly between 0 and 1, got {self.rate}")
         if self.selection not in SELECTIONS:
             raise MinimultError(f"unknown mask.selection {self.selection!r}; valid: {', '.join(SELECTIONS)}")
+        if self.mixes not in MIXES:
+            raise MinimultError(f"unknown mask.mixes {self.mixes!r}; valid: {', '.join(MIXES)}")
 
 
 def parse_probs(text: str) -> tuple[float, float, float, float]:

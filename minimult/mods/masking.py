@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minimult.data.masking import KNN, NEIGHBOUR, NO_RANDOM, RANDOM
+from minimult.data.masking import MIXES, NEIGHBOUR, RANDOM
 from minimult.errors import MinimultError
 from minimult.mods import Mod, positive_int, register, set_section
 
@@ -20,6 +20,11 @@ def with_knn_replace(mods: str | None) -> str:
     return mods if "knn-replace" in (mods or "") else ",".join(m for m in ((mods or ""), "knn-replace") if m)
 
 
+def _mix(cfg, mod: str):
+    """cfg with `mod`'s mix as `mask.mixes` says: the paper's text or its published code (data.masking.MIXES)."""
+    return set_section(cfg, "mask", probs=MIXES[cfg.mask.mixes][mod])
+
+
 def _no_random_share(cfg, _value) -> None:
     if cfg.mask.probs[RANDOM] or cfg.mask.probs[NEIGHBOUR]:
         raise MinimultError(f"no-random with the mix {cfg.mask.probs} contradicts itself: its random and knn "
@@ -35,10 +40,10 @@ def _knn_share(cfg, _value) -> None:
 # Both set the mix of docs/pipeline.md; an explicit `--set mask.probs=...` (or `--mask-probs`) replaces it, within
 # the mod's meaning (`check`): e.g. the published code's no-random, 0.9,0.1,0,0.
 register(Mod("no-random", "masking without random replacement: (mask, keep, random, knn) = (0.8, 0.2, 0, 0)",
-             1, order=30, group="masking mix", configure=lambda cfg, v: set_section(cfg, "mask", probs=NO_RANDOM),
+             1, order=30, group="masking mix", configure=lambda cfg, v: _mix(cfg, "no-random"),
              overridable=("mask.probs",), check=_no_random_share))
 register(Mod("knn-replace", "30% of selected tokens replaced by one of their k nearest neighbours in "
              "another language (mix 0.5, 0.1, 0.1, 0.3)", 1, order=40, group="masking mix",
              parse=positive_int, default=1, build=_neighbours, provides=("neighbours",),
-             configure=lambda cfg, k: set_section(cfg, "mask", probs=KNN),
+             configure=lambda cfg, k: _mix(cfg, "knn-replace"),
              overridable=("mask.probs",), check=_knn_share))

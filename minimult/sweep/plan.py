@@ -95,9 +95,9 @@ def _absolute_files(values: dict) -> dict:
 def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Task]:
     from minimult.config import resolve
 
-    tasks = []
-    for setting in grid.settings:
-        for seed in seeds:
+    tasks = []  # seed-major: every setting at the first seed, then at the next, so what finishes is whole tables
+    for seed in seeds:
+        for setting in grid.settings:
             values = _absolute_files({**grid.overrides_for(setting, preset), **overrides, "train.seed": seed})
             try:
                 cfg, _ = resolve(preset, values, setting.mods)
