@@ -256,7 +256,8 @@ def private_imports(package: Path = PACKAGE) -> list[tuple[str, int, str]]:
 
 def _component_table(value: ast.expr) -> bool:
     """An empty dict display (filled by registering), a dict display of >= 2 string keys whose values are not
-    all plain constants (functions, objects, settings: name -> component), a dict comprehension, or a tuple display of >= 2 constructed objects."""
+    all plain constants (functions, objects, settings: name -> component), a dict comprehension, or a tuple
+    display of >= 2 constructed objects."""
     if isinstance(value, ast.DictComp):
         return True
     if isinstance(value, ast.Dict):
