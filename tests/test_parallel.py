@@ -158,6 +158,14 @@ def _bad(tmp_path, lines, case: str) -> tuple[str, str]:
     if case == "non-UTF-8":
         xx.write_bytes("\n".join(text[:10]).encode() + b"\nthe caf\xe9 of Jerusalem\n" + "\n".join(text[11:]).encode())
         return inline(lines), f"{xx}:11: not UTF-8 (invalid continuation byte"
+    if case in ("a header line", "an id of 19 digits"):  # keyed files that are not quite: never read as lines
+        rows = lambda p: [f"{i}\t{t}" for i, t in enumerate(p.read_text().splitlines(), 1)]  # noqa: E731
+        keyed = [write(tmp_path / f"{n}.k.txt", rows(p)) for n, p in (("en", en), ("xx", xx))]
+        if case == "a header line":
+            write(keyed[1], ["id\ttext"] + rows(xx))
+            return f"en={keyed[0]},xx={keyed[1]}", f"{keyed[1]}:1: no ID<TAB> at its start, while other lines are keyed"
+        write(keyed[0], rows(en)[:4] + ["1234567890123456789\tx"] + rows(en)[5:])
+        return f"en={keyed[0]},xx={keyed[1]}", f"{keyed[0]}:5: id 1234567890123456789 has 19 digits (at most 18)"
     if case == "language named twice":
         return f"en={en},xx={xx},en={lines['yy']}", "language 'en' is named twice"
     if case == "file missing":
@@ -166,7 +174,7 @@ def _bad(tmp_path, lines, case: str) -> tuple[str, str]:
 
 
 BAD = ("missing line", "empty line", "duplicate id", "unequal line counts", "non-UTF-8", "language named twice",
-       "file missing")
+       "file missing", "a header line", "an id of 19 digits")
 
 
 @pytest.mark.parametrize("case", BAD)

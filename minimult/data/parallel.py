@@ -26,6 +26,7 @@ from minimult.errors import MinimultError
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a language's name: also its tokenizer's sub-folder
 KEYED = re.compile(r"([0-9]{1,18})\t(.*)")  # ID<TAB>text (ASCII digits: BBCCCVVV verse ids, line numbers)
+STARTS_KEYED = re.compile(r"([0-9]+)\t")  # a line that begins as a keyed line does (its id may be too long)
 WORDS = ("whitespace", "nltk")
 FORMATS = ("auto", "lines", "keyed")
 MISSING = ("error", "drop")
@@ -247,19 +248,28 @@ def _keyed(path: Path, lang: str, lines: list[str]) -> dict[int, tuple[int, str]
     return out
 
 
+def _detect(paths, names, lines: list[list[str]]) -> str:
+    """keyed when every line of every file is ID<TAB>text, lines when no line of any file begins as one; anything
+    between (a header line, an id of 19 digits, one file keyed and one not) is one error line naming the first
+    line that is not keyed: detection never guesses."""
+    if not any(STARTS_KEYED.match(line) for ls in lines for line in ls):
+        return "lines"
+    for path, name, ls in zip(paths, names, lines):
+        for i, line in enumerate(ls, 1):
+            if KEYED.fullmatch(line):
+                continue
+            m = STARTS_KEYED.match(line)
+            why = f"id {m.group(1)[:24]} has {len(m.group(1))} digits (at most 18)" if m else "no ID<TAB> at its start"
+            raise MinimultError(f"{path}:{i}: {why}, while other lines are keyed (language {name}): give every line of "
+                                f"every file its id, or none (a manifest's format = \"lines\" reads them as text)")
+    return "keyed"
+
+
 def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> tuple[list, list, list, dict]:
     """(pair ids, per language its texts, per language the line numbers, stats) of one set of files."""
     names = spec.languages
     lines = [_lines(p, n) for p, n in zip(paths, names)]
-    keyed = [all(KEYED.fullmatch(line) for line in ls) for ls in lines]
-    mode = spec.format if spec.format != "auto" else ("keyed" if all(keyed) else "lines")
-    if spec.format == "auto" and any(keyed) and not all(keyed):
-        k = keyed.index(False)
-        first = next(i for i, line in enumerate(lines[k], 1) if not KEYED.fullmatch(line))
-        key = keyed.index(True)
-        raise MinimultError(f"{paths[k]}:{first}: no ID<TAB> at the start of the line, while {paths[key]} "
-                            f"(language {names[key]}) is keyed: give every file's lines their ids, or none "
-                            f"(language {names[k]})")
+    mode = spec.format if spec.format != "auto" else _detect(paths, names, lines)
     if mode == "lines":
         counts = [len(ls) for ls in lines]
         if len(set(counts)) > 1:
