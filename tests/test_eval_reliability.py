@@ -227,6 +227,21 @@ def test_link_files_take_ascii_digits_only(tmp_path, digit):
         read_links(bad, {40001001: 19}, {40001001: 15})
 
 
+def test_a_native_link_file_splits_lines_only_at_newlines(tmp_path):
+    """U+2028, NEL and form feed are characters of a line, not line ends (as `wc -l` counts): a comment holding
+    one stays a comment, and an error names the line `wc -l` would."""
+    from minimult.data.links import read_links
+
+    links = tmp_path / "sep.links"
+    links.write_text("# gold\u2028 made by hand\x85 and checked\x0c twice\n40001001\t0\t0\n40001001\t1\t1\tP\n",
+                     encoding="utf-8")
+    got = read_links(links, {40001001: 19}, {40001001: 15})
+    assert len(got) == 2 and got.sure.tolist() == [True, False] and got.a.tolist() == [0, 1]
+    links.write_text("# a\u2028b\n40001001\t0\tx\n", encoding="utf-8")
+    with pytest.raises(MinimultError, match=f"bad link at {re.escape(str(links))}:2:"):
+        read_links(links, {40001001: 19}, {40001001: 15})
+
+
 @pytest.mark.parametrize("value", ["rand:18446744073709551616", "rand:99999999999999999999999", "rand:" + "9" * 5000,
                                    "rand:\u00b9"], ids=["2**64", "23-digits", "5000-digits", "superscript-1"])
 def test_segment_seeds_out_of_range_are_refused(value):

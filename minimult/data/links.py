@@ -118,7 +118,7 @@ def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int
         raise MinimultError(f"{path} is a native link file (verse<TAB>i<TAB>j), whose word indices count from 0; "
                             f"--link-base {base} applies to Pharaoh files")
     rows, silver = [], False
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(_lines(text), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             silver = silver or "silver" in stripped.lower()
