@@ -1,4 +1,4 @@
-"""experiments/position_alignment.py: the cosine between the two languages' embeddings of one position,
+"""experiments/analyses/position_alignment.py: the cosine between the two languages' embeddings of one position,
 on matrices whose answer is known and on a tiny lang-pos run's checkpoint."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "experiments" / "position_alignment.py"
+SCRIPT = ROOT / "experiments" / "analyses" / "position_alignment.py"
 spec = importlib.util.spec_from_file_location("position_alignment", SCRIPT)
 position_alignment = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(position_alignment)

@@ -1,7 +1,7 @@
 """Adds `unigram_entropy` to the run.json of run folders made before training recorded it, so that
 `minimult report` can tell the runs that never left the unigram plateau (docs/metrics.md):
 
-    python experiments/backfill_unigram.py experiments/results
+    python experiments/analyses/backfill_unigram.py experiments/results
 
 It prepares each run's data (cached) and changes nothing else; folders that already have it are left alone.
 """

@@ -1,6 +1,6 @@
 """Sanity check of fastText + unsupervised VecMap: two halves of one text as two "languages".
 
-    python experiments/check_vecmap_halves.py TEXT [--split contiguous|alternate|random] [--maxn 0] ...
+    python experiments/analyses/check_vecmap_halves.py TEXT [--split contiguous|alternate|random] [--maxn 0] ...
 
 Trains skipgram on each half, maps them without a dictionary and prints word-translation P@1 (NN and
 CSLS) on the most frequent words shared by both halves, with the identity as gold. VECMAP.md's

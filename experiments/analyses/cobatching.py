@@ -1,7 +1,7 @@
 """How often the two halves of a parallel pair (English sentence i and its Fake-English copy) land in
 the same training batch, bucketed vs random batches, on the real corpus (issue 19, item 3).
 
-    python experiments/cobatching.py [--preset quick-b256] [--epochs 3] [--json out.json]
+    python experiments/analyses/cobatching.py [--preset quick-b256] [--epochs 3] [--json out.json]
 
 Prints one line per batching: the share of pairs sharing a batch, averaged over the epochs' plans
 (the same plans training draws: `plan_epoch` with the config's seed).

@@ -1,7 +1,7 @@
 """Runs that never leave the unigram plateau (issue 34, item 3): how often a configuration gets stuck,
 per recipe variant, over many seeds, from the first few hundred updates of its own schedule.
 
-    python experiments/plateau.py --mods no-segment --preset quick-b256 --steps 300 --seeds 0-9 \
+    python experiments/analyses/plateau.py --mods no-segment --preset quick-b256 --steps 300 --seeds 0-9 \
         --variants base,warmup500,eps1e-8,lr1e-3,published-padding --json out.json
 
 A run is stuck when its mean training loss over the last `--window` logged steps is within `--margin`

@@ -12,7 +12,7 @@ measures
   the same targets, and how far the model's predictions at different [MASK]s differ (mean KL of each
   prediction from their average: 0 = one prediction for every position).
 
-    python experiments/plateau_diagnose.py /work/plateau/lpns/base-s0 /work/plateau/lpns/base-s1
+    python experiments/analyses/plateau_diagnose.py /work/plateau/lpns/base-s0 /work/plateau/lpns/base-s1
 
 Prints one table per run; `--json FILE` writes the numbers.
 """

@@ -2,7 +2,7 @@
 the English and the second language's embedding of one position, averaged over ranges of positions,
 beside the mean cosine between different positions of the two blocks and the run's µ.
 
-    python experiments/position_alignment.py RUN [RUN ...] [--ranges 1-32,33-64] [--json]
+    python experiments/analyses/position_alignment.py RUN [RUN ...] [--ranges 1-32,33-64] [--json]
 
 With language-specific positions (lang-pos) each language has its own block of `data.max_len` position
 embeddings; nothing in training ties position p of one block to position p of the other, so whether they

@@ -1,6 +1,6 @@
 """Dev perplexity of a trained run as the lab scores it and as the published code's run script did.
 
-    python experiments/ppl_mix.py RUN [--sentences N]
+    python experiments/analyses/ppl_mix.py RUN [--sentences N]
 
 The lab (docs/metrics.md): of each sequence's ordinary pieces exactly max(1, round(0.15 n)) are
 selected and all become [MASK]; batches of 256 length-sorted sequences; exp of the mean NLL over every
