@@ -103,3 +103,15 @@ def test_run_all_refuses_an_unknown_precision(tmp_path):
         "run_all.sh: unknown precision 'fp16': use auto, fp32 or bf16"]
     assert not any(tmp_path.iterdir())
 
+
+
+def test_sourcing_env_sh_leaves_the_callers_shell_options_as_they_were():
+    """`source scripts/env.sh` activates the venv without `set -euo pipefail` leaking into the caller: a failing
+    command afterwards does not end the shell, and an unset variable is still just empty."""
+    root = Path(__file__).resolve().parents[1]
+    script = 'source scripts/env.sh; false; echo alive; echo "[$never_set]"; echo "$-"; command -v minimult'
+    out = subprocess.run(["bash", "-c", script], cwd=root, capture_output=True, text=True, timeout=600)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[:2] == ["alive", "[]"], out.stdout + out.stderr
+    assert "e" not in lines[2] and "u" not in lines[2]
+    assert lines[3] == str(root / ".venv" / "bin" / "minimult")
