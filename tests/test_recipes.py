@@ -1,0 +1,58 @@
+"""Table 1 under two recipes (minimult/report/recipes.py): the Wilson interval, floor rates of lang-pos settings
+and the orderings judged side by side, on sections whose answers are known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from minimult.report.claims import FAILS, HOLDS, UNKNOWN
+from minimult.report.collect import Group, Run, Section
+from minimult.report.recipes import ROBUST, SPLIT, both_markdown, both_recipes, combined, floor_markdown, floor_rates, wilson
+
+
+@pytest.mark.parametrize("k, n, low, high", [(2, 5, 0.1176, 0.7693), (0, 5, 0.0, 0.4345), (5, 5, 0.5655, 1.0),
+                                             (1, 3, 0.0615, 0.7923)])
+def test_wilson_interval_matches_the_textbook_values(k, n, low, high):
+    got = wilson(k, n)
+    assert got == pytest.approx((low, high), abs=1e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def section(preset: str, mus: dict[str, list[float]]) -> Section:
+    """A Table 1 section of settings 0 (original) and 1 (lang-pos) with the given µ by seed."""
+    mods = {"0": "original", "1": "lang-pos"}
+    groups = []
+    for sid, values in mus.items():
+        runs = [Run(Path(f"/nowhere/{preset}/{sid}-s{seed}"), {"mu": mu, "seed": seed, "mods": mods[sid]},
+                    {"preset": preset, "train": {"seed": seed, "batch_size": 128}})
+                for seed, mu in zip((0, 42, 43, 100, 101), values)]
+        groups.append(Group(sid, mods[sid], mods[sid], runs, preset))
+    return Section(f"Table 1 ({preset})", groups, preset, manifest=Path(f"/nowhere/{preset}/table1.sweep.json"))
+
+
+def test_floor_rates_count_the_lang_pos_seeds_below_the_floor():
+    lab = section("paper", {"0": [0.60, 0.61, 0.62], "1": [0.004, 0.532, 0.551]})
+    (rate,) = floor_rates(lab)  # original is not a lang-pos setting
+    assert (rate["id"], rate["n"], rate["floor"]) == ("1", 3, 1)
+    assert (rate["low"], rate["high"]) == pytest.approx(wilson(1, 3))
+    text = floor_markdown([lab, section("published", {"1": [0.5, 0.52]})])
+    assert "1 of 3 (33%; 95% CI 6%–79%): s0 0.004, s42 0.532, s43 0.551" in text
+    assert "0 of 2 (0%; 95% CI 0%–66%)" in text
+
+
+def test_an_ordering_is_robust_only_where_every_recipe_holds_it():
+    assert combined([HOLDS, HOLDS]) == ROBUST
+    assert combined([HOLDS, FAILS]) == SPLIT
+    assert combined([FAILS, FAILS]) == FAILS
+    assert combined([HOLDS, UNKNOWN]) == UNKNOWN
+    lab = section("paper", {"0": [0.60, 0.61, 0.62], "1": [0.004, 0.632, 0.551]})  # one seed collapsed: noise
+    published = section("published", {"0": [0.60, 0.61, 0.62], "1": [0.50, 0.52, 0.54]})
+    rows = {r["id"]: r for r in both_recipes([lab, published])}
+    row = rows["ds-lang-pos"]  # lang-pos lowers µ: within seed noise in the lab's, every seed below in the code's
+    assert [r["verdict"] for r in row["recipes"]] == [UNKNOWN, HOLDS] and row["verdict"] == UNKNOWN
+    rows = {r["id"]: r for r in both_recipes([published, published])}
+    assert rows["ds-lang-pos"]["verdict"] == ROBUST
+    text = both_markdown(list(rows.values()), [published, published])
+    assert "published code's recipe: ours (seeds) | verdict" in text and "**robust**" in text
