@@ -58,18 +58,20 @@ def data_options(f):
     return f
 
 
-def _overrides(train, dev, source, files, tokenizer, settings, n_langs=None, shared_vocab=None) -> dict:
-    from minimult.config import parse_overrides
+def _overrides(train_options: bool = False) -> dict:
+    """The settings the running command's options give, each option setting the setting of its name: the data
+    options (--tokenizer: data.tokenizer; --files implies --source parallel), then --set, then with
+    `train_options` the options named as a train setting (pretrain's --seed: train.seed), later ones winning."""
+    from minimult.config import parse_overrides, valid_keys
     from minimult.data.parallel import absolute
 
-    if files is not None and source is None:
-        source = "parallel"
-    out = {k: v for k, v in (("data.train", train), ("data.dev", dev), ("data.source", source),
-                             ("data.files", None if files is None else absolute(files)),
-                             ("data.tokenizer", tokenizer), ("data.n_langs", n_langs),
-                             ("data.shared_vocab", shared_vocab or None)) if v is not None}
-    out.update(parse_overrides(settings))
-    return out
+    params = dict(click.get_current_context().params)
+    if params["files"] is not None:
+        params.update(files=absolute(params["files"]), source=params["source"] or "parallel")
+    keys = set(valid_keys())
+    named = lambda section: {f"{section}.{name}": v for name, v in params.items()  # noqa: E731
+                             if v is not None and f"{section}.{name}" in keys}
+    return {**named("data"), **parse_overrides(params["settings"]), **(named("train") if train_options else {})}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,8 +91,7 @@ def prepare(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset,
     from minimult.data.prepare import summary
     from minimult.data.run_data import RunData
 
-    cfg, active = resolve(preset, _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab),
-                          mods)
+    cfg, active = resolve(preset, _overrides(), mods)
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     click.echo(summary(data.prepared, cfg.data.max_len))
     if examples:
@@ -186,29 +187,21 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     main_rank = launched is None or launched.main
     echo = click.echo if main_rank else (lambda *a, **k: None)
     locked = (lambda run: run.locked()) if main_rank else (lambda run: nullcontext())
-    if resume:
-        given = [name for name, v in (("--mods", mods), ("--seed", seed), ("--epochs", epochs), ("--out", out),
-                                      ("--mask-probs", mask_probs), ("--device", device), ("--precision", precision),
-                                      ("--eval-every", eval_every), ("--train-file", train), ("--dev-file", dev),
-                                      ("--source", source), ("--files", files), ("--langs", n_langs),
-                                      ("--shared-vocab", shared_vocab or None),
-                                      ("--tokenizer", tokenizer), ("--set", settings))
-                 if v not in (None, ())]
-        if given or preset != "paper":
-            raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given) or '--preset'} "
+    if resume:  # every option given but those a resume takes would be ignored
+        ctx = click.get_current_context()
+        given = [p.opts[0] for p in ctx.command.params if p.name not in ("resume", "nproc", "stop_after")
+                 and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given)} "
                                 f"would be ignored, so it is refused")
         run = Run.open(resume)
         with locked(run):
             meta = run_train([run], resume=True, log=echo, nproc=nproc, stop_after=stop_after)[0]
         echo(_stopped_text(run, meta) or f"run folder: {run.path}")
         return
-    overrides = _overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab)
+    overrides = _overrides(train_options=True)
     if launched is not None:
-        nproc = launched.size  # config.json says how many processes trained it
-    for key, value in (("train.seed", seed), ("train.epochs", epochs), ("train.device", device),
-                       ("train.precision", precision), ("train.eval_every", eval_every), ("train.nproc", nproc)):
-        if value is not None:
-            overrides[key] = value
+        overrides["train.nproc"] = launched.size  # config.json says how many processes trained it
     if mask_probs is not None:
         overrides["mask.probs"] = parse_probs(mask_probs)
     if epochs is not None and epochs < 1:
@@ -560,7 +553,7 @@ def neighbours(train, dev, source, files, n_langs, shared_vocab, tokenizer, pres
     from minimult.knn.neighbours import p1_text, table_info
     from minimult.mods.masking import with_knn_replace
 
-    overrides = {**_overrides(train, dev, source, files, tokenizer, settings, n_langs, shared_vocab), "train.seed": seed}
+    overrides = {**_overrides(), "train.seed": seed}
     cfg, active = resolve(preset, overrides, with_knn_replace(mods))
     data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
     prepared, sides = data.prepared, data.train_views

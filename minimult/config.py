@@ -23,10 +23,11 @@ from minimult.data import sources
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.layout import layouts, model_sizes
 from minimult.data.masking import MaskConfig
-from minimult.data.vocab import check_tokenizer
+from minimult.data.vocab import TOKENIZERS
 from minimult.knn.config import KnnConfig
 from minimult.model_config import ModelConfig, solve_sizes
 from minimult.mods import canonical, parse_mods
+from minimult.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class DataConfig:
         source = sources.get(self.source)  # an unknown source is an error naming the valid ones
         source.check_languages(self)
         source.check(self)
-        check_tokenizer(self.tokenizer)
+        TOKENIZERS[self.tokenizer]  # an unknown tokenizer is one error line naming the valid ones
         if self.max_len < 3:
             raise MinimultError(f"max_len {self.max_len} leaves no room for a word between [CLS] and [SEP]")
         if self.vocab_size <= 5:  # the five special tokens [PAD] [UNK] [CLS] [SEP] [MASK]
@@ -74,6 +75,9 @@ class DataConfig:
 
 # train.batching: how an epoch's sentences are cut into batches (minimult.data.batching.plan_epoch)
 BATCHINGS = ("bucket", "random", "spread", "paired")
+
+# the metadata of a setting that says how a run executes, not which run it is (EXECUTION_SETTINGS)
+EXECUTION = {"execution": True}
 
 # What attention sees of a padded batch (`train.attention`): masked, padding keys take no part (the
 # default); attend-padding, every key of the padded (B, T) batch is attended to, [PAD] included, as the
@@ -96,11 +100,12 @@ class TrainConfig:
     # the initial weights as a run with this seed draws them, everything else (batch order, masking,
     # dropout) from `seed`: tells the initialisation's part in a seed's outcome from the rest's; -1 = seed
     init_seed: int = -1
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (with nproc > 1: 1 per process)
-    # processes that train this run together, each a share of every batch (minimult.distributed); how the
-    # run executes, not what it is (EXECUTION_SETTINGS): it may change between resumes
-    nproc: int = 1
+    device: str = field(default="auto", metadata=EXECUTION)  # auto | cpu | cuda | cuda:N
+    # torch intra-op threads on CPU; 0 = torch's default (with nproc > 1: 1 per process)
+    threads: int = field(default=0, metadata=EXECUTION)
+    # processes that train this run together, each a share of every batch (minimult.distributed); it may
+    # change between resumes
+    nproc: int = field(default=1, metadata=EXECUTION)
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16: see minimult.precision
     checkpoint_every: int = 0  # steps; 0 = once per epoch
     eval_every: int = 0  # steps between multilinguality evaluations during training; 0 = never
@@ -111,9 +116,8 @@ class TrainConfig:
     attention: str = "masked"
     # each batch trained as this many groups of rows of similar length, each padded only to its own longest
     # row, their gradients summed (minimult.data.microbatches): the same gradient as one pass with padding
-    # masked, at less padded compute (random batches: ~half); dropout draws differ. How a run executes,
-    # not what it is (EXECUTION_SETTINGS)
-    microbatches: int = 1
+    # masked, at less padded compute (random batches: ~half); dropout draws differ
+    microbatches: int = field(default=1, metadata=EXECUTION)
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or not self.lr > 0 or not math.isfinite(self.lr):
@@ -150,10 +154,10 @@ class TrainConfig:
 # sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a
 # resume matches checkpoints and the report groups runs without them
 EVALUATION_SECTIONS = ("transfer",)
-# settings that say how a run executes, not which run it is: left out where a sweep matches run folders, a
-# resume matches checkpoints and the report groups runs (and of a run's fingerprint, which they would
-# otherwise change for every run made before they existed)
-EXECUTION_SETTINGS = ("train.nproc", "train.microbatches", "train.threads", "train.device")
+# settings that say how a run executes, not which run it is (their fields' metadata is EXECUTION): left out
+# where a sweep matches run folders, a resume matches checkpoints and the report groups runs (and of a run's
+# fingerprint, which they would otherwise change for every run made before they existed)
+EXECUTION_SETTINGS = tuple(f"train.{f.name}" for f in dataclasses.fields(TrainConfig) if f.metadata.get("execution"))
 
 
 def without_execution(config: dict) -> dict:
@@ -279,7 +283,8 @@ def comparable(config: dict) -> dict:
 # same text in batches of 128 sentences gives about the paper's updates and words per update
 # (`minimult budget` prints both). The `-b256` presets are the batches of 256 the committed Table 1
 # quick results (experiments/results/quick) were trained with.
-PRESETS: dict[str, dict[str, object]] = {
+PRESETS = Registry("preset", unknown="unknown preset {name!r}; valid presets: {valid}")
+PRESETS.update({
     "paper": {"train.batch_size": 128},
     # Meaningful on a 2-core CPU in well under an hour: BERT-small, a quarter of the epochs.
     "quick": {"train.batch_size": 128, "train.epochs": 25},
@@ -294,7 +299,7 @@ PRESETS: dict[str, dict[str, object]] = {
     "tiny": {"model.hidden": 16, "model.intermediate": 32, "model.heads": 1, "model.layers": 2,
              "train.epochs": 2, "train.batch_size": 32, "train.warmup_steps": 5,
              "data.train_sentences": 400, "data.dev_sentences": 200, "train.eval_sentences": 100},
-}
+})
 
 
 def _coerce(value, tp, key: str):
@@ -362,10 +367,9 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     """Defaults -> preset -> user overrides -> mods -> the user's overrides of keys a mod declares
     overridable (its masking mix) -> the tables sized from the layouts -> with `model.target_params`,
     hidden and intermediate solved for it (`model_config.solve_sizes`). Returns (config, active mods)."""
-    if preset not in PRESETS:
-        raise MinimultError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+    preset_values = PRESETS[preset]  # an unknown preset is one error line naming the valid ones
     active = parse_mods(mods)
-    cfg = override(RunConfig(preset=preset), PRESETS[preset])
+    cfg = override(RunConfig(preset=preset), preset_values)
     cfg = override(cfg, overrides or {})
     if cfg.train.epochs < 1:  # before the mods: `untrained` is how a run gets 0 epochs
         raise MinimultError(f"train.epochs must be at least 1 (got {cfg.train.epochs}); for a never-trained "

@@ -1,17 +1,22 @@
 """What is derived from the registries (mods, evaluators, sources, presets): a throwaway evaluator's numbers
-reach every list that names evaluators without a line elsewhere."""
+reach every list that names evaluators without a line elsewhere. And every list that mirrors another by hand
+(units per word of each tokenizer, the grid file's keys, the settings memory reads) is checked against what it
+mirrors, generically: a new tokenizer, grid field or mod fails here until its list follows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import cli
 from minimult.config import DataConfig, resolve
 from minimult.data.sources import REGISTRY as SOURCES
 from minimult.evaluate import summary_table
+from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY as EVALUATORS, Column, Evaluator
 from minimult.mods import REGISTRY as MODS
 from minimult.runs import Run, block_keys
@@ -73,6 +78,81 @@ def test_help_lists_what_the_registries_hold(toy_evaluator, command, option):
     out = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000).output  # no line wrapped
     help = " ".join(out.split(f"\n  {option}", 1)[1].split("\n  -", 1)[0].split())  # the option's help text
     assert all(x in help for x in expected), (help, expected)
+
+
+def test_one_registry_helper_for_every_kind():
+    from minimult import config
+    from minimult.data import corpus, masking, vocab
+    from minimult.registry import Registry
+
+    for registry in (SOURCES, EVALUATORS, MODS, config.PRESETS, masking.PRESETS, vocab.TOKENIZERS, corpus.BUILTIN):
+        assert isinstance(registry, Registry) and registry, registry
+        with pytest.raises(MinimultError) as e:
+            registry["nope"]
+        assert "'nope'" in str(e.value) and "\n" not in str(e.value) and next(iter(registry)) in str(e.value)
+        with pytest.raises(MinimultError, match="registered twice"):
+            registry.add(next(iter(registry)), None)
+
+
+def test_units_per_word_covers_every_tokenizer():
+    """The sweep's cost model measures every tokenizer's units per word (an unknown one would count as wordpiece)."""
+    from minimult.data.vocab import TOKENIZERS
+    from minimult.sweep.progress import UNITS_PER_WORD
+
+    assert set(UNITS_PER_WORD) == set(TOKENIZERS)
+
+
+def test_every_grid_key_is_read(tmp_path):
+    """Each key a grid file may hold (`TOP_KEYS`, `SETTING_KEYS`: the fields of `Grid` and `Setting`) reaches its
+    field: a file giving every key loads into fields that all differ from a file giving none but the id."""
+    from minimult.sweep.grid import SETTING_KEYS, TOP_KEYS, Grid, Setting, load_grid
+
+    top = {"title": '"T"', "description": '"free text"', "preset": '"tiny"', "seeds": "[1, 2]", "paper_source": '"p"',
+           "overrides": '{ "train.lr" = 1e-3 }', "preset_overrides": '{ tiny = { "train.epochs" = 1 } }'}
+    setting = {"id": '"a"', "name": '"N"', "mods": '"lang-pos"', "overrides": '{ "train.seed" = 3 }',
+               "note": '"free text"', "needs_gpu": "true", "paper": "{ mu = 0.5 }"}
+    assert (set(top) | {"settings"}, set(setting)) == (TOP_KEYS, SETTING_KEYS)  # a new key: give it a value here
+    (tmp_path / "full.toml").write_text("".join(f"{k} = {v}\n" for k, v in top.items()) + "[[settings]]\n"
+                                        + "".join(f"{k} = {v}\n" for k, v in setting.items()))
+    (tmp_path / "bare.toml").write_text('[[settings]]\nid = "b"\n')
+    full, bare = load_grid(tmp_path / "full.toml"), load_grid(tmp_path / "bare.toml")
+    for f in dataclasses.fields(Grid):
+        assert f.name == "path" or getattr(full, f.name) != getattr(bare, f.name), f.name
+    for f in dataclasses.fields(Setting):
+        assert getattr(full.settings[0], f.name) != getattr(bare.settings[0], f.name), f.name
+
+
+class Strict(dict):
+    """A config dict whose `.get` of a key it does not hold is an error, not a default."""
+
+    def get(self, key, default=None):
+        return self[key]
+
+
+@pytest.mark.parametrize("name", list(MODS))
+def test_memory_reads_only_settings_a_mods_config_has(name):
+    """sweep/memory.py's lines for what a mod changes (nsp's pairs) read settings every run's config has: a
+    renamed setting would otherwise be read as absent, and the mod's runs packed side by side as if it were."""
+    from minimult.sweep.memory import peak_bytes
+
+    mod = MODS[name]
+    config = resolve("tiny", {"knn.dim": 16}, mod.spec(mod.default))[0].to_dict()
+    strict = Strict({k: Strict(v) if isinstance(v, dict) else v for k, v in config.items()})
+    assert peak_bytes(strict) == peak_bytes(config) and peak_bytes(strict, 20) == peak_bytes(config, 20)
+
+
+def test_resume_refuses_every_option_it_would_ignore(tmp_path):
+    """Every option of pretrain but --nproc and --stop-after is refused with --resume (derived from the command's
+    options: a new option is refused without a line of its own)."""
+    from minimult.cli import pretrain
+
+    for p in pretrain.params:
+        if p.name == "resume":
+            continue
+        value = [] if p.is_flag else [p.type.choices[0] if hasattr(p.type, "choices") else "1"]
+        out = cli("pretrain", "--resume", tmp_path / "missing", p.opts[0], *value)
+        refused = "would be ignored" in out.stderr
+        assert out.returncode == 2 and refused == (p.name not in ("nproc", "stop_after")), (p.opts, out.stderr)
 
 
 # ---------------------------------------------------------------------------------------------

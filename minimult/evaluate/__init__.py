@@ -11,8 +11,6 @@ representations exclude [CLS], [SEP] and [PAD].
 from __future__ import annotations
 
 import copy
-import importlib
-import pkgutil
 import time
 from typing import Callable
 
@@ -24,10 +22,10 @@ from minimult.evaluate.representations import (Context, context, gold_links, pha
                                                sentence_vectors, tokens_per_batch, truncate)
 from minimult.evaluate.segments import with_segment
 from minimult.precision import check as check_precision
+from minimult.registry import Registry
 from minimult.runs import Run, environment, merge
 
-for _m in pkgutil.iter_modules(__path__):  # every evaluator module registers itself
-    importlib.import_module(f"{__name__}.{_m.name}")
+Registry.load(__name__)  # every evaluator module registers itself
 
 from minimult.evaluate.multilinguality import mu_layers  # noqa: E402
 from minimult.evaluate.perplexity import PPL_SEED, mlm_perplexity  # noqa: E402

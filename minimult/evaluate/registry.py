@@ -16,7 +16,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-REGISTRY: dict[str, "Evaluator"] = {}
+from minimult.registry import Registry
+
+REGISTRY = Registry("evaluator", unknown="unknown evaluator {name!r}: choose from {valid}")
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,7 @@ class Evaluator:
         return [", ".join(parts)] if parts else []
 
 
-def register(evaluator: Evaluator) -> Evaluator:
-    if evaluator.name in REGISTRY:
-        raise ValueError(f"evaluator {evaluator.name!r} registered twice")
-    REGISTRY[evaluator.name] = evaluator
-    return evaluator
+register = REGISTRY.register
 
 
 def evaluators() -> list[Evaluator]:

@@ -22,8 +22,6 @@ plus its test.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,8 +29,9 @@ import numpy as np
 
 from minimult.data.masking import inputs_needed
 from minimult.errors import MinimultError
+from minimult.registry import Registry
 
-REGISTRY: dict[str, "Mod"] = {}
+REGISTRY = Registry("mod", unknown="unknown mod {name!r}; valid mods: {valid}")  # in canonical order once loaded
 
 
 @dataclass(frozen=True)
@@ -76,20 +75,12 @@ class ActiveMod:
         return self.mod.spec(self.value)
 
 
-def register(mod: Mod) -> Mod:
-    if mod.name in REGISTRY:
-        raise ValueError(f"mod {mod.name!r} registered twice")
-    REGISTRY[mod.name] = mod
-    return mod
+register = REGISTRY.register
 
 
 def registered() -> list[Mod]:
     """Every mod, in canonical order."""
     return sorted(REGISTRY.values(), key=lambda m: m.order)
-
-
-def valid_names() -> str:
-    return ", ".join(m.name for m in registered())
 
 
 def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
@@ -101,9 +92,7 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
     for item in items:
         name, eq, raw = item.partition("=")
         name, raw = name.strip(), raw.strip()
-        mod = REGISTRY.get(name)
-        if mod is None:
-            raise MinimultError(f"unknown mod {name!r}; valid mods: {valid_names()}")
+        mod = REGISTRY[name]
         if eq and not raw:  # 'inv-order=' is not plain inv-order: a value was meant and is missing
             hint = (f"{name} takes no value; write {name}" if mod.parse is None else
                     f"give one (e.g. {mod.spec(mod.default)}) or write {name} alone" if mod.default is not None else
@@ -174,8 +163,7 @@ def positive_int(raw: str) -> int:
     return k
 
 
-for _m in pkgutil.iter_modules(__path__):  # every family module registers its mods
-    importlib.import_module(f"{__name__}.{_m.name}")
+Registry.load(__name__)  # every family module registers its mods
 _ordered = registered()
 REGISTRY.clear()
 REGISTRY.update((m.name, m) for m in _ordered)  # canonical order for everyone who iterates it

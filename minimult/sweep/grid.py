@@ -34,6 +34,7 @@ contradictory grid fails when loaded, not halfway through a sweep.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -41,10 +42,6 @@ from pathlib import Path
 
 from minimult.errors import MinimultError
 from minimult.runs import flat
-
-TOP_KEYS = {"title", "description", "preset", "seeds", "overrides", "preset_overrides", "settings", "paper_source"}
-SETTING_KEYS = {"id", "name", "mods", "overrides", "note", "needs_gpu", "paper"}
-
 
 @dataclass(frozen=True)
 class Setting:
@@ -88,6 +85,12 @@ class Grid:
         by_id = {s.id: s for s in self.settings}
         return Grid(self.path, self.title, tuple(by_id[i] for i in wanted), self.seeds,
                     self.preset, self.overrides, self.preset_overrides, self.paper_source)
+
+
+# A grid file's keys are the fields of `Grid` and `Setting` (`path` is the file's own) and free text that is read
+# by no one (a grid's description, a setting's note)
+TOP_KEYS = {f.name for f in dataclasses.fields(Grid)} - {"path"} | {"description"}
+SETTING_KEYS = {f.name for f in dataclasses.fields(Setting)} | {"note"}
 
 
 def _flatten(table: dict, where: str) -> dict:

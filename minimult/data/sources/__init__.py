@@ -21,17 +21,15 @@ name `data.fake` / `--fake` still reads) names the source.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 import numpy as np
 
 from minimult.data.corpus import load_corpus, normalise, words
 from minimult.data.languages import Side
 from minimult.data.vocab import Vocab, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
+from minimult.registry import Registry
 
-REGISTRY: dict[str, "Source"] = {}
+REGISTRY = Registry("language source", unknown="unknown --source {name!r}: use {valid}", sep=" or ")
 
 
 class Source:
@@ -184,18 +182,7 @@ class Source:
         raise NotImplementedError
 
 
-def register(source: Source) -> Source:
-    if source.name in REGISTRY:
-        raise ValueError(f"language source {source.name!r} registered twice")
-    REGISTRY[source.name] = source
-    return source
+register = REGISTRY.register
+get = REGISTRY.__getitem__  # an unknown name is one error line naming the valid ones
 
-
-def get(name: str) -> Source:
-    if name not in REGISTRY:
-        raise MinimultError(f"unknown --source {name!r}: use {' or '.join(REGISTRY)}")
-    return REGISTRY[name]
-
-
-for _m in pkgutil.iter_modules(__path__):  # every source module registers itself
-    importlib.import_module(f"{__name__}.{_m.name}")
+Registry.load(__name__)  # every source module registers itself
