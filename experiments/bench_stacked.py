@@ -34,7 +34,7 @@ from bench_results import write_result  # noqa: E402
 from bench_train import CONFIGS, bucketed_batches, make_batch, sentence_lengths  # noqa: E402
 from minimult.model import Bert, ModelConfig  # noqa: E402
 from minimult.precision import autocast as precision_autocast  # noqa: E402
-from minimult.model import pack, stack  # noqa: E402
+from minimult.stacked import pack, stack  # noqa: E402
 
 
 def main():

@@ -281,17 +281,13 @@ def _nproc_step(world, model, opt, batch, precision, device) -> dict:
     (the all-reduce's includes waiting for the slowest rank) and in the whole `step`. On one process
     (`world.size` 1) the same step on the whole batch, without the collectives."""
     from minimult import distributed
-    from minimult.data import microbatches
+    from minimult.train import step_losses
 
     if world.size > 1:
         distributed.barrier()  # every rank starts together
     t0 = time.perf_counter()
-    b, totals = {k: batch[k] for k in SHARE_KEYS}, None
-    if world.size > 1:  # this rank's rows, its loss over the whole batch's counts (as minimult.train)
-        totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
-        b = microbatches.take(b, distributed.share(totals[1], world))
-    with autocast(precision, torch.device(device)):
-        loss = model.mlm_loss(*(b[k] for k in SHARE_KEYS), totals=totals).view(1)
+    with autocast(precision, torch.device(device)):  # this rank's rows, its loss over the whole batch's counts
+        loss = step_losses(model, [{k: batch[k] for k in SHARE_KEYS}], world)
     t1 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     loss.backward()

@@ -20,6 +20,7 @@ own longest row, weighted the same way (minimult.data.microbatches): for random 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -40,13 +41,15 @@ from minimult.distributed import SINGLE, World
 from minimult.errors import MinimultError
 from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
 from minimult.knn.neighbours import table_sha256
-from minimult.model import Bert, check_stack, pack, stack
+from minimult.config import TrainConfig
+from minimult.model import Bert
+from minimult.stacked import StackedBert, pack, stack
 from minimult.mods import check_masking, versions
 from minimult.runs import Run, environment, logged_seconds, truncate_log
 
-SHARED_TRAIN = ("epochs", "batch_size", "lr", "weight_decay", "adam_eps", "warmup_steps", "clip", "device",
-                "threads", "precision", "checkpoint_every", "eval_every", "eval_sentences", "batching", "nproc",
-                "microbatches")
+# The train settings each run of a stack keeps its own (its randomness); all others are one schedule for the stack
+PER_RUN_TRAIN = ("seed", "init_seed")
+SHARED_TRAIN = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in PER_RUN_TRAIN)
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -77,7 +80,6 @@ def fmt_time(s: float) -> str:
 def check_stackable(cfgs) -> None:
     """Refuse runs that cannot share one stacked model and one schedule (one line naming the field)."""
     first = cfgs[0]
-    check_stack(first.model, len(cfgs))
     for cfg in cfgs[1:]:
         if cfg.model != first.model:
             raise MinimultError(f"cannot stack {first.mods!r} with {cfg.mods!r}: model configurations differ "
@@ -168,32 +170,35 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
 # How one optimisation step runs: one model, or K models stacked.
 
 
-class Single:
-    """One model: dropout from torch's default generator reseeded every step. On several processes each
-    computes its rows of the whole masked batch, its loss weighted by the whole batch's counts."""
+class Stepper:
+    """How one optimisation step computes its loss, the same for one model and for K stacked ones: every
+    member's dropout and masking seeded from (seed, step), its masked batch, and the losses of the model
+    (`step_losses`)."""
 
     def __init__(self, members: list[Member], world: World = SINGLE):
-        self.member = members[0]
-        self.model = self.member.model
+        self.members = members
         self.world = world
 
     def losses(self, step: int, indices: list) -> torch.Tensor:
-        m = self.member
-        torch.manual_seed(dropout_seed(step_seed(m.cfg.train.seed, step), self.world.rank))  # dropout
-        m.generator.manual_seed(step_seed(m.cfg.train.seed, step) + 1)  # masking
-        b = m.masked_batch(indices[0])
-        parts = m.cfg.train.microbatches
-        if self.world.size == 1 and parts == 1:  # the whole batch in one pass: its mean loss
-            return self.model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"],
-                                       b["selected"], b["targets"], b["nsp_labels"]).view(1)
-        totals = (int(b["selected"].numel()), int(b["input_ids"].shape[0]))
-        if self.world.size > 1:
-            b = microbatches.take(b, distributed.share(totals[1], self.world))
-            if b["input_ids"].shape[0] == 0:  # fewer rows than processes: nothing to compute here
-                return torch.zeros(1, device=b["input_ids"].device)
-        return sum(self.model.mlm_loss(g["input_ids"], g["position_ids"], g["token_type_ids"], g["attention_mask"],
-                                       g["selected"], g["targets"], g["nsp_labels"], totals=totals)
-                   for g in microbatches.by_length(b, parts)).view(1)
+        """(K,) losses of the step, one per member."""
+        batches = []
+        for k, (m, index) in enumerate(zip(self.members, indices)):
+            seed = step_seed(m.cfg.train.seed, step)
+            self.seed_dropout(k, dropout_seed(seed, self.world.rank))
+            m.generator.manual_seed(seed + 1)  # masking
+            batches.append(m.masked_batch(index))
+        return step_losses(self.model, batches, self.world, self.members[0].cfg.train.microbatches)
+
+
+class Single(Stepper):
+    """One model: dropout from torch's default generator reseeded every step."""
+
+    def __init__(self, members: list[Member], world: World = SINGLE):
+        super().__init__(members, world)
+        self.model = members[0].model
+
+    def seed_dropout(self, k: int, seed: int) -> None:
+        torch.manual_seed(seed)
 
     def clip(self, max_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -205,44 +210,19 @@ class Single:
         return [self.model]
 
 
-class Stacked:
-    """K models as one stacked `Bert`: one generator per model for dropout (CPU) and for masking."""
+class Stacked(Stepper):
+    """K models as one `StackedBert`: one dropout generator per model (CPU); each member's masking its own."""
 
     def __init__(self, members: list[Member], world: World = SINGLE):
-        self.members = members
-        self.world = world
+        super().__init__(members, world)
         self.model = stack([m.model for m in members])
         self.model.generators = [torch.Generator() for _ in members] if self.model.embeddings.ln.weight.is_cpu else None
         if self.model.generators is None and world.rank > 0:  # CUDA: torch's generator, another stream per rank
             torch.cuda.manual_seed(dropout_seed(step_seed(members[0].cfg.train.seed, 0), world.rank))
 
-    def losses(self, step: int, indices: list) -> torch.Tensor:
-        items, counts = [], []
-        for k, (m, index) in enumerate(zip(self.members, indices)):
-            seed = step_seed(m.cfg.train.seed, step)
-            if self.model.generators is not None:
-                self.model.generators[k].manual_seed(dropout_seed(seed, self.world.rank))  # as Single's
-            m.generator.manual_seed(seed + 1)  # masking
-            item = m.masked_batch(index)
-            counts.append(int(item["selected"].numel()))
-            if self.world.size > 1:  # this process's rows; each model's loss over its whole batch's count
-                item = microbatches.take(item, distributed.share(int(item["input_ids"].shape[0]), self.world))
-            items.append(item)
-        parts = self.members[0].cfg.train.microbatches
-        if self.world.size == 1 and parts == 1:
-            return self.model.stacked_losses(pack(items))
-        device = items[0]["input_ids"].device
-        whole = torch.tensor(counts, dtype=torch.float32, device=device)  # each model's whole-batch count
-        groups = [microbatches.by_length(it, parts) for it in items]
-        losses = torch.zeros(len(items), device=device)
-        for g in range(max(len(gs) for gs in groups)):  # the g-th group of every model (none: no rows)
-            chunk = [gs[g] if g < len(gs) else microbatches.take(it, slice(0, 0)) for gs, it in zip(groups, items)]
-            if all(c["input_ids"].shape[0] == 0 for c in chunk):  # fewer rows than processes: nothing here
-                continue
-            packed = pack(chunk)
-            packed.counts = whole
-            losses = losses + self.model.stacked_losses(packed)
-        return losses
+    def seed_dropout(self, k: int, seed: int) -> None:
+        if self.model.generators is not None:
+            self.model.generators[k].manual_seed(seed)  # as Single's
 
     def clip(self, max_norm: float) -> None:
         self.model.clip_grad_norm_per_model(max_norm)
@@ -255,6 +235,39 @@ class Stacked:
         for k, m in enumerate(self.members):
             m.model.load_state_dict(self.model.unstacked_state(k))
         return [m.model for m in self.members]
+
+
+def step_losses(model: Bert, batches: list[dict], world: World = SINGLE, parts: int = 1) -> torch.Tensor:
+    """(K,) losses of `model` (a `Bert`, K = 1, or a `StackedBert` of K) on the K masked batches `batches`
+    (`Member.masked_batch`'s), each through `Bert.mlm_loss`: on one process in one pass, each batch's mean
+    loss; else this process's share of every batch's rows (`world`), in `parts` groups of rows by length
+    (minimult.data.microbatches), each group's sums over the whole batch's counts, added up."""
+    if world.size == 1 and parts == 1:  # each whole batch in one pass: its mean loss
+        return _losses(model, batches)
+    device = batches[0]["input_ids"].device
+    totals = [(int(b["selected"].numel()), int(b["input_ids"].shape[0])) for b in batches]  # whole batches
+    if world.size > 1:  # this process's rows; each loss over its whole batch's counts
+        batches = [microbatches.take(b, distributed.share(rows, world)) for b, (_, rows) in zip(batches, totals)]
+    groups = [microbatches.by_length(b, parts) for b in batches]
+    losses = torch.zeros(len(batches), device=device)
+    for g in range(max(len(gs) for gs in groups)):  # the g-th group of every batch (none: no rows)
+        chunk = [gs[g] if g < len(gs) else microbatches.take(b, slice(0, 0)) for gs, b in zip(groups, batches)]
+        if all(c["input_ids"].shape[0] == 0 for c in chunk):  # fewer rows than processes: nothing here
+            continue
+        losses = losses + _losses(model, chunk, totals)
+    return losses
+
+
+def _losses(model: Bert, batches: list[dict], totals: list[tuple[int, int]] | None = None) -> torch.Tensor:
+    """(K,) `Bert.mlm_loss` of each model on its batch: the mean, or with `totals` (masked tokens, rows of each
+    whole batch) its sums over those; K stacked models through one `pack`ed batch."""
+    if isinstance(model, StackedBert):
+        whole = None if totals is None else tuple(torch.tensor(t, dtype=torch.float32, device=batches[0]["input_ids"].device)
+                                                  for t in zip(*totals))
+        return model.stacked_losses(pack(batches), whole)
+    (b,), total = batches, None if totals is None else totals[0]
+    return model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"], b["selected"],
+                          b["targets"], b.get("nsp_labels"), totals=total).view(1)
 
 
 def split_optimizer_state(state: dict, k: int, K: int) -> dict:
@@ -284,7 +297,7 @@ class Loop:
     """What callbacks see: the members, the stepper (model), the optimizer and where training is."""
 
     members: list[Member]
-    stepper: Single | Stacked
+    stepper: Stepper
     optimizer: torch.optim.Optimizer
     spe: int
     total: int

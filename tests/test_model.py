@@ -228,7 +228,7 @@ def test_attended_padding_gradients_match_huggingface_unmasked(stacked):
     import copy
 
     from minimult.export import _hf_state_dict
-    from minimult.model import pack, stack
+    from minimult.stacked import pack, stack
 
     grads = {}
     for padding_idx in (0, -1):
@@ -265,7 +265,7 @@ def test_attended_padding_gradients_match_huggingface_unmasked(stacked):
 
 
 def test_dropout_rate_scale_and_reproducibility():
-    from minimult.model import _keep_scaled
+    from minimult.kernels import _keep_scaled
 
     x = torch.empty(1000, 1000)
     torch.manual_seed(3)
@@ -292,7 +292,7 @@ def test_attention_softmax_is_computed_in_float32_under_bf16(monkeypatch):
     """On a CPU the attention weights come from a float32 softmax of the (bf16 under autocast) scores,
     rounded back to the scores' dtype (bf16's CPU softmax is ~4x slower); in fp32 it is the plain
     softmax, bit for bit. Every block's attention goes through it, single-head and multi-head."""
-    from minimult import model as model_mod
+    from minimult import kernels as model_mod
 
     s = torch.randn(4, 9, 9) * 3
     assert torch.equal(model_mod._softmax(s), torch.softmax(s, -1))

@@ -96,7 +96,8 @@ def test_stacking_refuses_runs_of_different_shape(tmp_path):
 
 
 def test_per_model_gradient_clipping_matches_torch():
-    from minimult.model import Bert, ModelConfig, stack
+    from minimult.model import Bert, ModelConfig
+    from minimult.stacked import stack
 
     cfg = ModelConfig(vocab_size=50, hidden=8, intermediate=16, layers=1, max_positions=8)
     torch.manual_seed(0)
@@ -123,8 +124,9 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
     switch: without dropout it gives the CPU path's losses, for single and stacked models, with
     padded batches of different shapes, and under bf16 autocast within bf16 rounding of them; with
     dropout it trains (finite loss, gradients everywhere)."""
-    from minimult import model as model_module
-    from minimult.model import Bert, ModelConfig, pack, stack
+    from minimult import kernels
+    from minimult.model import Bert, ModelConfig
+    from minimult.stacked import pack, stack
 
     cfg = ModelConfig(vocab_size=40, hidden=16, intermediate=32, heads=heads, layers=2, max_positions=12)
     g = torch.Generator().manual_seed(0)
@@ -149,7 +151,7 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
         return torch.stack(single), stacked.stacked_losses(pack(items))
 
     cpu_single, cpu_stacked = losses()
-    monkeypatch.setattr(model_module, "cpu_kernels", lambda device: False)
+    monkeypatch.setattr(kernels, "cpu_kernels", lambda device: False)
     gpu_single, gpu_stacked = losses()
     torch.testing.assert_close(gpu_single, cpu_single, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(gpu_stacked, cpu_stacked, atol=1e-5, rtol=1e-5)
