@@ -32,9 +32,6 @@ from minimult.errors import MinimultError
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
-# what one evaluation's block in results.json keeps of the evaluation itself, besides what the evaluators
-# write (`block_keys`); "pairs": more than two languages, English with each other language (evaluate_model)
-BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "eval_seconds", "pairs")
 
 
 def try_lock(run_dir: Path):
@@ -78,20 +75,7 @@ def merged(before: dict, latest: dict) -> dict:
     return both
 
 
-def block_keys() -> tuple[str, ...]:
-    """BLOCK_KEYS and every key the evaluators write (`registry.result_keys`: their scalar columns' and
-    declared `keys`)."""
-    from minimult.evaluate.registry import result_keys
-
-    return BLOCK_KEYS + tuple(k for k in result_keys() if k not in BLOCK_KEYS)
 CHECKPOINT_FORMAT = 1
-
-
-def replaces_headline(old: dict, results: dict) -> bool:
-    """Whether an evaluation's `results` become the run's headline results (the top of results.json, which
-    report and sweep read) over `old`, the results.json before it ({} if none): a complete evaluation always
-    does, any other only when nothing was evaluated before (`Run.write_results`)."""
-    return "layers" not in old or bool(results["evaluation"]["complete"])
 
 
 def run_name(mods: str, seed: int) -> str:
@@ -214,77 +198,6 @@ def read_json(path: Path) -> dict:
         raise MinimultError(f"cannot read {path}: {e}") from None
     if not isinstance(data, dict):
         raise MinimultError(f"cannot read {path}: it holds a JSON {type(data).__name__}, not an object")
-    return data
-
-
-def _number(x) -> bool:
-    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
-
-
-def results_problem(results) -> str | None:
-    """What makes `results` (a results.json's object) unreadable as results, or None: the layout (`layers`
-    a dict of per-layer dicts, `evaluations` a list of objects, a column's group an object) and every
-    registered column's value a number or null, e.g. "'mu' is 'x', not a number"."""
-    from minimult.evaluate.registry import columns
-
-    if not isinstance(results, dict):
-        return f"it holds a JSON {type(results).__name__}, not an object"
-    layers = results.get("layers", {})
-    if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
-        return f"'layers' is {str(layers)[:40]!r}, not an object of per-layer results"
-    blocks = results.get("evaluations", [])
-    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-        return f"'evaluations' is {str(blocks)[:40]!r}, not a list of evaluation blocks"
-    for key in ("steps", "total_steps"):
-        if not _number(results.get(key)):
-            return f"{key!r} is {str(results[key])[:40]!r}, not a number"
-    for c in columns():
-        if c.per_layer:
-            where = [(f"layers.{l}.{c.name}", r.get(c.name)) for l, r in layers.items()]
-        elif c.group:
-            group = results.get(c.group, {})
-            if not isinstance(group, dict):
-                return f"{c.group!r} is {str(group)[:40]!r}, not an object"
-            where = [(f"{c.group}.{c.name}", group.get(c.name))]
-        else:
-            where = [(c.name, results.get(c.name))]
-        for name, value in where:
-            if not _number(value):
-                return f"{name!r} is {str(value)[:40]!r}, not a number"
-    return None
-
-
-def incomplete_evaluation(results: dict) -> str | None:
-    """What makes the headline of `results` (the top of a results.json) an evaluation at other than the default
-    settings, e.g. "500 dev sentences of 10,000", or None when it is a complete one (`evaluate_run`'s
-    `evaluation.complete`; results from before evaluations recorded it count as complete). Such a headline
-    stands until a complete evaluation replaces it (`replaces_headline`), but is no result of the run."""
-    evaluation = results.get("evaluation")
-    if not isinstance(evaluation, dict) or evaluation.get("complete", True):
-        return None
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
-    dev = (config.get("data") or {}).get("dev_sentences")
-    trained = (config.get("train") or {}).get("attention", "masked")
-    asked = evaluation.get("dev_sentences")
-    parts = [f"{asked:,} dev sentences of {dev:,}" if isinstance(asked, int) and isinstance(dev, int) and asked != dev
-             else "",
-             f"perplexity on {evaluation['ppl_sentences']:,} sequences" if evaluation.get("ppl_sentences") else "",
-             f"precision {evaluation['precision']}" if evaluation.get("precision", "fp32") != "fp32" else "",
-             f"segment {evaluation['segment']}" if evaluation.get("segment", "original") != "original" else "",
-             f"attention {evaluation['attention']}" if evaluation.get("attention", trained) != trained else "",
-             f"only {', '.join(evaluation['only'])}" if evaluation.get("only") else ""]
-    parts = [p for p in parts if p] or [f"layers {', '.join(map(str, evaluation.get('layers', [])))}"]
-    return "; ".join(parts)
-
-
-def read_results(path: str | Path) -> dict:
-    """A run's results.json, checked (`results_problem`): a damaged file is one line naming it and what is
-    wrong, so nothing reads half of it or writes over it."""
-    path = Path(path)
-    data = read_json(path)
-    problem = results_problem(data)
-    if problem:
-        raise MinimultError(f"{path} is damaged: {problem}; fix it or move it away (nothing was changed)")
     return data
 
 
@@ -596,39 +509,28 @@ class Run:
                                 f"--set train.lr)")
 
     def check_results(self) -> None:
-        """Before an evaluation: results.json, if there is one, is readable and can be replaced (so the
-        work is never lost to a damaged file or a read-only folder at the end)."""
-        path = self.path / "results.json"
-        check_writable_file(path, "results file")
-        if path.exists():
-            read_results(path)
+        """`results.check_results` of this run's folder (before an evaluation)."""
+        _results().check_results(self.path)
 
     def write_results(self, results: dict, fill: dict | None = None) -> dict:
-        """results.json: one block per evaluation under "evaluations" (its settings and numbers, never
-        mixed with another's), and at the top the latest complete evaluation (default layers, every
-        dev sentence, perplexity on every sequence), which report and sweep read. An evaluation
-        that is not complete only adds its block; one of some evaluators at the default settings
-        (`fill`: their scores) also fills them in at the top when the top evaluated the same steps, and a
-        standalone evaluator's key (transfer) at the top is always its latest result. Returns `results`
-        (this evaluation)."""
-        from minimult.evaluate.registry import standalone_keys, versions
+        """`results.write_results` into this run's folder; returns `results`."""
+        return _results().write_results(self.path, results, fill)
 
-        path = self.path / "results.json"
-        old = read_results(path) if path.is_file() else {}
-        keys = block_keys()
-        blocks = old.get("evaluations") or ([{k: v for k, v in old.items() if k in keys}] if "layers" in old else [])
-        blocks = [*blocks, {k: v for k, v in results.items() if k in keys}]  # in the order the evaluation wrote them
-        keep_old = not replaces_headline(old, results)
-        top = {k: v for k, v in (old if keep_old else results).items() if k != "evaluations"}
-        if keep_old and fill is not None and old.get("steps") == results.get("steps"):
-            merge(top, fill)
-            top["evaluator_versions"] = {**top.get("evaluator_versions", {}),
-                                         **{k: v for k, v in versions().items() if k in results["evaluation"]["only"]}}
-        for k, combine in standalone_keys().items():  # a standalone evaluator's latest result, whichever
-            if k in results or k in old:  # evaluation gave it; one of the same steps adds to it (transfer's modes)
-                latest, before = results.get(k), old.get(k)
-                if isinstance(latest, dict) and isinstance(before, dict) and latest.get("steps") == before.get("steps"):
-                    latest = (combine or merged)(before, latest)
-                top[k] = latest if latest is not None else before
-        write_json(path, {**top, "evaluations": blocks})
-        return results
+
+# ---------------------------------------------------------------------------------------------
+# results.json's reading and writing live in `minimult.evaluate.results`, which reads the evaluators'
+# declarations and so sits above this module; these old names are kept for callers outside the package.
+
+_MOVED = ("BLOCK_KEYS", "block_keys", "incomplete_evaluation", "read_results", "replaces_headline", "results_problem")
+
+
+def _results():
+    import minimult.evaluate.results as results  # lazy: that module imports this one
+
+    return results
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        return getattr(_results(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,10 +20,11 @@ from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators,
                                        summary_parts, versions)
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, tokens_per_batch, truncate)
+from minimult.evaluate.results import check_results, evaluation_settings, record, write_results
 from minimult.evaluate.segments import with_segment
 from minimult.precision import check as check_precision
 from minimult.registry import Registry
-from minimult.runs import Run, environment, merge
+from minimult.runs import Run, merge
 
 Registry.load(__name__)  # every evaluator module registers itself
 
@@ -93,7 +94,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     inputs = evaluator_inputs(run, {**options, "segment": segment, "only": only})
     run.check_not_failed()
     if write:
-        run.check_results()  # a damaged results.json or a read-only folder: now, not after the evaluation
+        check_results(run.path)  # a damaged results.json or a read-only folder: now, not after the evaluation
     with phase(timings, "load"):
         model = with_segment(run.load_model(device, log=log), segment)
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
@@ -105,15 +106,12 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if only and not scores.get("layers") and not any(k != "layers" for k in scores):
         raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
                             f"without it); nothing was stored")
-    dev_asked = dev_sentences or run.cfg.data.dev_sentences
-    defaults = (set(mu_layers(depth)) <= set(layers) and dev_asked == run.cfg.data.dev_sentences
-                and not ppl_sentences and precision == "fp32" and segment == "original" and attention == trained)
-    evaluation = {"layers": list(layers), "dev_sentences": dev_asked, "ppl_sentences": ppl_sentences,
-                  "precision": precision, "segment": segment, "attention": attention,
-                  **({"only": sorted(only)} if only else {}), "complete": defaults and not only}
-    results = _record(run, evaluation, scores, time.time() - t0)
+    evaluation, defaults = evaluation_settings(layers, mu_layers(depth), dev_sentences or run.cfg.data.dev_sentences,
+                                               run.cfg.data.dev_sentences, ppl_sentences, precision, segment,
+                                               attention, trained, only)
+    results = record(run, evaluation, scores, time.time() - t0)
     if write:
-        results = run.write_results(results, fill=scores if defaults and only else None)
+        results = write_results(run.path, results, fill=scores if defaults and only else None)
     return results
 
 
@@ -143,24 +141,6 @@ def _checked_layers(layers, depth: int, dev_sentences: int | None, ppl_sentences
         raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
                             f"for every sequence")
     return layers
-
-
-def _record(run, evaluation: dict, scores: dict, seconds: float) -> dict:
-    """results.json's content: the evaluation's settings (never 'complete' for an unfinished run: killed, or
-    stopped early), what was evaluated (run, config, versions, steps) and the scores."""
-    meta, trained_steps = run.meta, run.trained or {}
-    finished = trained_steps.get("complete", True)
-    evaluation = {**evaluation, "complete": evaluation["complete"] and finished,
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    return {"evaluation": evaluation,
-        "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "preset": run.cfg.preset,
-        "mod_versions": meta.get("mod_versions", {}), "evaluator_versions": versions(),
-        "vocab_sha256": run.data.prepared.vocab_hash, "steps": run.checkpoint_steps(),
-        "total_steps": trained_steps.get("total_steps", meta.get("total_steps")), "config": run.cfg.to_dict(),
-        "environment": environment(),
-        "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
-        **scores, "eval_seconds": seconds,
-    }
 
 
 def evaluator_inputs(run, options: dict) -> dict:

@@ -49,6 +49,7 @@ from minimult.evaluate.linear import fit_logistic
 from minimult.evaluate.multilinguality import mu_layers
 from minimult.evaluate.registry import Column, Evaluator, register, versions
 from minimult.evaluate.representations import context, piece_vectors, sentence_vectors, truncate
+from minimult.evaluate.results import check_results, write_results
 from minimult.runs import Run, environment
 
 ADAM_EPS, CLIP = 1e-6, 1.0  # as pretraining
@@ -386,7 +387,7 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
     run = run if isinstance(run, Run) else Run.open(run)
     asked = task_inputs(run, cfg or run.cfg.transfer)  # before loading anything
     if write:
-        run.check_results()  # a damaged results.json fails now, not after minutes of fine-tuning
+        check_results(run.path)  # a damaged results.json fails now, not after minutes of fine-tuning
     model = run.load_model(device, log=log)
     part = evaluate(context(run, model, (), log=log, inputs={"transfer": asked}))
     steps, total = run.trained["steps"], run.trained["total_steps"]  # the checkpoint's (run.json lacks a killed run's)
@@ -395,7 +396,7 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
                "total_steps": total,
                "evaluator_versions": versions(), "config": run.cfg.to_dict(), "environment": environment(),
                **part, "eval_seconds": time.time() - t0}
-    return run.write_results(results) if write else results
+    return write_results(run.path, results) if write else results
 
 
 def describe(results: dict) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from minimult.errors import MinimultError
+from minimult.evaluate.results import headline_problem
 from minimult.runs import flat, logged_seconds
 
 OTHER_SECTION = "Other runs (not part of a sweep)"
@@ -134,33 +135,15 @@ def plateau(results: dict, meta: dict) -> str | None:
 
 
 def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
-    """Why an evaluated-looking run folder cannot be a row: unreadable files or numbers, a failed run,
-    results of a run that had not finished training (steps of total steps, from results.json or, for
-    results written before they recorded it, run.json), or results of an evaluation at other than the default
-    settings (fewer dev sentences, another precision or segment, ...: `runs.incomplete_evaluation`)."""
-    from minimult.runs import incomplete_evaluation, results_problem
-
+    """Why an evaluated-looking run folder cannot be a row: unreadable files, or a headline that is no result
+    of the run (`results.headline_problem`: unreadable numbers, a failed or unfinished run, an evaluation at
+    other than the default settings), or a run that never trained (`plateau`)."""
     if config is None:
         return "config.json is unreadable"
     if results is None:
         return "results.json is unreadable"
-    layers = results.get("layers")
-    if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
-        return "results.json has no per-layer results"
-    problem = results_problem(results)
-    if problem:
-        return f"results.json: {problem}"
     meta = _read(d / "run.json") or {}
-    status = str(meta.get("status", ""))
-    if status.startswith("failed"):
-        return f"the run {status}"
-    steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
-    if isinstance(steps, int) and isinstance(total, int) and steps < total:
-        return f"evaluated unfinished (step {steps:,} of {total:,})"
-    other = incomplete_evaluation(results)
-    if other:
-        return f"its results are not a complete evaluation ({other}): `minimult eval {d}` at the default settings makes one"
-    return plateau(results, meta)
+    return headline_problem(results, meta, d) or plateau(results, meta)
 
 
 def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = None) -> tuple[list[Run], list[Path]]:

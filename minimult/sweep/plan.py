@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.errors import MinimultError
-from minimult.runs import flat, folder_locked, incomplete_evaluation, read_json, write_json
+from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
+from minimult.runs import flat, folder_locked, read_json, write_json
 from minimult.sweep.grid import Grid
 
 LEFT_OUT = "left out"
@@ -111,20 +112,6 @@ def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Ta
 
 def _plain(d: dict) -> dict:
     return json.loads(json.dumps(d))  # tuples -> lists, as config.json holds them
-
-
-def results_complete(run_dir: Path, wants_transfer: bool = False) -> bool:
-    """results.json evaluates the run's finished training (same number of steps) in a complete evaluation (not
-    e.g. `eval --dev-sentences 500`'s, which stands at its top until a complete one replaces it), with
-    transfer's numbers for those steps too when the sweep asks for them."""
-    try:
-        meta = json.loads((run_dir / "run.json").read_text())
-        results = json.loads((run_dir / "results.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return False
-    return (meta.get("status") == "complete" and results.get("steps") == meta.get("steps")
-            and "perplexity" in results and bool(results.get("layers")) and not incomplete_evaluation(results)
-            and (not wants_transfer or (results.get("transfer") or {}).get("steps") == meta.get("steps")))
 
 
 def state(task: Task) -> str:

@@ -18,8 +18,9 @@ from pathlib import Path
 import torch
 
 from minimult.errors import MinimultError
+from minimult.evaluate.results import results_complete
 from minimult.runs import LOCK, try_lock
-from minimult.sweep.plan import BUSY, Outcome, Task, results_complete
+from minimult.sweep.plan import BUSY, Outcome, Task
 
 RUN_LOG = "sweep.log"
 
