@@ -85,7 +85,8 @@ def test_one_registry_helper_for_every_kind():
     from minimult.data import corpus, masking, vocab
     from minimult.registry import Registry
 
-    for registry in (SOURCES, EVALUATORS, MODS, config.PRESETS, masking.PRESETS, vocab.TOKENIZERS, corpus.BUILTIN):
+    for registry in (SOURCES, EVALUATORS, MODS, config.PRESETS, masking.PRESETS, masking.MIXES, vocab.TOKENIZERS,
+                     corpus.BUILTIN):
         assert isinstance(registry, Registry) and registry, registry
         with pytest.raises(MinimultError) as e:
             registry["nope"]

@@ -28,10 +28,9 @@ NO_RANDOM_PUBLISHED = (0.9, 0.1, 0.0, 0.0)
 KNN_PUBLISHED = (0.5, 0.16, 0.1, 0.24)
 # Which mix each masking mod sets (`mask.mixes`): the paper's text, or the published code's (the `published`
 # preset). An explicit `mask.probs` wins over either.
-MIXES = {
-    "text": {"no-random": NO_RANDOM, "knn-replace": KNN},
-    "code": {"no-random": NO_RANDOM_PUBLISHED, "knn-replace": KNN_PUBLISHED},
-}
+MIXES = Registry("mask.mixes", unknown="unknown mask.mixes {name!r}; valid: {valid}")
+MIXES.update({"text": {"no-random": NO_RANDOM, "knn-replace": KNN},
+              "code": {"no-random": NO_RANDOM_PUBLISHED, "knn-replace": KNN_PUBLISHED}})
 PRESETS = Registry("masking preset")  # --mask-probs NAME
 PRESETS.update({"standard": STANDARD, "no-random": NO_RANDOM, "knn": KNN, "no-random-published": NO_RANDOM_PUBLISHED,
                 "knn-published": KNN_PUBLISHED})
@@ -72,8 +71,7 @@ class MaskConfig:
             raise MinimultError(f"mask rate must be strictly between 0 and 1, got {self.rate}")
         if self.selection not in SELECTIONS:
             raise MinimultError(f"unknown mask.selection {self.selection!r}; valid: {', '.join(SELECTIONS)}")
-        if self.mixes not in MIXES:
-            raise MinimultError(f"unknown mask.mixes {self.mixes!r}; valid: {', '.join(MIXES)}")
+        MIXES[self.mixes]  # an unknown name is one error line naming the valid ones
 
 
 def parse_probs(text: str) -> tuple[float, float, float, float]:
