@@ -5,8 +5,8 @@ RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT) trains one run (or on
 on N processes of one thread each. Every process ("rank") holds the whole model and builds every step's
 whole batch, with the same masking draws as one process would make (masking is drawn for the full batch
 from the step's seed on every rank); each rank then computes the loss of its share of the batch's rows
-(`share`, cut with `minimult.data.microbatches.take`), weighted by the full batch's counts
-(`Bert.mlm_loss(totals=...)`: the sum of its per-token losses over the number of masked tokens in the
+(`share`, cut with `minimult.data.microbatches.take`; `minimult.train.step_losses`, the one loss path of
+one model and of a stack), weighted by the full batch's counts (`Bert.mlm_loss(totals=...)`: the sum of its per-token losses over the number of masked tokens in the
 whole batch, and for nsp the sum of its next-sentence losses over the batch's rows). The ranks'
 gradients are then summed (`all_reduce`), which gives every rank the gradient of the one-process loss of
 the whole batch, up to float round-off in the order of the sums; gradient clipping (per model when

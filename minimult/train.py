@@ -1,7 +1,7 @@
 """Pretraining: MLM on English + the other languages, resumable, with honest progress.
 
 Public entries: `train(runs, resume=False, log=print) -> [run.json dicts]` trains one run, or K runs
-of one model shape and schedule together as one stacked model (K > 1: `model.stack`), in one loop;
+of one model shape and schedule together as one stacked model (K > 1: `minimult.stacked`), in one loop;
 `pretrain(cfg, mods, run_dir, ...)` is the one-run shorthand. Every run keeps what training it alone
 would give it: its own data, batch plan, masking and dropout draws from its own seed, its own loss,
 gradient clipping and AdamW state, its own folder with `run.json`, `metrics.jsonl` and checkpoint.
@@ -120,7 +120,7 @@ class Member:
         return self.train_set.tokens(np.arange(len(self.train_set)))
 
     def masked_batch(self, index) -> dict:
-        """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `model.pack` take it."""
+        """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `stacked.pack` take it."""
         batch = self.train_set.batch(index)
         masked = mask_batch(batch.input_ids, batch.maskable, self.train_set.mask_id[batch.lang], self.random_ids,
                             self.cfg.mask, self.generator, **self.masking_inputs)

@@ -56,6 +56,56 @@ def test_stacked_runs_equal_separate_runs(tmp_path):
     assert _max_diff(stacked[0], stacked[1]) > 100 * ATOL
 
 
+@pytest.mark.parametrize("over", [{}, {"train.batching": "random", "train.microbatches": 2}],
+                         ids=["one-pass", "microbatches"])
+def test_stacked_nsp_runs_equal_separate_runs(tmp_path, over):
+    """nsp runs stack too: each model's own sentence pairs and labels, its next-sentence loss added to its MLM
+    loss (in one pass, and as groups of rows over the whole batch's counts)."""
+    specs = [("nsp", 0), ("nsp", 42)]
+    cfgs, separate, stacked = _separate_and_stacked(tmp_path, specs, **{"train.epochs": 1, **over})
+    pretrain_stacked([c for c, _ in cfgs], [m for _, m in cfgs], stacked, log=quiet)
+    diffs = [_max_diff(a, b) for a, b in zip(separate, stacked)]
+    assert max(diffs) < ATOL, diffs
+    for a, b in zip(separate, stacked):
+        assert _losses(a) == pytest.approx(_losses(b), abs=1e-5)
+        assert "nsp_head.out.weight" in load_checkpoint(b / "checkpoint.pt")["model"]
+    assert _max_diff(separate[0], separate[1]) > 100 * ATOL
+
+
+def test_stacked_losses_are_each_models_own_loss_with_nsp():
+    """`StackedBert.stacked_losses` is every model's `Bert.mlm_loss` (MLM + NSP) on its own batch of its own
+    shape: the mean, and with totals the sums over a whole batch's counts (the share-of-a-batch form)."""
+    from minimult.model import Bert, ModelConfig
+    from minimult.stacked import pack, stack
+
+    cfg = ModelConfig(vocab_size=40, hidden=16, intermediate=32, heads=2, layers=2, max_positions=12, nsp=True)
+    g = torch.Generator().manual_seed(1)
+
+    def item(B, T):
+        lengths = torch.randint(3, T + 1, (B,), generator=g)
+        lengths[0] = T
+        mask = torch.arange(T)[None, :] < lengths[:, None]
+        ids = torch.randint(5, 40, (B, T), generator=g).masked_fill(~mask, 0)
+        selected = mask.flatten().nonzero().squeeze(1)[::3]
+        return {"input_ids": ids, "position_ids": torch.arange(T).expand(B, T), "token_type_ids": torch.zeros_like(ids),
+                "attention_mask": mask, "selected": selected, "targets": ids.flatten()[selected],
+                "nsp_labels": torch.randint(0, 2, (B,), generator=g)}
+
+    items = [item(6, 9), item(4, 12)]
+    torch.manual_seed(0)
+    models = [Bert(cfg).eval() for _ in items]
+    stacked = stack(models).eval()
+    args = ("input_ids", "position_ids", "token_type_ids", "attention_mask", "selected", "targets", "nsp_labels")
+    single = torch.stack([m.mlm_loss(*(it[k] for k in args)) for m, it in zip(models, items)])
+    torch.testing.assert_close(stacked.stacked_losses(pack(items)), single, atol=1e-5, rtol=1e-5)
+    totals = [(3 * it["selected"].numel(), 2 * it["input_ids"].shape[0]) for it in items]  # a third, a half
+    shares = torch.stack([m.mlm_loss(*(it[k] for k in args), totals=t) for m, it, t in zip(models, items, totals)])
+    whole = tuple(torch.tensor(t, dtype=torch.float32) for t in zip(*totals))
+    torch.testing.assert_close(stacked.stacked_losses(pack(items), whole), shares, atol=1e-5, rtol=1e-5)
+    without = torch.stack([m.mlm_loss(*(it[k] for k in args[:-1])) for m, it in zip(models, items)])
+    assert (single - without).abs().min() > 1e-3  # the NSP term is there
+
+
 def test_stacked_bf16_stays_within_bf16_rounding_of_separate_runs(tmp_path):
     """The GPU path trains stacked runs under bf16 autocast; on a CPU the same autocast shows that
     batched and single bf16 products round differently, and by no more than that: after one tiny

@@ -485,3 +485,21 @@ def test_init_seed_out_of_range_is_one_clear_error(value):
 
     with pytest.raises(MinimultError, match="train.init_seed must be -1"):
         resolve("tiny", {"train.init_seed": value})
+
+
+def test_every_train_setting_is_either_shared_by_a_stack_or_each_runs_own():
+    """Stacked runs share one schedule: every TrainConfig field but the per-run ones (their randomness), so a
+    new field is shared (and checked by check_stackable) unless it is named per-run."""
+    import dataclasses
+
+    from minimult.config import TrainConfig
+    from minimult.errors import MinimultError
+    from minimult.train import PER_RUN_TRAIN, SHARED_TRAIN, check_stackable
+
+    names = [f.name for f in dataclasses.fields(TrainConfig)]
+    assert set(PER_RUN_TRAIN) <= set(names)
+    assert sorted(SHARED_TRAIN + PER_RUN_TRAIN) == sorted(names)
+    a = tiny_cfg()[0]
+    check_stackable([a, dataclasses.replace(a, train=dataclasses.replace(a.train, seed=7, init_seed=3))])
+    with pytest.raises(MinimultError, match="train.eval_sentences differs"):
+        check_stackable([a, dataclasses.replace(a, train=dataclasses.replace(a.train, eval_sentences=7))])

@@ -7,7 +7,8 @@ indices into B * T) are renumbered into the cut's rows and width.
 
 With padding masked in attention a row's vectors do not depend on the other rows, so a batch's loss
 is the sum over any row groups of their cross-entropy sums, each divided by the whole batch's counts
-(`Bert.mlm_loss(totals=...)`). `by_length` uses that to train random batches (`train.batching=random`,
+(`Bert.mlm_loss(totals=...)`; `minimult.train.step_losses` cuts and adds them up for one model or a
+stack). `by_length` uses that to train random batches (`train.batching=random`,
 rows of mixed length padded to the longest) at close to bucketed batches' cost: the rows sorted by
 length, cut into `parts` groups where padding is least, each padded only to its own longest row
 (`train.microbatches`).
