@@ -1,0 +1,113 @@
+"""Building the report (see the package's doc): `load` finds, reads and groups the runs, `build_report` writes
+the tables, figures and report.json, with every registered section beyond Table 1 (`parts`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from minimult.data.cache import atomic_write_text
+from minimult.errors import MinimultError
+from minimult.report.claims import orderings_markdown
+from minimult.report.collect import Run, Section, build_sections, find_run_dirs, load_runs
+from minimult.report.figures import pca_figure, position_figure, seeds_figure, training_figure
+from minimult.report.parts import figure_order, ordered_report, report_parts
+from minimult.report.readme import table_marker, update_readme
+from minimult.report.tables import (aggregate_sections, column_keys, csv_text, layers_note, markdown, runs_csv_text,
+                                    section_table, top_layer)
+from minimult.runs import write_json
+
+
+def draw_figures(sections: list[Section], out: Path) -> list[str]:
+    """Position and PCA figures of each setting's lowest seed (once per run), one training figure
+    per section; the paths written."""
+    figures, drawn = [], set()
+    for section in sections:
+        for g in section.groups:
+            run = g.runs[0]
+            if run.path in drawn:
+                continue
+            drawn.add(run.path)
+            figures += [str(p) for p in (position_figure(run, g, out), pca_figure(run, g, out)) if p is not None]
+        p = training_figure(section, out)
+        if p is not None:
+            figures.append(str(p))
+    return figures
+
+
+def readme_table(report: dict) -> str:
+    """The report's first table as it goes into a README: the table lines and the "No row" lines."""
+    return "\n".join(section_table(report["sections"][0], report["top_layer"])).strip("\n") + "\n"
+
+
+@dataclass
+class Loaded:
+    """What a report reads from its folders: every run folder found, the evaluated runs, the folders not
+    evaluated yet, those left out (folder, why) and the sections of settings."""
+
+    run_dirs: list[Path]
+    runs: list[Run]
+    unevaluated: list[Path]
+    left_out: list[tuple[Path, str]]
+    sections: list[Section]
+
+
+def load(paths, log: Callable[[str], None] = print) -> Loaded:
+    """Find, read and group the runs under `paths` (an error when none is evaluated)."""
+    run_dirs, homes = find_run_dirs(paths)
+    left_out: list[tuple[Path, str]] = []
+    runs, unevaluated = load_runs(run_dirs, log, left_out)
+    if not runs and left_out:  # each named in a note above, with why
+        raise MinimultError(f"none of the {len(run_dirs)} run folder(s) can be a row: {len(left_out)} left out (the "
+                            f"notes above say why), {len(unevaluated)} without a results.json")
+    if not runs:
+        raise MinimultError(f"none of the {len(run_dirs)} run folder(s) has a results.json yet: evaluate them with "
+                            f"`minimult eval RUN` or run `minimult sweep`")
+    return Loaded(run_dirs, runs, unevaluated, left_out, build_sections(runs, homes, log, dict(left_out)))
+
+
+def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None, loaded: Loaded | None = None) -> dict:
+    """Tables, figures and report.json into `out_dir` (see the module doc); with `readme` (a path), the
+    first table also replaces the one between its markers. Returns report.json's contents. `loaded`:
+    what `load(paths)` returned, when the caller has it already."""
+    loaded = loaded or load(paths, log)
+    runs, unevaluated, sections = loaded.runs, loaded.unevaluated, loaded.sections
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    top = top_layer(runs)
+    aggregated = aggregate_sections(sections, top)
+    md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top))
+    printed = md  # what `minimult report` prints: a section may print a line instead of its markdown (the probe)
+    computed = {part.name: part.compute(sections, top) for part in report_parts()}
+    for part in report_parts():
+        pieces = part.markdown(computed[part.name], top)
+        for piece in pieces:
+            md = md.rstrip("\n") + "\n\n" + piece
+        for piece in ([part.printed(computed[part.name], out)] if part.printed and pieces else pieces):
+            printed = printed.rstrip("\n") + "\n\n" + piece
+    atomic_write_text(out / "table1.md", md)
+    atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
+    atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top))
+    figures = draw_figures(sections, out)
+    figures += [str(p) for p in (seeds_figure(a, top, out) for a in aggregated) if p is not None]
+    figures += [str(p) for p in (part.figure(computed[part.name], top, out) for part in figure_order() if part.figure)
+                if p is not None]
+    log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
+        f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv (per run: {out}/runs.csv)")
+    report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,
+              "figures": figures, "unevaluated": [str(p) for p in unevaluated], "markdown": md, "printed": printed}
+    for part in report_parts():
+        report.update(part.report_keys(computed[part.name]))
+    report = ordered_report(report)
+    write_json(out / "report.json", report)
+    if readme is not None:
+        marker = table_marker(aggregated[0])
+        changed = update_readme(readme, readme_table(report), marker)
+        log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker} markers")
+        # the first table's orderings, where the README has markers for them
+        orderings = computed["orderings"][0]["rows"] if computed["orderings"] else []
+        changed = update_readme(readme, orderings_markdown(orderings), f"{marker}-orderings", optional=True)
+        if changed is not None:
+            log(f"report: {readme} {'updated' if changed else 'unchanged'} between its {marker}-orderings markers")
+    return report
