@@ -40,7 +40,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import minimult.evaluate  # noqa: F401  (registers every evaluator)
+from minimult.config import PRESETS, RunConfig, override, resolve
 from minimult.errors import MinimultError
+from minimult.evaluate.registry import columns
+from minimult.mods import parse_mods
 from minimult.runs import flat
 
 @dataclass(frozen=True)
@@ -103,9 +107,6 @@ def _flatten(table: dict, where: str) -> dict:
 def paper_keys() -> tuple[set[str], set[str]]:
     """(keys of the report's scalar Table 1 columns, names of its per-layer ones): a `paper` key is one
     of the first or `<name>_L<layer>` of the second, as the report's column keys are."""
-    import minimult.evaluate  # noqa: F401  (registers every evaluator)
-    from minimult.evaluate.registry import columns
-
     cols = [c for c in columns() if c.table]
     return {c.key() for c in cols if not c.per_layer}, {c.name for c in cols if c.per_layer}
 
@@ -152,8 +153,6 @@ def parse_seeds(text) -> tuple[int, ...]:
 
 
 def load_grid(path: str | Path) -> Grid:
-    from minimult.config import PRESETS
-
     path = Path(path)
     data = _read_toml(path)
     unknown = set(data) - TOP_KEYS
@@ -198,8 +197,6 @@ def _read_toml(path: Path) -> dict:
 
 def _setting(raw, where: str, path: Path, seen: set[str]) -> Setting:
     """One [[settings]] table, checked (its id new to `seen`, which it joins)."""
-    from minimult.mods import parse_mods
-
     if not isinstance(raw, dict):
         raise MinimultError(f"{where} must be a table")
     bad = set(raw) - SETTING_KEYS
@@ -231,8 +228,6 @@ def _setting(raw, where: str, path: Path, seen: set[str]) -> Setting:
 
 def _check_every_preset(grid: Grid) -> None:
     """Every setting's keys, values and contradictions, under every preset the file names."""
-    from minimult.config import RunConfig, override, resolve
-
     for setting in grid.settings:
         for p in dict.fromkeys([grid.preset, *grid.preset_overrides]):
             values = grid.overrides_for(setting, p)
