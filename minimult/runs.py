@@ -25,9 +25,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable
 
+from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
 from minimult.data.cache import atomic_write_text
+from minimult.data.run_data import RunData
 from minimult.data.vocab import files_digest, vocab_files
 from minimult.errors import MinimultError
+from minimult.mods import check_masking, from_canonical, versions
 
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
@@ -309,8 +312,6 @@ class Run:
 
     def __init__(self, path: Path, cfg, mods: tuple | None = None, data=None):
         """`mods` default to those `cfg.mods` names; `data` (a RunData) is made on first use."""
-        from minimult.mods import from_canonical
-
         self.path, self.cfg = Path(path), cfg
         self.mods = from_canonical(cfg.mods) if mods is None else mods
         self._data = data
@@ -321,9 +322,7 @@ class Run:
     @classmethod
     def create(cls, cfg, mods, out: str | Path | None = None, log: Callable[[str], None] = print) -> "Run":
         """A new folder (`out`, or runs/<mods>-s<seed>-<time>) with config.json and the vocabulary."""
-        from minimult.data.run_data import RunData
-        from minimult.model import pick_device
-        from minimult.mods import check_masking
+        from minimult.model import pick_device  # lazy: torch takes seconds, and this module is read without it
 
         check_masking(cfg, mods)  # before the folder: bad input leaves no empty run behind
         pick_device(cfg.train.device)  # a device that is not here would leave a folder no command can train
@@ -347,8 +346,6 @@ class Run:
 
     @classmethod
     def open(cls, path: str | Path) -> "Run":
-        from minimult.config import RunConfig
-
         path = check_run_dir(path)
         data = read_json(path / "config.json")
         check_run_config(path, data)
@@ -368,8 +365,6 @@ class Run:
     def data(self):
         """The run's languages: prepared corpus (cached), views, layouts, dictionary."""
         if self._data is None:
-            from minimult.data.run_data import RunData
-
             self._data = RunData(self.cfg, self.mods)
         return self._data
 
@@ -433,8 +428,6 @@ class Run:
     def check_mod_versions(self) -> None:
         """Before a resume: every mod is at the version this run started with (run.json's `mod_versions`), so the
         rest of the run never trains under a mod whose behaviour changed since, while run.json names one version."""
-        from minimult.mods import versions
-
         recorded, now = self.meta.get("mod_versions") or {}, versions(self.mods)
         changed = [name for name in now if name in recorded and recorded[name] != now[name]]
         if changed:
@@ -446,8 +439,6 @@ class Run:
     def check_checkpoint_config(self, ckpt: dict) -> None:
         """A checkpoint resumes only the run it was written for (same resolved config, evaluation and
         execution settings aside: a run may resume on another number of processes)."""
-        from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
-
         saved = without_execution(RunConfig.from_dict(ckpt.get("config") or {}).to_dict())
         mine = {k: v for k, v in without_execution(self.cfg.to_dict()).items() if k not in EVALUATION_SECTIONS}
         differ = [f"{s}.{k}" for s in mine if isinstance(mine[s], dict)
@@ -473,7 +464,7 @@ class Run:
         prepared vocabulary and text are the ones it trained with. A run whose training failed (diverged) is refused;
         one that has not finished says so in one line. `self.trained` then says how far the checkpoint
         trained: {"steps", "total_steps", "complete"}."""
-        from minimult.model import Bert, pick_device
+        from minimult.model import Bert, pick_device  # lazy: torch takes seconds to import (as above)
 
         if not self.has_checkpoint():
             raise MinimultError(f"run {self.path} has no checkpoint yet: train it first (minimult pretrain)")

@@ -234,3 +234,41 @@ def test_results_keep_one_block_per_evaluation(tmp_path):
     again = evaluate_run(run, (0, 1), log=quiet)  # a new complete evaluation replaces the top
     saved = json.loads((run / "results.json").read_text())
     assert len(saved["evaluations"]) == 3 and saved["evaluation"] == again["evaluation"]
+
+
+def _fake_run(tmp_path):
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(mods="original", preset="tiny", train=SimpleNamespace(seed=0), to_dict=lambda: {})
+    return SimpleNamespace(path=tmp_path, cfg=cfg, meta={}, trained=None, checkpoint_steps=lambda: 10,
+                           data=SimpleNamespace(prepared=SimpleNamespace(vocab_hash="h")))
+
+
+def test_record_writes_the_run_keys_and_the_block_keys_and_nothing_else(tmp_path):
+    """`results.BLOCK_KEYS` mirrors what `record` writes about an evaluation (and `evaluate_model`'s layers and
+    pairs); everything else `record` writes is about the run (`RUN_KEYS`), which blocks leave to the top."""
+    from minimult.evaluate.results import BLOCK_KEYS, MODEL_KEYS, RUN_KEYS, record
+
+    recorded = record(_fake_run(tmp_path), {"complete": True}, {k: {} for k in MODEL_KEYS}, 1.0)
+    assert set(recorded) == set(RUN_KEYS) | set(BLOCK_KEYS)
+    assert not set(RUN_KEYS) & set(BLOCK_KEYS)
+
+
+def test_results_json_records_its_schema_and_older_files_still_read(tmp_path):
+    """New results.json files say their layout (`schema`); one written before it was recorded reads as schema 1,
+    one of a later schema is one error line."""
+    from minimult.errors import MinimultError
+    from minimult.evaluate.results import SCHEMA, read_results, results_problem, schema, write_results
+
+    results = {"evaluation": {"complete": True}, "steps": 10, "total_steps": 10, "layers": {"0": {}}}
+    write_results(tmp_path, results)
+    saved = read_results(tmp_path / "results.json")
+    assert saved["schema"] == SCHEMA and list(saved)[0] == "schema" and len(saved["evaluations"]) == 1
+    write_results(tmp_path, results)  # a second evaluation: one schema key at the top, none in the blocks
+    saved = read_results(tmp_path / "results.json")
+    assert len(saved["evaluations"]) == 2 and not any("schema" in b for b in saved["evaluations"])
+    old = {k: v for k, v in saved.items() if k != "schema"}
+    assert schema(old) == 1 and results_problem(old) is None
+    (tmp_path / "results.json").write_text(json.dumps({**old, "schema": SCHEMA + 1}))
+    with pytest.raises(MinimultError, match="schema"):
+        read_results(tmp_path / "results.json")

@@ -45,9 +45,8 @@ EVALUATION_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "
 # languages English with each other language
 MODEL_KEYS = ("layers", "pairs")
 # what one evaluation's block in results.json keeps of the evaluation itself, besides what the evaluators
-# write (`block_keys`)
-BLOCK_KEYS = ("evaluation", "steps", "total_steps", "evaluator_versions", "layers", "eval_seconds", "pairs")
-assert set(BLOCK_KEYS) == set(EVALUATION_KEYS) | set(MODEL_KEYS)
+# write (`block_keys`); tests/test_evaluate.py checks `record` against these
+BLOCK_KEYS = EVALUATION_KEYS + MODEL_KEYS
 
 
 def block_keys() -> tuple[str, ...]:

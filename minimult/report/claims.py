@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from minimult.errors import MinimultError
-from minimult.report.collect import Group, Run, Section, never_trained
-from minimult.report.tables import aggregate, finite, welch_p
+from minimult.report.collect import Group, Run, Section, never_trained, read_object
+from minimult.report.parts import Part, register
+from minimult.report.tables import aggregate, finite, table_columns, welch_p
 
 CLAIMS_FILE = Path(__file__).with_name("claims.toml")
 EXPECTATIONS = ("lower", "higher", "similar")
@@ -120,8 +121,6 @@ def load_claims(path: Path | str = CLAIMS_FILE) -> list[Claim]:
 
 
 def _column(key: str):
-    from minimult.report.tables import table_columns
-
     layer = key.rsplit("_L", 1)[1] if "_L" in key else "8"
     for c, l in table_columns(layer if layer.isdigit() else "8"):
         if c.key(l) == key:
@@ -272,9 +271,8 @@ def _budget(g: Group) -> str:
     """What a setting trained with: its preset, updates × sentences per batch (`quick-b256: 1,775 × 256`), or
     `<preset>: untrained` for a setting of 0 updates (the preset's name alone read as if it were a budget)."""
     run = g.runs[0]
-    from minimult.report.collect import _read
 
-    steps = run.results.get("total_steps") or (_read(run.path / "run.json") or {}).get("total_steps")
+    steps = run.results.get("total_steps") or (read_object(run.path / "run.json") or {}).get("total_steps")
     batch = run.config.get("train", {}).get("batch_size")
     preset = g.preset or run.config.get("preset", "")
     if steps == 0:
@@ -484,3 +482,15 @@ def orderings_markdown(rows: list[dict]) -> str:
 def orderings_section(title: str, rows: list[dict]) -> str:
     """`orderings_markdown` under a heading naming its table, as the report and the site show it."""
     return f"## {title}: the paper's orderings\n\n" + orderings_markdown(rows)
+
+
+def _orderings_part(sections: list[Section], top: str) -> list[dict]:
+    """Each section's orderings (report.json's `orderings`), judged against claims.toml."""
+    every = load_claims()
+    return [{"section": s.title, "rows": orderings(s, every)} for s in sections]
+
+
+register(Part("orderings", order=10, keys=("orderings",), compute=_orderings_part,
+              markdown=lambda ordered, top: [orderings_section(o["section"], o["rows"]) for o in ordered or []
+                                             if o["rows"]],
+              restore=lambda report: report.get("orderings", [])))  # report.json from before: none

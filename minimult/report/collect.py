@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from minimult.config import EVALUATION_SECTIONS, RunConfig, comparable, resolve, without_execution
 from minimult.errors import MinimultError
 from minimult.evaluate.results import headline_problem
 from minimult.runs import flat, logged_seconds
@@ -77,7 +78,7 @@ class Section:
     pending: list[dict] = field(default_factory=list)
 
 
-def _read(path: Path) -> dict | None:
+def read_object(path: Path) -> dict | None:
     """A JSON object from `path`; None when it is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text())
@@ -142,7 +143,7 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
         return "config.json is unreadable"
     if results is None:
         return "results.json is unreadable"
-    meta = _read(d / "run.json") or {}
+    meta = read_object(d / "run.json") or {}
     return headline_problem(results, meta, d) or plateau(results, meta)
 
 
@@ -156,7 +157,7 @@ def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = 
         if not (d / "results.json").is_file():
             unevaluated.append(d)
             continue
-        results, config = _read(d / "results.json"), _read(d / "config.json")
+        results, config = read_object(d / "results.json"), read_object(d / "config.json")
         why = _why_not(d, results, config)
         if why:
             log(f"note: left out {d}: {why}")
@@ -182,7 +183,7 @@ def device_seconds(run_dir: Path) -> dict[str, float] | str:
     its stretches), or the name of its device where nothing says how long it took. From metrics.jsonl
     (`runs.logged_seconds`), cut where run.json's `execution` says the device changed (at the last logged
     step at or before it), else run.json's `train_seconds`; 0 for an untrained run."""
-    meta = _read(run_dir / "run.json") or {}
+    meta = read_object(run_dir / "run.json") or {}
     device = str(meta.get("device") or "?").split(":")[0]
     if meta.get("total_steps") == 0:  # untrained: nothing to time
         return {device: 0.0}
@@ -206,8 +207,6 @@ def device_seconds(run_dir: Path) -> dict[str, float] | str:
 def current_config(config: dict) -> dict:
     """A run's stored configuration as this version reads it: keys added since the run was made take
     their defaults (a run from before data.tokenizer is wordpiece); one it cannot read, as it is."""
-    from minimult.config import RunConfig
-
     try:
         return RunConfig.from_dict(config).to_dict()
     except (TypeError, ValueError, MinimultError):
@@ -226,7 +225,7 @@ def _training(run: Run) -> dict:
     knn-replace's neighbour tables (`knn_tables`: a table built on another machine may hold other
     neighbours under the same cache key)."""
     trained = flat({k: v for k, v in _trained(run.config).items() if k != "preset"})
-    meta = _read(run.path / "run.json") or {}
+    meta = read_object(run.path / "run.json") or {}
     # a run.json from before it recorded the precision: what "auto" ran in on its device
     precision = meta.get("precision") or AUTO_PRECISION.get(str(meta.get("device") or "").split(":")[0])
     if precision and trained.get("train.precision") == "auto":
@@ -244,8 +243,6 @@ def _training(run: Run) -> dict:
 def _plain_training(preset: str) -> dict | None:
     """`_training`'s keys for a plain `original` at `preset` (precision as configured, "auto"); None for a
     preset this version does not know."""
-    from minimult.config import resolve
-
     try:
         return flat({k: v for k, v in _trained(resolve(preset, None, None)[0].to_dict()).items()
                      if k != "preset"})
@@ -327,8 +324,6 @@ def _trained(config: dict) -> dict:
     """The configuration without seed, transfer settings (how a run is evaluated, not trained;
     runs made before the section existed have none) and execution settings (train.nproc: how many processes
     trained it): what runs of one setting share."""
-    from minimult.config import EVALUATION_SECTIONS, comparable, without_execution
-
     # data.source under its old name, without train.nproc: fingerprints from before the rename and the key hold
     c = comparable(without_execution(current_config(config)))
     c.get("train", {}).pop("seed", None)
@@ -472,13 +467,32 @@ def training_losses(path: Path) -> list[tuple[int, float]]:
             if isinstance(row.get("loss"), (int, float)) and math.isfinite(row["loss"])]
 
 
+# A run whose fine-tuned English accuracy is this close to the majority class learned nothing to transfer
+# (pretraining stuck at the unigram plateau): its ∆ is ~0 and would read as perfect transfer, and its µ
+# (~0) as a model that is not multilingual, where it is no model of language at all. Both leave it out.
+UNLEARNED_MARGIN = 0.02
+
+
+def full_transfer(results: dict) -> dict:
+    t = results.get("transfer")
+    if not isinstance(t, dict):
+        return {}
+    full = t.get("modes", {}).get("full")
+    return {**full, "majority": (t.get("baselines") or {}).get("majority")} if isinstance(full, dict) else t
+
+
+def unlearned(results: dict) -> bool:
+    """Full fine-tuning's English accuracy within UNLEARNED_MARGIN of the majority baseline."""
+    full = full_transfer(results)
+    en, majority = full.get("en"), full.get("majority")
+    return en is not None and majority is not None and en <= majority + UNLEARNED_MARGIN
+
+
 def never_trained(run: Run) -> str | None:
     """Why an evaluated run is no model of language, or None: its training perplexity on the unigram
     plateau (`plateau`; such runs are left out of the tables already) or its fine-tuned English accuracy
-    at the majority class (`series.unlearned`)."""
-    from minimult.report.series import unlearned
-
-    why = plateau(run.results, _read(run.path / "run.json") or {})
+    at the majority class (`unlearned`)."""
+    why = plateau(run.results, read_object(run.path / "run.json") or {})
     if why:
         return why
     if unlearned(run.results):
@@ -493,7 +507,7 @@ def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None
     by_path = {r.path: r for r in runs}
     sections = []
     for m in sorted({m for h in homes for m in h.glob("*.sweep.json")}):
-        data = _read(m)
+        data = read_object(m)
         if not data or not isinstance(data.get("settings"), list):
             log(f"note: ignoring unreadable sweep manifest {m}")
             continue

@@ -14,15 +14,19 @@ Weights come from `minimult.runs.read_weights`; a run without a readable checkpo
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 
+from minimult.data import sources
 from minimult.errors import MinimultError
-from minimult.report.collect import Group, Run, Section
+from minimult.evaluate.registry import evaluators
+from minimult.report.collect import Group, Run, Section, log_rows, training_losses
 from minimult.report.tables import mu_top, table_columns
+from minimult.runs import read_weights
 
 POSITIONS = "embeddings.lookups.position.weight"
 TOKENS = "embeddings.lookups.token.weight"
@@ -30,7 +34,7 @@ N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK]: the first ids of each language'
 FIGURE_KEY = "minimult-key"  # the PNG text field holding what a run figure was drawn from
 
 
-def _plt():
+def pyplot():
     import matplotlib  # lazy: ~1 s to import, for figures only
 
     matplotlib.use("Agg")
@@ -39,23 +43,21 @@ def _plt():
     return plt
 
 
-def _slug(text: str) -> str:
+def file_slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "_", text).strip("_")[:80] or "x"
 
 
 def section_figure(kind: str, title: str) -> str:
     """The file name of a section's figure: `training_Table_1.png`, `seeds_Table_1.png` (the title's
     part before its colon)."""
-    return f"{kind}_{_slug(title.split(':')[0])}.png"
+    return f"{kind}_{file_slug(title.split(':')[0])}.png"
 
 
 def _weight(run: Run, name: str) -> np.ndarray | None:
-    from minimult.runs import read_weights
-
     return (read_weights(run.path, [name]) or {}).get(name)
 
 
-def _save(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
+def save_figure(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
     """The figure as a PNG; `key` (what it was drawn from) goes into its metadata, for `_drawn`."""
     fig.savefig(path, dpi=dpi, metadata={FIGURE_KEY: key} if key else None)
     plt.close(fig)
@@ -83,7 +85,7 @@ def position_figure(run: Run, group: Group, out: Path) -> Path | None:
     unit = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
     sim = unit @ unit.T
     per_lang = int(run.config.get("data", {}).get("max_len", W.shape[0]))
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
     im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
     if W.shape[0] > per_lang:  # lang-pos: one block of positions per language
@@ -97,7 +99,7 @@ def position_figure(run: Run, group: Group, out: Path) -> Path | None:
     ax.set_title(f"Cosine similarity of position embeddings\n{group.label} (seed {run.seed})")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="cosine similarity")
     fig.tight_layout()
-    return _save(fig, plt, out / f"positions_{_slug(run.path.name)}.png", 120)
+    return save_figure(fig, plt, out / f"positions_{file_slug(run.path.name)}.png", 120)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +113,6 @@ def shares_vocabulary(data_cfg: dict) -> bool:
     name = data_cfg.get("source", data_cfg.get("fake"))  # runs made before the rename say `fake`
     if name is None:
         return False
-    from minimult.data import sources
 
     try:
         return bool(sources.get(name).shared_vocabulary or data_cfg.get("shared_vocab"))
@@ -169,7 +170,7 @@ def pca_figure(run: Run, group: Group, out: Path) -> Path | None:
     en, l1, share = _project(W, ids, V)
     vocab_file = run.path / "vocab.txt"
     words = vocab_file.read_text(encoding="utf-8").splitlines() if vocab_file.is_file() else []
-    plt = _plt()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5.4))
     a.scatter(en[:, 0], en[:, 1], s=4, alpha=0.5, color="tab:blue", label="English")
     a.scatter(l1[:, 0], l1[:, 1], s=4, alpha=0.5, color="tab:orange", label="Fake-English")
@@ -181,7 +182,7 @@ def pca_figure(run: Run, group: Group, out: Path) -> Path | None:
         ax.set_ylabel(f"PC 2 ({share[1]:.0%} of variance)")
     fig.suptitle(f"PCA of layer-0 token embeddings — {group.label} (seed {run.seed})")
     fig.tight_layout()
-    return _save(fig, plt, out / f"pca_{_slug(run.path.name)}.png", 120)
+    return save_figure(fig, plt, out / f"pca_{file_slug(run.path.name)}.png", 120)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,8 +198,6 @@ def panel_title(column, layer: str | None, evaluator: str) -> str:
 
 def curve_panels(top: str) -> list[tuple[str, object, str | None]]:
     """(title, Column, layer) for every registry column marked `curve`, in Table 1 order."""
-    from minimult.evaluate.registry import evaluators
-
     owner = {c: e.name for e in evaluators() for c in e.columns}
     return [(panel_title(c, l, owner[c]), c, l) for c, l in table_columns(top) if c.curve]
 
@@ -252,7 +251,7 @@ def training_figure(section: Section, out: Path) -> Path | None:
         "8" if "8" in layers else (layers[-1] if layers else "0"))
     # a column nobody logged gets no panel
     panels = [p for p in curve_panels(top) if any(p[1].value(e, p[2]) is not None for e in rows)]
-    plt = _plt()
+    plt = pyplot()
     ncols = 3
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows + 0.8), squeeze=False)
@@ -267,15 +266,13 @@ def training_figure(section: Section, out: Path) -> Path | None:
     fig.suptitle(f"Multilinguality during training (mean over seeds; dashed: each seed) — {section.title}",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
-    return _save(fig, plt, out / section_figure("training", section.title), 110)
+    return save_figure(fig, plt, out / section_figure("training", section.title), 110)
 
 
 def run_figure(run: Run, path: Path) -> Path | None:
     """One run's training: its loss (and learning rate) per logged step, then one panel per `curve` column
     its `--eval-every` rows logged (the section figure's panels, for this run alone). None when the run
     logged nothing."""
-    from minimult.report.collect import log_rows, training_losses
-
     losses = training_losses(run.path)
     rows = [row["eval"] for row in run.metrics_rows]
     if not losses and not rows:
@@ -285,7 +282,7 @@ def run_figure(run: Run, path: Path) -> Path | None:
     key = _run_figure_key(run, top, panels)
     if _drawn(Path(path), key):
         return Path(path)
-    plt = _plt()
+    plt = pyplot()
     ncols = min(3, 1 + len(panels))
     nrows = -(-(1 + len(panels)) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
@@ -308,14 +305,12 @@ def run_figure(run: Run, path: Path) -> Path | None:
         a.axis("off")
     fig.suptitle(run.path.name, fontsize=10)
     fig.tight_layout()
-    return _save(fig, plt, Path(path), 100, key)
+    return save_figure(fig, plt, Path(path), 100, key)
 
 
 def _run_figure_key(run: Run, top: str, panels: list) -> str:
     """What a run figure is drawn from: the run's log and name, its panels, this module's code and
     matplotlib's version."""
-    import hashlib
-
     import matplotlib
 
     log = run.path / "metrics.jsonl"
@@ -392,7 +387,7 @@ def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
         return None
     panels = [(c, l) for c, l in table_columns(top) if any((r["metrics"].get(c.key(l)) or {}).get("values")
                                                           for r in rows)]
-    plt = _plt()
+    plt = pyplot()
     ncols = min(3, len(panels))
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, (0.26 * len(rows) + 1.2) * nrows + 0.6),
@@ -407,4 +402,4 @@ def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
                fontsize=8, frameon=False)
     fig.suptitle(f"Each seed's final numbers — {agg['title']}", fontsize=11)
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    return _save(fig, plt, out / section_figure("seeds", agg["title"]), 110)
+    return save_figure(fig, plt, out / section_figure("seeds", agg["title"]), 110)

@@ -6,6 +6,7 @@ real pair's alignment and retrieval read in one row. Silver links are labelled s
 from __future__ import annotations
 
 from minimult.report.collect import Section
+from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, mean_std
 
 
@@ -45,3 +46,7 @@ def markdown(link_rows: list[dict], top: str) -> str:
                      f" | {mean_std(r['aer'])} | {mean_std(r['diagonal_f1'])} | {mean_std(r['retrieval_forward'])} | "
                      f"{mean_std(r['retrieval_backward'])} |")
     return "\n".join(lines) + "\n"
+
+
+register(Part("links", order=40, keys=("links",), compute=rows,
+              markdown=lambda link_rows, top: [markdown(link_rows, top)] if link_rows else []))

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Section
+from minimult.report.figures import pyplot, save_figure
+from minimult.report.parts import Part, register
 
 
 def curves(sections: list[Section]) -> dict[str, list[dict]]:
@@ -56,9 +58,7 @@ def probe_figure(by_label: dict[str, list[dict]], path: Path) -> Path | None:
     """Accuracy against layer: a solid line per setting for sentences, dashed for word pieces."""
     if not by_label:
         return None
-    from minimult.report.figures import _plt, _save
-
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, (label, probes) in enumerate(by_label.items()):
         color = f"C{k % 10}"
@@ -71,4 +71,15 @@ def probe_figure(by_label: dict[str, list[dict]], path: Path) -> Path | None:
     ax.set_ylim(0.4, 1.02)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, plt, Path(path), 120)
+    return save_figure(fig, plt, Path(path), 120)
+
+
+def _printed(by_label: dict[str, list[dict]], out: Path) -> str:
+    """What `minimult report` prints for the probe: one line (its layer-by-layer table stays in the file)."""
+    return f"Language identification per layer ({len(by_label)} settings): {out}/table1.md and {out}/language_id.png\n"
+
+
+register(Part("probe", order=60, keys=("probe",), compute=lambda sections, top: curves(sections),
+              markdown=lambda by_label, top: [markdown(by_label)] if by_label else [],
+              figure=lambda by_label, top, out: probe_figure(by_label, out / "language_id.png"),
+              figure_file="language_id.png", printed=_printed))

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Run, Section
-from minimult.report.tables import _cell, aggregate, table_columns
+from minimult.report.figures import pyplot, save_figure
+from minimult.report.parts import Part, register
+from minimult.report.tables import aggregate, cell_text, table_columns
 
 ORDER = ("original", "0s", "1s", "avg", "null")
 
@@ -57,7 +59,7 @@ def markdown(alt_rows: list[dict], top: str) -> str:
     lines = ["## Segment alternations at inference (van der Goot et al. 2022)", "",
              "| " + " | ".join(head) + " |", "|---|---|--:|" + "--:|" * len(cols)]
     for r in alt_rows:
-        cells = [_cell(r["metrics"][c.key(l)], c) for c, l in cols]
+        cells = [cell_text(r["metrics"][c.key(l)], c) for c, l in cols]
         lines.append(f"| {r['setting']} | {r['segment']} | {r['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -66,9 +68,7 @@ def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
     """Grouped bars: one panel per layer-`top` score (and µ), one group per setting, one bar per alternation."""
     if not alt_rows:
         return None
-    from minimult.report.figures import _plt, _save
-
-    plt = _plt()
+    plt = pyplot()
     panels = [(c, l) for c, l in table_columns(top) if c.per_layer and l == top] + \
              [(c, l) for c, l in table_columns(top) if c.name == "mu"]
     settings = list(dict.fromkeys(r["setting"] for r in alt_rows))
@@ -85,4 +85,9 @@ def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
         ax.set_title(c.heading(l))
     axes[0][0].legend(fontsize=7, title="segment")
     fig.tight_layout()
-    return _save(fig, plt, Path(out) / "segment_alternations.png", 120)
+    return save_figure(fig, plt, Path(out) / "segment_alternations.png", 120)
+
+
+register(Part("segments", order=20, keys=("segment_alternations",), compute=rows,
+              markdown=lambda alt_rows, top: [markdown(alt_rows, top)] if alt_rows else [],
+              figure=figure, figure_file="segment_alternations.png"))

@@ -30,8 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from minimult.config import EXECUTION_SETTINGS
 from minimult.mods import REGISTRY
-from minimult.report.collect import Group, Section, current_config
+from minimult.report.collect import UNLEARNED_MARGIN, Group, Section, current_config, full_transfer, unlearned
+from minimult.report.figures import pyplot, save_figure
+from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, baseline_for, mean_std
 from minimult.runs import flat
 
@@ -86,8 +89,6 @@ def _parameters(g: Group) -> int | None:
 def _differ(g: Group, base: Group) -> tuple[dict, set[str]]:
     """`g`'s flat configuration and the fields in which it differs from `base`'s (solved sizes and execution
     settings aside)."""
-    from minimult.config import EXECUTION_SETTINGS
-
     mine, theirs = _flat(g.runs[0].config), _flat(base.runs[0].config)
     differ = {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
     return mine, differ - DERIVED - set(EXECUTION_SETTINGS)
@@ -126,30 +127,9 @@ def _base_x(axis: str, base: Group):
             "tokenization": cfg.get("data", {}).get("tokenizer", "wordpiece")}[axis]
 
 
-# A run whose fine-tuned English accuracy is this close to the majority class learned nothing to transfer
-# (pretraining stuck at the unigram plateau): its ∆ is ~0 and would read as perfect transfer, and its µ
-# (~0) as a model that is not multilingual, where it is no model of language at all. Both leave it out.
-UNLEARNED_MARGIN = 0.02
-
-
-def _full(results: dict) -> dict:
-    t = results.get("transfer")
-    if not isinstance(t, dict):
-        return {}
-    full = t.get("modes", {}).get("full")
-    return {**full, "majority": (t.get("baselines") or {}).get("majority")} if isinstance(full, dict) else t
-
-
-def unlearned(results: dict) -> bool:
-    """Full fine-tuning's English accuracy within UNLEARNED_MARGIN of the majority baseline."""
-    full = _full(results)
-    en, majority = full.get("en"), full.get("majority")
-    return en is not None and majority is not None and en <= majority + UNLEARNED_MARGIN
-
-
 def delta(results: dict) -> float | None:
     """∆ of the full mode (else the headline mode); None without a transfer result or where `unlearned`."""
-    value = _full(results).get("delta")
+    value = full_transfer(results).get("delta")
     return None if value is None or unlearned(results) else float(value)
 
 
@@ -281,9 +261,7 @@ def figure(found: list[dict], out: Path) -> Path | None:
     """k_et_al.png: one panel per series, µ (left axis) and ∆ (right axis) with seed std as error bars."""
     if not found:
         return None
-    from minimult.report.figures import _plt, _save
-
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(found), figsize=(3.6 * len(found), 3.4), squeeze=False)
     for ax, s in zip(axes[0], found):
         axis = next(a for a in AXES if a.name == s["axis"])
@@ -319,4 +297,9 @@ def figure(found: list[dict], out: Path) -> Path | None:
         ax.set_xlabel(axis.label)
         ax.set_title(f"{axis.name} ({s['table']})" + (f"\nat {s['context']}" if s.get("context") else ""), fontsize=9)
     fig.tight_layout()
-    return _save(fig, plt, Path(out) / "k_et_al.png", 120)
+    return save_figure(fig, plt, Path(out) / "k_et_al.png", 120)
+
+
+register(Part("series", order=50, keys=("k_et_al",), compute=lambda sections, top: series(sections),
+              markdown=lambda found, top: [markdown(found)] if found else [],
+              figure=lambda found, top, out: figure(found, out), figure_file="k_et_al.png"))

@@ -28,7 +28,12 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from minimult.errors import MinimultError
-from minimult.report.collect import REPOSITORY, Group, Run, Section, never_trained, training_seconds
+from minimult.report import claims as claims_mod
+from minimult.report.build import build_report, load
+from minimult.report.collect import Group, REPOSITORY, Run, Section, log_rows, never_trained, training_seconds
+from minimult.report.figures import file_slug, run_figure, section_figure
+from minimult.report.parts import report_parts
+from minimult.report.tables import cell_text, mu_top, p_text, run_values, section_footer, section_table, table_columns
 
 RESULTS = REPOSITORY / "experiments" / "results"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -96,17 +101,14 @@ def _figure(out: Path, name: str) -> str | None:
 def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     """A Table 1 section as the page's table: the markdown table's cells (tables.section_table), each
     setting linking to its runs."""
-    from minimult.report.figures import section_figure
-    from minimult.report.tables import _cell, _p, section_footer, section_table, table_columns
-
     cols = table_columns(top)
     (first, first_layer), rest = cols[0], cols[1:]
     head = [first.heading(first_layer), f"p ({first.heading(first_layer)})"] + [c.heading(l) for c, l in rest]
     rows = []
     for g, row in zip(section.groups, agg["rows"]):
         m, paper, k0 = row["metrics"], row.get("paper", {}), first.key(first_layer)
-        cells = [_split(_cell(m[k0], first, paper.get(k0))), (_p(m[k0]["p_vs_original"]), "")]
-        cells += [_split(_cell(m[c.key(l)], c, paper.get(c.key(l)))) for c, l in rest]
+        cells = [_split(cell_text(m[k0], first, paper.get(k0))), (p_text(m[k0]["p_vs_original"]), "")]
+        cells += [_split(cell_text(m[c.key(l)], c, paper.get(c.key(l)))) for c, l in rest]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": [{"seed": r.seed, "href": folder.run_page(r.path), "flag": never_trained(r)}
                               for r in g.runs], "cells": cells})
@@ -129,37 +131,24 @@ def _anchor(section: Section, g: Group) -> str:
 
 
 def _parts(folder: Folder) -> list[dict]:
-    """The sections beyond Table 1, each its markdown (as `build_report` writes it) and its figure: each
-    table's orderings first."""
-    from minimult.report import claims as claims_mod, links, probe, segments, series, transfer
-
+    """The sections beyond Table 1 (`parts`), each its markdown (as `build_report` writes it, from report.json)
+    and its figure beside its last part."""
     r, top, out = folder.report, folder.report["top_layer"], folder.out
-    parts = [{"markdown": claims_mod.orderings_section(o["section"], o["rows"]), "figure": None}
-             for o in r.get("orderings", []) if o["rows"]]  # report.json from before: none
-    if r["segment_alternations"]:
-        parts.append({"markdown": segments.markdown(r["segment_alternations"], top),
-                      "figure": _figure(out, "segment_alternations.png")})
-    if r["transfer"]:
-        points = r["transfer_word_order"]["points"]
-        parts.append({"markdown": transfer.markdown(r["transfer"]) + "\n" + transfer.order_markdown(points, top),
-                      "figure": _figure(out, "transfer_word_order.png")})
-    if r["links"]:
-        parts.append({"markdown": links.markdown(r["links"], top), "figure": None})
-    if r["k_et_al"]:
-        parts.append({"markdown": series.markdown(r["k_et_al"]), "figure": _figure(out, "k_et_al.png")})
-    if r["probe"]:
-        parts.append({"markdown": probe.markdown(r["probe"]), "figure": _figure(out, "language_id.png")})
+    parts = []
+    for part in report_parts():
+        pieces = part.markdown(part.from_report(r), top)
+        last = len(pieces) - 1
+        parts += [{"markdown": piece, "figure": _figure(out, part.figure_file) if part.figure_file and i == last else None}
+                  for i, piece in enumerate(pieces)]
     return parts
 
 
 def _settings(folder: Folder) -> list[dict]:
     """Each setting with its runs and its lowest seed's position and PCA figures (runs with checkpoints)."""
-    from minimult.report.figures import _slug
-
     out = []
     for section in folder.loaded.sections:
         for g in section.groups:
-            name = _slug(g.runs[0].path.name)
+            name = file_slug(g.runs[0].path.name)
             figures = [f for f in (_figure(folder.out, f"positions_{name}.png"), _figure(folder.out, f"pca_{name}.png"))
                        if f]
             out.append({"section": section.title, "label": g.label, "mods": g.mods, "preset": g.preset,
@@ -228,9 +217,6 @@ def _budget(d: Path, meta: dict, config: dict, results: dict) -> dict:
 
 
 def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, flags: list[str]) -> dict:
-    from minimult.report.figures import run_figure
-    from minimult.report.tables import run_values, table_columns, mu_top
-
     config = run.config if run else _read(d / "config.json")
     results = run.results if run else {}
     meta = _read(d / "run.json")
@@ -261,8 +247,6 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
 
 
 def _log_rows(d: Path) -> list[dict]:
-    from minimult.report.collect import log_rows
-
     return log_rows(d)
 
 
@@ -271,8 +255,6 @@ def _log_rows(d: Path) -> list[dict]:
 
 
 def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Folder:
-    from minimult.report import build_report, load
-
     loaded = load([root], log)
     out = site / name
     out.mkdir(parents=True, exist_ok=True)
@@ -290,8 +272,6 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
                claims_file=None) -> dict:
     """The site for `roots` (results folders) in `site_dir`; returns {pages, claims, index}. `prebuilt`:
     {root: folder where its report was already built}."""
-    from minimult.report import claims as claims_mod
-
     site = Path(site_dir)
     site.mkdir(parents=True, exist_ok=True)
     env = _env()

@@ -23,14 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+import minimult.evaluate  # noqa: F401  (registers every evaluator)
+from minimult.evaluate.registry import table_columns as registered
 from minimult.report.collect import Group, Run, Section, how_trained, unlike_baseline
 
 
 def table_columns(top: str) -> list:
     """[(Column, layer or None), ...] in Table 1 order, with layers 0 and `top`."""
-    import minimult.evaluate  # noqa: F401  (registers every evaluator)
-    from minimult.evaluate.registry import table_columns as registered
-
     return registered(top)
 
 
@@ -186,7 +185,7 @@ def paper_text(column, x: float) -> str:
     return f"{x:.0f}" if column.kind == "perplexity" else f"{x:.2f}"
 
 
-def _cell(agg: dict, column, paper: float | None = None) -> str:
+def cell_text(agg: dict, column, paper: float | None = None) -> str:
     """"mean ± std", with the published number in parentheses after it when there is one."""
     beside = "" if paper is None else f" ({paper_text(column, paper)})"
     if agg["mean"] is None:
@@ -206,7 +205,7 @@ def mean_std(a: dict, digits: int = 3, missing: str = "") -> str:
     return f"{a['mean']:.{digits}f}" + (f" ± {a['std']:.{digits}f}" if a.get("std") is not None else "")
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
     return "" if p is None else f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
@@ -224,9 +223,9 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
     for row in sec["rows"]:
         m, k0, paper = row["metrics"], first.key(first_layer), row.get("paper", {})
-        cells = [row["id"], row["setting"], str(m[k0]["n"]), _cell(m[k0], first, paper.get(k0)),
-                 _p(m[k0]["p_vs_original"])]
-        cells += [_cell(m[c.key(l)], c, paper.get(c.key(l))) for c, l in rest]
+        cells = [row["id"], row["setting"], str(m[k0]["n"]), cell_text(m[k0], first, paper.get(k0)),
+                 p_text(m[k0]["p_vs_original"])]
+        cells += [cell_text(m[c.key(l)], c, paper.get(c.key(l))) for c, l in rest]
         lines.append("| " + " | ".join(cells) + " |")
     if _shows_paper(sec, [c.key(l) for c, l in cols]):
         source = (sec.get("paper_source") or "").rstrip(". ")

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Section
+from minimult.report.figures import pyplot, save_figure
+from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, mean_std
 
 
@@ -105,9 +107,7 @@ def order_markdown(points: list[dict], top: str) -> str:
 def order_figure(points: list[dict], top: str, out: Path) -> Path | None:
     if not points:
         return None
-    from minimult.report.figures import _plt, _save
-
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for k, setting in enumerate(dict.fromkeys(p["setting"] for p in points)):
         mine = [p for p in points if p["setting"] == setting]
@@ -118,4 +118,23 @@ def order_figure(points: list[dict], top: str, out: Path) -> Path | None:
     ax.set_ylabel("zero-shot accuracy")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, plt, Path(out) / "transfer_word_order.png", 120)
+    return save_figure(fig, plt, Path(out) / "transfer_word_order.png", 120)
+
+
+def _stored(data: dict) -> dict:
+    """report.json's `transfer` (the rows) and `transfer_word_order` (the points and Pearson's r with its p)."""
+    points = data["points"]
+    return {"transfer": data["rows"],
+            "transfer_word_order": {"points": points,
+                                    **dict(zip(("pearson", "p"), pearson_test(points) or (None, None)))}}
+
+
+register(Part("transfer", order=30, keys=("transfer", "transfer_word_order"),
+              compute=lambda sections, top: {"rows": rows(sections), "points": order_points(sections, top)},
+              markdown=lambda data, top: ([markdown(data["rows"]) + "\n" + order_markdown(data["points"], top)]
+                                          if data["rows"] else []),
+              figure=lambda data, top, out: order_figure(data["points"], top, out),
+              figure_file="transfer_word_order.png",
+              stored=_stored,
+              restore=lambda report: {"rows": report.get("transfer") or [],
+                                      "points": (report.get("transfer_word_order") or {}).get("points", [])}))

@@ -41,8 +41,12 @@ from typing import Callable
 import torch
 
 from minimult import precision
+from minimult.config import RunConfig
+from minimult.data.prepare import prepare
 from minimult.errors import MinimultError
+from minimult.evaluate import summary_parts
 from minimult.sweep import memory
+from minimult.sweep.backends import run_local, run_ray
 from minimult.sweep.grid import Grid
 from minimult.sweep.plan import (BUSY, LEFT_OUT, NEEDS_GPU, Outcome, Summary, Task, group_tasks, plan,  # noqa: F401
                                  run_dir_name, state, triage, write_manifest)
@@ -160,11 +164,6 @@ def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: P
 
 def _execute(todo, groups, where: Placement, backend, address, progress_every, log) -> list[Outcome]:
     """Prepare each data configuration once (so workers only read the cache), then run every group."""
-    from minimult.config import RunConfig
-    from minimult.data.prepare import prepare
-    from minimult.evaluate import summary_parts
-    from minimult.sweep.backends import run_local, run_ray
-
     longest = {}  # data config -> its longest training sequence, for the memory estimate
     for key, cfg in {memory.data_key(t.config): t.config for t in todo}.items():
         longest[key] = memory.longest_sequence(prepare(RunConfig.from_dict(cfg).data, progress=log))

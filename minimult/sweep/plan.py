@@ -7,10 +7,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, resolve
+from minimult.data.parallel import absolute
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
+from minimult.model_config import ModelConfig
 from minimult.runs import flat, folder_locked, read_json, write_json
 from minimult.sweep.grid import Grid
+from minimult.train import SHARED_TRAIN
 
 LEFT_OUT = "left out"
 BUSY = "busy"  # another process (a second sweep into the same root) holds the run's lock
@@ -82,8 +86,6 @@ def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
 def _absolute_files(values: dict) -> dict:
     """Corpus files given by a relative path become absolute, so runs and workers do not depend on
     the current directory (built-in corpus names are left alone)."""
-    from minimult.data.parallel import absolute
-
     out = dict(values)
     for key in ("data.train", "data.dev"):
         if key in out and isinstance(out[key], str) and Path(out[key]).is_file():
@@ -94,8 +96,6 @@ def _absolute_files(values: dict) -> dict:
 
 
 def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Task]:
-    from minimult.config import resolve
-
     tasks = []  # seed-major: every setting at the first seed, then at the next, so what finishes is whole tables
     for seed in seeds:
         for setting in grid.settings:
@@ -119,7 +119,6 @@ def state(task: Task) -> str:
     run_dir = Path(task.run_dir)
     if not (run_dir / "config.json").is_file():
         return "new"
-    from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig
 
     try:  # through RunConfig: keys added to the config since the run was made read as their defaults
         stored = flat(_plain(RunConfig.from_dict(read_json(run_dir / "config.json")).to_dict()))
@@ -200,9 +199,6 @@ def _merge_manifest(path: Path, grid: Grid, preset: str, tasks: list[Task], left
 def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     """Runs of one model shape and training schedule without a checkpoint, in groups of up to `stack`
     (to be trained as one stacked model); every other run alone. Order otherwise kept."""
-    from minimult.model_config import ModelConfig
-    from minimult.train import SHARED_TRAIN
-
     if stack <= 1:
         return [[t] for t in tasks]
     groups: dict[str, list[list[Task]]] = {}

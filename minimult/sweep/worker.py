@@ -17,10 +17,13 @@ from pathlib import Path
 
 import torch
 
+from minimult.config import RunConfig
 from minimult.errors import MinimultError
+from minimult.evaluate import evaluate_run
 from minimult.evaluate.results import results_complete
-from minimult.runs import LOCK, try_lock
+from minimult.runs import LOCK, Run, try_lock
 from minimult.sweep.plan import BUSY, Outcome, Task
+from minimult.train import train
 
 RUN_LOG = "sweep.log"
 
@@ -82,9 +85,6 @@ class Group:
 
 def open_runs(group: Group) -> None:
     """Each locked task's Run (config.json and vocabulary written if missing)."""
-    from minimult.config import RunConfig
-    from minimult.runs import Run
-
     for task in group.live:
         log = group.logger(task)
         try:
@@ -97,8 +97,6 @@ def open_runs(group: Group) -> None:
 
 def train_fresh_together(group: Group) -> dict[str, str]:
     """The group's runs without a checkpoint, trained as one stacked model when there are several."""
-    from minimult.train import train
-
     fresh = [t for t in group.live if not group.runs[t.run_dir].has_checkpoint()]
     if len(fresh) < 2:
         return {}
@@ -119,9 +117,6 @@ def train_fresh_together(group: Group) -> dict[str, str]:
 
 def finish(group: Group, task: Task, how: str | None) -> None:
     """Train (or resume) `task`'s run unless done, then evaluate it; record its outcome."""
-    from minimult.evaluate import evaluate_run
-    from minimult.train import train
-
     run, log = group.runs[task.run_dir], group.logger(task)
     try:
         if how is None:
