@@ -351,7 +351,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
              shift, langs, only, link_file, link_base, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
-    from minimult.runs import Run, check_run_dir, check_writable_file, latest_run, read_results, write_json
+    from minimult.runs import Run, check_run_dir, check_writable_file, latest_run, write_json
 
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
     if names == ():  # '' or ',': not every evaluator, and never an empty evaluation over the results
@@ -371,6 +371,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if threads:
         torch.set_num_threads(threads)
     from minimult.evaluate import evaluate_run, summary_parts, summary_table
+    from minimult.evaluate.results import read_results
     from minimult.evaluate.segments import parse_segments
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
@@ -411,9 +412,9 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
 def _layers_note(run, results: dict, before: dict) -> str:
     """What `eval --layer` did: the layers it computed, whether µ came with them (how to get it if not), and
     whether the run's headline results (the top of results.json, which report and sweep read) are now these
-    (`runs.replaces_headline`, given `before`, the results.json before this evaluation)."""
+    (`results.replaces_headline`, given `before`, the results.json before this evaluation)."""
     from minimult.evaluate.multilinguality import mu_layers
-    from minimult.runs import replaces_headline
+    from minimult.evaluate.results import replaces_headline
 
     pair = mu_layers(run.cfg.model.layers)
     done = ", ".join(sorted(results["layers"], key=int))
