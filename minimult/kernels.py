@@ -49,7 +49,7 @@ def key_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(mask.shape, dtype=dtype).masked_fill_(~mask, torch.finfo(dtype).min)
 
 
-def _keep_scaled(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def keep_scaled(x: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """Dropout multiplier for CPU tensor x: 1/(1-p) with probability 1-p, else 0 (float, x's shape).
 
     32 random bits per element from numpy's SFC64, seeded by one draw from `generator` (default:
@@ -65,14 +65,14 @@ def _keep_scaled(x: torch.Tensor, p: float, generator: torch.Generator | None = 
 
 
 def dropout(x: torch.Tensor, p: float, training: bool,
-            keep_scaled: Callable[[torch.Tensor, float], torch.Tensor] = _keep_scaled) -> torch.Tensor:
-    """F.dropout; on CPU x times the multipliers `keep_scaled(x, p)` (default `_keep_scaled` from torch's
-    default generator: bernoulli_ costs ~5x more per element)."""
+            multipliers: Callable[[torch.Tensor, float], torch.Tensor] = keep_scaled) -> torch.Tensor:
+    """F.dropout; on CPU x times `multipliers(x, p)` (default `keep_scaled`, from torch's default generator:
+    bernoulli_ costs ~5x more per element)."""
     if not training or p == 0.0:
         return x
     if not cpu_kernels(x.device):
         return F.dropout(x, p, True)
-    return x * keep_scaled(x, p)
+    return x * multipliers(x, p)
 
 
 def _softmax(scores: torch.Tensor) -> torch.Tensor:

@@ -90,11 +90,11 @@ class StackContext:
         `parts[m]` of x[m] its batch covers, the mask a single `Bert` draws for its batch; 1 elsewhere."""
         generators = self.generators or [None] * self.models
         if all(tuple(shape) == tuple(x.shape[1:]) for shape in parts):  # no padding between models
-            return torch.stack([kernels._keep_scaled(x[m], p, g) for m, g in enumerate(generators)])
+            return torch.stack([kernels.keep_scaled(x[m], p, g) for m, g in enumerate(generators)])
         scale = torch.ones_like(x)
         for m, (shape, g) in enumerate(zip(parts, generators)):
             region = scale[m][tuple(slice(0, n) for n in shape)]
-            region.copy_(kernels._keep_scaled(region, p, g))
+            region.copy_(kernels.keep_scaled(region, p, g))
         return scale
 
 

@@ -265,18 +265,18 @@ def test_attended_padding_gradients_match_huggingface_unmasked(stacked):
 
 
 def test_dropout_rate_scale_and_reproducibility():
-    from minimult.kernels import _keep_scaled
+    from minimult.kernels import keep_scaled
 
     x = torch.empty(1000, 1000)
     torch.manual_seed(3)
-    m = _keep_scaled(x, 0.1)
+    m = keep_scaled(x, 0.1)
     assert m.shape == x.shape and m.dtype == x.dtype
     values = m.unique()
     assert len(values) == 2 and values[0] == 0 and abs(values[1].item() - 1 / 0.9) < 1e-6
     assert abs((m == 0).float().mean().item() - 0.1) < 0.002  # 1e6 draws: sd 3e-4
     torch.manual_seed(3)
-    assert torch.equal(_keep_scaled(x, 0.1), m)
-    assert not torch.equal(_keep_scaled(x, 0.1), m)  # the generator moved on
+    assert torch.equal(keep_scaled(x, 0.1), m)
+    assert not torch.equal(keep_scaled(x, 0.1), m)  # the generator moved on
 
     cfg = ModelConfig(**{**CONFIGS["1head"].__dict__, "dropout": 0.1})
     model = Bert(cfg).train()
