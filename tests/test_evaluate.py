@@ -247,11 +247,15 @@ def _fake_run(tmp_path):
 def test_record_writes_the_run_keys_and_the_block_keys_and_nothing_else(tmp_path):
     """`results.BLOCK_KEYS` mirrors what `record` writes about an evaluation (and `evaluate_model`'s layers and
     pairs); everything else `record` writes is about the run (`RUN_KEYS`), which blocks leave to the top."""
-    from minimult.evaluate.results import BLOCK_KEYS, MODEL_KEYS, RUN_KEYS, record
+    from minimult.evaluate.results import BLOCK_KEYS, MODEL_KEYS, RUN_KEYS, record, standalone_record
 
     recorded = record(_fake_run(tmp_path), {"complete": True}, {k: {} for k in MODEL_KEYS}, 1.0)
     assert set(recorded) == set(RUN_KEYS) | set(BLOCK_KEYS)
     assert not set(RUN_KEYS) & set(BLOCK_KEYS)
+    run = _fake_run(tmp_path)
+    run.trained = {"steps": 10, "total_steps": 10}
+    alone = standalone_record(run, "transfer", {"transfer": {}}, 0.0)  # transfer's command: no per-layer numbers
+    assert set(alone) - {"transfer"} <= set(RUN_KEYS) | set(BLOCK_KEYS) and not alone["evaluation"]["complete"]
 
 
 def test_results_json_records_its_schema_and_older_files_still_read(tmp_path):

@@ -2,6 +2,7 @@
 it, how it is read and checked, and which of its evaluations is the run's result.
 
     results = record(run, evaluation, scores, seconds)   # one evaluation's results (evaluate_run)
+    results = standalone_record(run, kind, part, t0)     # a standalone evaluator's own command (transfer)
     write_results(run_dir, results, fill=None)           # into results.json, by the headline policy below
     read_results(path) / results_problem(results)        # read and checked; what makes one unreadable
     incomplete_evaluation(results)                       # why the headline is not a complete evaluation, or None
@@ -87,6 +88,18 @@ def record(run, evaluation: dict, scores: dict, seconds: float) -> dict:
         "train": {k: meta.get(k) for k in ("train_seconds", "tokens_per_s", "device", "parameters")},
         **scores, "eval_seconds": seconds,
     }
+
+
+def standalone_record(run, kind: str, part: dict, t0: float) -> dict:
+    """The results of a standalone evaluator's own command (`minimult transfer`: `kind`), begun at `t0` (epoch
+    seconds): a block of its own, never 'complete' (it has no per-layer numbers), at the steps of the checkpoint
+    the run loaded (run.json lacks a killed run's); `write_results` keeps its key at the top."""
+    steps, total = run.trained["steps"], run.trained["total_steps"]
+    return {"evaluation": {"kind": kind, "complete": False, "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
+            "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": steps,
+            "total_steps": total,
+            "evaluator_versions": versions(), "config": run.cfg.to_dict(), "environment": environment(),
+            **part, "eval_seconds": time.time() - t0}
 
 
 def replaces_headline(old: dict, results: dict) -> bool:

@@ -47,10 +47,10 @@ from minimult.data.tasks import SPLITS, FileTask, LabelledTask, task_data
 from minimult.errors import MinimultError
 from minimult.evaluate.linear import fit_logistic
 from minimult.evaluate.multilinguality import mu_layers
-from minimult.evaluate.registry import Column, Evaluator, register, versions
+from minimult.evaluate.registry import Column, Evaluator, register
 from minimult.evaluate.representations import context, piece_vectors, sentence_vectors, truncate
-from minimult.evaluate.results import check_results, write_results
-from minimult.runs import Run, environment
+from minimult.evaluate.results import check_results, standalone_record, write_results
+from minimult.runs import Run
 
 ADAM_EPS, CLIP = 1e-6, 1.0  # as pretraining
 
@@ -390,12 +390,7 @@ def transfer_run(run, cfg=None, device: str = "auto", log: Callable[[str], None]
         check_results(run.path)  # a damaged results.json fails now, not after minutes of fine-tuning
     model = run.load_model(device, log=log)
     part = evaluate(context(run, model, (), log=log, inputs={"transfer": asked}))
-    steps, total = run.trained["steps"], run.trained["total_steps"]  # the checkpoint's (run.json lacks a killed run's)
-    results = {"evaluation": {"kind": "transfer", "complete": False, "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
-               "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": steps,
-               "total_steps": total,
-               "evaluator_versions": versions(), "config": run.cfg.to_dict(), "environment": environment(),
-               **part, "eval_seconds": time.time() - t0}
+    results = standalone_record(run, "transfer", part, t0)
     return write_results(run.path, results) if write else results
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from minimult.config import EXECUTION_SETTINGS
 from minimult.mods import REGISTRY
+from minimult.registry import Registry
 from minimult.report.collect import UNLEARNED_MARGIN, Group, Section, current_config, full_transfer, unlearned
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
@@ -56,7 +57,8 @@ class Axis:
     categorical: bool = False
 
 
-AXES = (
+AXES = Registry("series axis")  # a mod's `series` hook names one of these
+for _axis in (
     Axis("depth", "layers", "Table 4", "deeper models are more cross-lingual; depth matters more than heads",
          "µ up, ∆ down"),
     Axis("heads", "attention heads", "Table 5", "the number of heads matters little", "flat"),
@@ -66,7 +68,8 @@ AXES = (
          "more permutation hurts; a unigram-only second language kills it", "µ down, ∆ up"),
     Axis("tokenization", "tokenizer", "Table 10", "word-piece ≈ word > character",
          "no order (categorical): compare the rows", categorical=True),
-)
+):
+    AXES.register(_axis)
 
 
 def _flat(config: dict) -> dict:
@@ -201,7 +204,7 @@ def _axes(section: Section, base: Group, found: dict[str, list], context: str) -
     """One entry per axis of `found`: its points with `base`'s (sorted by x; unigram last) and the rank
     correlations."""
     out = []
-    for axis in AXES:
+    for axis in AXES.values():
         if axis.name not in found:
             continue
         points = [_point(base, _base_x(axis.name, base))] + found[axis.name]
@@ -237,7 +240,7 @@ def markdown(found: list[dict]) -> str:
              "a smaller ∆ is better transfer; 'here' is Spearman's rank correlation of the setting means with the axis "
              "(not a test), beside the signs K et al.'s direction predicts.", ""]
     for s in found:
-        axis = next(a for a in AXES if a.name == s["axis"])
+        axis = AXES[s["axis"]]
         at = f"; at {s['context']}" if s.get("context") else ""
         lines += [f"### {axis.name} ({s['table']}; {s['section']}{at})", "",
                   f"K et al.: {s['claim']}. Here: µ rank correlation {_rho(s['spearman_mu'])}, "
@@ -264,7 +267,7 @@ def figure(found: list[dict], out: Path) -> Path | None:
     plt = pyplot()
     fig, axes = plt.subplots(1, len(found), figsize=(3.6 * len(found), 3.4), squeeze=False)
     for ax, s in zip(axes[0], found):
-        axis = next(a for a in AXES if a.name == s["axis"])
+        axis = AXES[s["axis"]]
         numeric = [p for p in s["points"] if not isinstance(p["x"], str)]
         labels = [p for p in s["points"] if isinstance(p["x"], str)]
         if axis.categorical:

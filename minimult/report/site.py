@@ -137,8 +137,8 @@ def _parts(folder: Folder) -> list[dict]:
     parts = []
     for part in report_parts():
         pieces = part.markdown(part.from_report(r), top)
-        last = len(pieces) - 1
-        parts += [{"markdown": piece, "figure": _figure(out, part.figure_file) if part.figure_file and i == last else None}
+        figure = _figure(out, part.figure_file) if part.figure_file else None
+        parts += [{"markdown": piece, "figure": figure if i == len(pieces) - 1 else None}
                   for i, piece in enumerate(pieces)]
     return parts
 
@@ -189,9 +189,10 @@ def _layer_table(layers: dict) -> dict | None:
     return {"head": ["layer"] + keys, "rows": rows}
 
 
-# What the run page shows elsewhere (the run table, the configuration and environment): not repeated in a block.
+# What the run page shows elsewhere (the run table, the configuration and environment), and results.json's layout
+# number (`results.SCHEMA`): not repeated in a block.
 SHOWN = ("layers", "evaluation", "evaluations", "config", "environment", "run", "mods", "seed", "preset", "mod_versions",
-         "train")
+         "train", "schema")
 
 
 def _block(block: dict, title: str) -> dict:
