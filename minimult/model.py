@@ -152,6 +152,11 @@ class NSPHead(nn.Module):
 
 
 class Bert(nn.Module):
+    """Embeddings -> `cfg.layers` post-LN blocks -> MLM head tied to the token table (and, with `cfg.nsp`,
+    an NSP head on [CLS]). Inputs (B, T): token, position and segment ids, attention mask; hidden states
+    (B, T, H); logits at the selected positions (N, V). `cross_entropy` and `is_matrix` are the two places
+    `minimult.stacked.StackedBert` (the same tree with a model axis) computes differently."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -244,4 +249,5 @@ class Bert(nn.Module):
 
     @staticmethod
     def is_matrix(p: torch.Tensor) -> bool:
+        """Whether parameter p is a weight matrix (a table or a linear layer's weight)."""
         return p.dim() >= 2
