@@ -7,7 +7,7 @@
   bf16  bf16 autocast on any device. Matrix products run in bf16; on a CPU so do the ops between
         them and the next residual add (GELU, dropout, the MLM head's LayerNorm; CUDA's autocast
         runs LayerNorm in float32), except the attention softmax, computed in float32 from the bf16
-        scores and rounded to bf16 (`minimult.model._softmax`: bf16's CPU kernel is ~4x slower); the
+        scores and rounded to bf16 (`minimult.kernels._softmax`: bf16's CPU kernel is ~4x slower); the
         residual stream, the blocks' LayerNorms and the loss stay float32. On CPUs with AVX512-BF16
         or AMX (`native_bf16`) this is 1.6-2.2x faster per training step (experiments/bench_train.py
         --precision bf16); elsewhere on CPU it is emulated, slower.

@@ -193,7 +193,7 @@ def test_nsp_pairs_are_cut_to_fit_and_lang_pos_gets_its_own_pair_segments():
     assert set(b.token_type_ids[n:][real[n:]].tolist()) == {2, 3}
 
 
-def test_nsp_trains_single_sentences_evaluate_and_stacking_is_refused(tmp_path):
+def test_nsp_trains_single_sentences_evaluate_and_stacks(tmp_path):
     from minimult.evaluate import evaluate_run
     from minimult.runs import Run
     from minimult.train import check_stackable, train
@@ -206,8 +206,7 @@ def test_nsp_trains_single_sentences_evaluate_and_stacking_is_refused(tmp_path):
     results = evaluate_run(run, log=lambda s: None, ppl_sentences=100)
     assert 0.0 <= results["nsp_accuracy"] <= 1.0 and results["mu"] is not None
     assert "nsp_accuracy" not in evaluate_run(*_plain_run(tmp_path), log=lambda s: None, ppl_sentences=100)
-    with pytest.raises(MinimultError, match="nsp runs train one at a time"):
-        check_stackable([cfg, cfg])
+    check_stackable([cfg, cfg])  # nsp runs stack like any other (tests/test_stacked.py: equal to separate runs)
 
 
 def _plain_run(tmp_path):
