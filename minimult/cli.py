@@ -269,28 +269,10 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
 def export(run, hf_dir, force):
     """Export a run's model as a HuggingFace BertForMaskedLM folder (holding the run's lock; an unfinished or
     failed run is exported with a note, and the export records how far it trained)."""
-    from minimult.export import check_destination, language_record, save_hf, training_note, training_record
-    from minimult.model import Bert
-    from minimult.runs import Run
+    from minimult.api import export as export_run
 
-    opened = Run.open(run)
-    check_destination(Path(hf_dir), force)  # before loading anything
-    from minimult.data import sources
-
-    lang_source = sources.get(opened.cfg.data.source)
-    block = lang_source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
-    languages = language_record(lang_source, opened.cfg.data, opened.data.layouts, opened.mods)
-    with opened.locked():  # never the weights (or files) of a run another process is training
-        ckpt = opened.checkpoint()
-        model = Bert(opened.cfg.model)
-        model.load_state_dict(ckpt["model"])
-        training = training_record(opened.cfg, opened.meta, ckpt)
-        note = training_note(opened.path, training)
-        if note:
-            click.echo(note, err=True)
-        out = save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force,
-                      id_block=block or None, languages=languages, training=training)
-    click.echo(f"exported {opened.path} to {out}")
+    out = export_run(run, hf_dir, force=force, log=lambda s: click.echo(s, err=True))
+    click.echo(f"exported {Path(run)} to {out}")
 
 
 def _layers(text: str) -> tuple[int, ...]:

@@ -44,8 +44,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minimult.data import sources
 from minimult.errors import MinimultError
 from minimult.model import Bert, ModelConfig
+from minimult.runs import Run
 
 
 # the run's tokenizer.json as transformers' PreTrainedTokenizerFast, with minimult's special tokens
@@ -330,3 +332,24 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return given
+
+
+def export_run(run, hf_dir, force: bool = False, log=print) -> Path:
+    """A run's model as a HuggingFace BertForMaskedLM folder (`minimult export`, `api.export`), holding the run's
+    lock (never the weights of a run another process is training); an unfinished or failed run is exported with
+    a note (`log`), and the export records how far it trained. Returns the folder."""
+    opened = Run.open(run)
+    check_destination(Path(hf_dir), force)  # before loading anything
+    lang_source = sources.get(opened.cfg.data.source)
+    block = lang_source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
+    languages = language_record(lang_source, opened.cfg.data, opened.data.layouts, opened.mods)
+    with opened.locked():
+        ckpt = opened.checkpoint()
+        model = Bert(opened.cfg.model)
+        model.load_state_dict(ckpt["model"])
+        training = training_record(opened.cfg, opened.meta, ckpt)
+        note = training_note(opened.path, training)
+        if note:
+            log(note)
+        return save_hf(model, opened.cfg.model, Path(hf_dir), vocab_file=opened.path / "vocab.txt", force=force,
+                       id_block=block or None, languages=languages, training=training)

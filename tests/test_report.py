@@ -558,10 +558,10 @@ def test_update_readme_refuses_missing_or_misplaced_markers(tmp_path, text):
 
 
 def test_readme_table_round_trip(quick, tmp_path):
-    """The README's quick Table 1 is exactly what `report --readme` writes there."""
+    """docs/results.md's quick Table 1 is exactly what `report --readme` writes there."""
     report, _ = quick
-    readme = tmp_path / "README.md"
-    shutil.copyfile(ROOT / "README.md", readme)
+    readme = tmp_path / "results.md"
+    shutil.copyfile(ROOT / "docs" / "results.md", readme)
     original = readme.read_bytes()
     assert table_marker(report["sections"][0]) == "quick-table1"
     assert not update_readme(readme, readme_table(report), "quick-table1")
@@ -604,13 +604,14 @@ def test_runs_that_never_trained_are_left_out_and_named_under_their_setting(tmp_
     assert "s2l-lang-pos+no-segment-s0 left out, never trained" in s2l and "no evaluated run yet" not in s2l
 
 
-@pytest.mark.parametrize("folder,marker", [("table1-paper", "paper-table1"), ("fidelity-paper", "paper-fidelity")])
-def test_readme_paper_budget_table_is_what_its_folder_gives(tmp_path, folder, marker):
-    """The README's paper-budget blocks (Table 1, and the fidelity runs) are what `report
-    experiments/results/<folder> --readme` writes: rerun as the background sweeps add runs, never edited
+@pytest.mark.parametrize("folder,marker,page", [("table1-paper", "paper-table1", "README.md"),
+                                                ("fidelity-paper", "paper-fidelity", "docs/results.md")])
+def test_readme_paper_budget_table_is_what_its_folder_gives(tmp_path, folder, marker, page):
+    """The paper-budget blocks (Table 1 in the README, the fidelity runs in docs/results.md) are what `report
+    experiments/results/<folder> --readme PAGE` writes: rerun as the background sweeps add runs, never edited
     by hand."""
-    readme = tmp_path / "README.md"
-    shutil.copyfile(ROOT / "README.md", readme)
+    readme = tmp_path / "page.md"
+    shutil.copyfile(ROOT / page, readme)
     original = readme.read_bytes()
     report = build_report([ROOT / "experiments/results" / folder], tmp_path / "out", log=lambda s: None, readme=readme)
     assert table_marker(report["sections"][0]) == marker

@@ -358,14 +358,14 @@ def test_claims_file_errors_are_one_line(tmp_path):
 
 
 def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):
-    """The README's claims block is exactly what `report --site ... --readme` writes from experiments/results/."""
+    """docs/results.md's claims block is exactly what `report --site ... --readme` writes from experiments/results/."""
     from minimult.report import load
     from minimult.report.readme import update_readme
     from minimult.report.site import site_folders
 
     rows = judge(load_claims(), {f.name: load([f], lambda s: None).sections for f in site_folders()})
-    readme = tmp_path / "README.md"
-    readme.write_bytes((ROOT / "README.md").read_bytes())
+    readme = tmp_path / "results.md"
+    readme.write_bytes((ROOT / "docs" / "results.md").read_bytes())
     assert not update_readme(readme, claims_mod.markdown(rows), "claims", write=False)
     verdicts = {r["id"]: r["verdict"] for r in rows}
     assert verdicts["ds-lang-pos"] == HOLDS and verdicts["ds-overparam-lang-pos"] == UNKNOWN  # 16 needs a GPU

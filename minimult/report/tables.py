@@ -296,20 +296,33 @@ def csv_text(aggregated: list[dict], top: str) -> str:
     return buf.getvalue()
 
 
-def runs_csv_text(aggregated: list[dict], top: str) -> str:
-    """runs.csv: one row per run of a table row (seed by seed, as the row's mean and std count them), where
-    and how it trained (device, precision, the seed of its initial weights, seconds), then every column at
-    full precision: the numbers behind each mean, for a split like a setting whose seeds disagree; runs a row
-    left out (never trained, failed) are not among them, as they are not in its mean."""
+RUN_FIELDS = ("section", "id", "setting", "mods", "preset", "seed", "run")
+HOW_TRAINED = ("device", "precision", "init_seed", "train_seconds")
+
+
+def run_rows(aggregated: list[dict], top: str) -> list[dict]:
+    """One dict per run of a table row (seed by seed, as the row's mean and std count them): RUN_FIELDS, where
+    and how it trained (HOW_TRAINED: device, precision, the seed of its initial weights, seconds), then every
+    column (`column_keys`) at full precision, None where a run lacks it; runs a row left out (never trained,
+    failed) are not among them, as they are not in its mean. runs.csv and `api.results` are these rows."""
     keys = column_keys(top)
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    how = ["device", "precision", "init_seed", "train_seconds"]
-    w.writerow(["section", "id", "setting", "mods", "preset", "seed", "run"] + how + keys)
+    out = []
     for sec in aggregated:
         for row in sec["rows"]:
             for i, (seed, run, trained) in enumerate(zip(row["seeds"], row["runs"], row["trained"])):
-                values = [trained[k] for k in how] + [row["metrics"][k]["values"][i] for k in keys]
-                w.writerow([sec["title"], row["id"], row["setting"], row["mods"], row["preset"], seed, run]
-                           + ["" if v is None else v if isinstance(v, str) else repr(v) for v in values])
+                fields = (sec["title"], row["id"], row["setting"], row["mods"], row["preset"], seed, run)
+                out.append({**dict(zip(RUN_FIELDS, fields)), **{k: trained[k] for k in HOW_TRAINED},
+                            **{k: row["metrics"][k]["values"][i] for k in keys}})
+    return out
+
+
+def runs_csv_text(aggregated: list[dict], top: str) -> str:
+    """runs.csv: `run_rows` as CSV (an empty cell for None, numbers at full precision)."""
+    header = list(RUN_FIELDS + HOW_TRAINED) + column_keys(top)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    for r in run_rows(aggregated, top):
+        w.writerow([r[k] if k in RUN_FIELDS else "" if r[k] is None else r[k] if isinstance(r[k], str) else repr(r[k])
+                    for k in header])
     return buf.getvalue()
