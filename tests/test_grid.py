@@ -177,3 +177,23 @@ def test_empty_seeds_or_only_is_an_error_not_everything(tmp_path, option, fragme
                                        "--root", str(tmp_path / "runs")])
     assert result.exit_code == 2 and fragment in result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_settings_paper_numbers_carry_the_papers_standard_deviations(tmp_path):
+    """`<key>_std` is the paper's standard deviation of a column (Table 1 gives one per cell but µ); the report
+    shows it beside the paper's mean; a `_std` of no column is refused like any unknown key."""
+    from minimult.report.tables import cell_text, table_columns
+
+    grid = load_grid(Path(__file__).resolve().parents[1] / "experiments" / "table1.toml")
+    lang_pos = next(s for s in grid.settings if s.id == "1")
+    assert lang_pos.paper["align_f1_L0"] == 0.87 and lang_pos.paper["align_f1_L0_std"] == 0.05
+    assert "mu_std" not in lang_pos.paper and lang_pos.paper["ppl_dev_std"] == 9.0
+    column, layer = next((c, l) for c, l in table_columns("8") if c.key(l) == "align_f1_L0")
+    agg = {"mean": 0.604, "std": 0.456, "n": 3}
+    assert cell_text(agg, column, 0.87, 0.05) == "0.604 ± 0.456 (0.87 ± 0.05)"
+    assert cell_text(agg, column, 0.87) == "0.604 ± 0.456 (0.87)"
+    bad = tmp_path / "g.toml"
+    bad.write_text('title = "t"\npreset = "tiny"\n[[settings]]\nid = "0"\nname = "o"\nmods = ""\n'
+                   'paper = { mu = 0.7, speed_std = 0.1 }\n')
+    with pytest.raises(MinimultError, match="unknown paper key 'speed_std'"):
+        load_grid(bad)

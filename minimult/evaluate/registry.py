@@ -21,6 +21,9 @@ from minimult.registry import Registry
 REGISTRY = Registry("evaluator", unknown="unknown evaluator {name!r}: choose from {valid}")
 
 
+STD = "_std"  # a column key + STD: that column's standard deviation (the paper's over its seeds, in a grid's `paper`)
+
+
 @dataclass(frozen=True)
 class Column:
     """One number in results.json. Per-layer columns live at results["layers"][L][name]; the others

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import minimult.evaluate  # noqa: F401  (registers every evaluator)
-from minimult.evaluate.registry import table_columns as registered
+from minimult.evaluate.registry import STD, table_columns as registered
 from minimult.report.collect import Group, Run, Section, how_trained, unlike_baseline
 
 
@@ -180,14 +180,19 @@ def training_line(training: dict) -> str:
 # Markdown and CSV.
 
 
-def paper_text(column, x: float) -> str:
-    """A published number as the paper prints it: perplexities whole, scores to 2 decimals."""
-    return f"{x:.0f}" if column.kind == "perplexity" else f"{x:.2f}"
+def paper_text(column, x: float, std: float | None = None) -> str:
+    """A published number as the paper prints it: perplexities whole, scores to 2 decimals; with its standard
+    deviation over the paper's seeds after ± (a perplexity's to 1 decimal, as the paper prints it)."""
+    mean = f"{x:.0f}" if column.kind == "perplexity" else f"{x:.2f}"
+    if std is None:
+        return mean
+    return mean + (f" ± {std:.1f}" if column.kind == "perplexity" else f" ± {std:.2f}")
 
 
-def cell_text(agg: dict, column, paper: float | None = None) -> str:
-    """"mean ± std", with the published number in parentheses after it when there is one."""
-    beside = "" if paper is None else f" ({paper_text(column, paper)})"
+def cell_text(agg: dict, column, paper: float | None = None, paper_std: float | None = None) -> str:
+    """"mean ± std", with the published number (± its std over the paper's seeds, where it gives one) in
+    parentheses after it when there is one."""
+    beside = "" if paper is None else f" ({paper_text(column, paper, paper_std)})"
     if agg["mean"] is None:
         return "–" + beside
     std = f" ± {column.table_text(agg['std'])}" if agg["std"] is not None else ""
@@ -223,14 +228,16 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
     for row in sec["rows"]:
         m, k0, paper = row["metrics"], first.key(first_layer), row.get("paper", {})
-        cells = [row["id"], row["setting"], str(m[k0]["n"]), cell_text(m[k0], first, paper.get(k0)),
+        cells = [row["id"], row["setting"], str(m[k0]["n"]), cell_text(m[k0], first, paper.get(k0), paper.get(k0 + STD)),
                  p_text(m[k0]["p_vs_original"])]
-        cells += [cell_text(m[c.key(l)], c, paper.get(c.key(l))) for c, l in rest]
+        cells += [cell_text(m[c.key(l)], c, paper.get(c.key(l)), paper.get(c.key(l) + STD)) for c, l in rest]
         lines.append("| " + " | ".join(cells) + " |")
     if _shows_paper(sec, [c.key(l) for c, l in cols]):
         source = (sec.get("paper_source") or "").rstrip(". ")
-        lines += ["", f"In parentheses, the paper's numbers: {source}." if source
-                  else "In parentheses, the paper's numbers (as the grid file gives them)."]
+        stds = " (± its standard deviation over seeds, where it gives one)" if _shows_paper(
+            sec, [c.key(l) + STD for c, l in cols]) else ""
+        lines += ["", f"In parentheses, the paper's numbers{stds}: {source}." if source
+                  else f"In parentheses, the paper's numbers{stds} (as the grid file gives them)."]
     for m in sec.get("left_out", []):  # seeds a row lost: never trained, failed, evaluated unfinished
         lines += ["", f"Left out of {(m['id'] + ' ' + m['setting']).strip()}: {m['run']}, {m['why']}."]
     for m in sec.get("mixed", []):  # a row that averages runs trained differently

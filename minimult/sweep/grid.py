@@ -43,7 +43,7 @@ from pathlib import Path
 import minimult.evaluate  # noqa: F401  (registers every evaluator)
 from minimult.config import PRESETS, RunConfig, override, resolve
 from minimult.errors import MinimultError
-from minimult.evaluate.registry import columns
+from minimult.evaluate.registry import STD, columns
 from minimult.mods import parse_mods
 from minimult.runs import flat
 
@@ -112,17 +112,18 @@ def paper_keys() -> tuple[set[str], set[str]]:
 
 
 def _paper(table, where: str) -> dict:
-    """A setting's `paper` table -> {column key: number}; an unknown key or a value that is not a
-    finite number is an error naming both."""
+    """A setting's `paper` table -> {column key: number}, with `<key>_std` the paper's standard deviation of
+    that column where it gives one; an unknown key or a value that is not a finite number is an error naming
+    both."""
     if not isinstance(table, dict):
         raise MinimultError(f"{where}: paper must be a table like {{ mu = 0.70, ppl_dev = 217 }}")
     scalar, layered = paper_keys()
     out = {}
     for key, value in table.items():
-        name, _, layer = key.rpartition("_L")
+        name, _, layer = key.removesuffix(STD).rpartition("_L")
         per_layer = name in layered and layer.isascii() and layer.isdigit() and str(int(layer)) == layer
-        if key not in scalar and not per_layer:
-            valid = sorted(scalar) + [f"{n}_L<layer>" for n in sorted(layered)]
+        if key.removesuffix(STD) not in scalar and not per_layer:
+            valid = sorted(scalar) + [f"{n}_L<layer>" for n in sorted(layered)] + [f"any of these + {STD}"]
             raise MinimultError(f"{where}: unknown paper key {key!r}; valid: {', '.join(valid)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise MinimultError(f"{where}: paper key {key!r} must be a number, not {value!r}")
