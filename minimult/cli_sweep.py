@@ -106,6 +106,8 @@ def report(runs, out_dir, html_dir, site_dir, readme):
 
             changed = update_readme(readme, markdown(built["claims"]), "claims")
             log(f"report: {readme} {'updated' if changed else 'unchanged'} between its claims markers")
+            if built["recipes"] and update_readme(readme, built["recipes"], "recipes", optional=True):
+                log(f"report: {readme} updated between its recipes markers (Table 1 under both recipes)")
         click.echo(f"site: {built['index']}")
         return
     if not runs:

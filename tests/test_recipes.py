@@ -56,3 +56,16 @@ def test_an_ordering_is_robust_only_where_every_recipe_holds_it():
     assert rows["ds-lang-pos"]["verdict"] == ROBUST
     text = both_markdown(list(rows.values()), [published, published])
     assert "published code's recipe: ours (seeds) | verdict" in text and "**robust**" in text
+
+
+def test_the_report_has_a_floor_section_for_a_table_with_lang_pos_rows():
+    """A registered report section (report/parts.py): each section's lang-pos settings with their seeds on the
+    floor, in table1.md and on the site; none for a table without lang-pos."""
+    from minimult.report.parts import PARTS
+
+    part = PARTS["floor"]
+    lab = section("paper", {"0": [0.60, 0.61, 0.62], "1": [0.004, 0.532, 0.551]})
+    (text,) = part.markdown(part.compute([lab], "8"), "8")
+    assert "## Table 1 (paper): lang-pos seeds on the floor" in text
+    assert "| 1 lang-pos | 1 of 3 (33%; 95% CI 6%–79%) | s0 0.004, s42 0.532, s43 0.551 |" in text
+    assert part.markdown(part.compute([section("paper", {"0": [0.6, 0.61]})], "8"), "8") == []

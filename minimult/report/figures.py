@@ -23,8 +23,9 @@ import numpy as np
 
 from minimult.data import sources
 from minimult.errors import MinimultError
-from minimult.evaluate.registry import evaluators
+from minimult.evaluate.registry import STD, evaluators
 from minimult.report.collect import Group, Run, Section, log_rows, training_losses
+from minimult.report.recipes import FLOOR, wilson
 from minimult.report.tables import mu_top, table_columns
 from minimult.runs import read_weights
 
@@ -338,7 +339,8 @@ def _devices(row: dict) -> list[str | None]:
 
 def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     """One column of a table: each row's seeds as dots on its line, their mean as a bar, the paper's
-    number as a hollow diamond. The first row at the top, as in the table. Where the table's runs trained on
+    number as a hollow diamond with its standard deviation as a line; in the µ panel each lang-pos row says how
+    many of its seeds stay on the floor (recipes.FLOOR) with the share's Wilson 95% interval. The first row at the top, as in the table. Where the table's runs trained on
     more than one device, each dot's shape and colour say which (a circle on a CPU, a triangle on a GPU)."""
     key = column.key(layer)
     ys = np.arange(len(rows))[::-1]
@@ -362,11 +364,19 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
                        label=label(f"a seed on {device}" if several else "each seed"))
         if values:
             ax.plot([m["mean"]] * 2, [y - 0.3, y + 0.3], color="black", lw=1.4, zorder=2, label=label("mean"))
-        paper = row.get("paper", {}).get(key)
+        paper, spread = row.get("paper", {}).get(key), row.get("paper", {}).get(key + STD)
         if paper is not None:
             xs.append(paper)
             ax.scatter([paper], [y], s=40, marker="D", facecolors="none", edgecolors="tab:red", zorder=4,
                        label=label("paper"))
+            if spread:  # the paper's standard deviation over its seeds
+                ax.plot([paper - spread, paper + spread], [y, y], color="tab:red", lw=1, alpha=0.6, zorder=4)
+        if key == "mu" and values and "lang-pos" in row.get("mods", "").split(","):
+            k = sum(v < FLOOR for v in values)  # seeds on the floor, with the share's Wilson 95% interval
+            low, high = wilson(k, len(values))
+            ax.annotate(f"floor {k}/{len(values)} ({low:.0%}–{high:.0%})", xy=(1.01, y),
+                        xycoords=("axes fraction", "data"), fontsize=6, va="center", color="tab:gray",
+                        annotation_clip=False)
     ax.set_yticks(ys, [f"{r['id']} {r['setting']}" for r in rows], fontsize=7)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_title(column.heading(layer), fontsize=10)

@@ -14,6 +14,7 @@ import math
 from minimult.report.claims import (FAILS, HOLDS, UNKNOWN, Claim, comparison_text, orderings, paper_text, seeds_text,
                                     side_text)
 from minimult.report.collect import Section
+from minimult.report.parts import Part, register
 from minimult.report.tables import finite
 
 FLOOR = 0.05  # µ below this: the run kept no multilinguality to speak of
@@ -77,6 +78,38 @@ def floor_markdown(sections: list[Section]) -> str:
                 f"s{seed} {mu:.3f}" for seed, mu in sorted(r["mu"].items())))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _floor_part(sections: list[Section], top: str) -> list[dict]:
+    """Each section's lang-pos settings and their seeds on the floor (report.json's `floor`)."""
+    return [{"section": s.title, "rows": rates} for s in sections if (rates := floor_rates(s))]
+
+
+def _floor_markdown(data: list[dict], top: str) -> list[str]:
+    out = []
+    for d in data or []:
+        head = f"## {d['section']}: lang-pos seeds on the floor\n\n"
+        lines = [f"Seeds whose µ stays below {FLOOR} (kept no multilinguality), with a Wilson 95% interval for "
+                 f"the share and each seed's µ:", "", "| setting | on the floor | seeds' µ |", "|---|---|---|"]
+        for r in d["rows"]:
+            mus = ", ".join(f"s{seed} {mu:.3f}" for seed, mu in sorted(r["mu"].items(), key=lambda kv: int(kv[0])))
+            lines.append(f"| {r['label']} | {floor_text(r)} | {mus} |")
+        out.append(head + "\n".join(lines) + "\n")
+    return out
+
+
+register(Part("floor", order=15, keys=("floor",), compute=_floor_part, markdown=_floor_markdown))
+
+
+def table1_sections(sections_by_folder: dict[str, list[Section]]) -> list[Section]:
+    """The first Table 1 section of each recipe (`RECIPES`' presets, in that order) among the folders'."""
+    found = {}
+    for sections in sections_by_folder.values():
+        for s in sections:
+            grid = s.manifest.name.removesuffix(".sweep.json") if s.manifest else ""
+            if grid == "table1" and s.preset in RECIPES and s.preset not in found:
+                found[s.preset] = s
+    return [found[p] for p in RECIPES if p in found]
 
 
 def combined(verdicts: list[str]) -> str:

@@ -28,7 +28,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from minimult.errors import MinimultError
-from minimult.report import claims as claims_mod
+from minimult.report import claims as claims_mod, recipes
 from minimult.report.build import build_report, load
 from minimult.report.collect import Group, REPOSITORY, Run, Section, log_rows, never_trained, training_seconds
 from minimult.report.figures import file_slug, run_figure, section_figure
@@ -314,13 +314,17 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
               claims_mod=claims_mod)
         _run_pages(folder, write)
     headline = _headline(summaries)
-    write(site / "claims.html", "claims.html", up="", rows=claim_rows, claims_mod=claims_mod)
+    by_recipe = recipes.table1_sections({f.name: f.loaded.sections for f in folders})
+    recipe_md = recipes.both_markdown(recipes.both_recipes(by_recipe), by_recipe) + "\n" + recipes.floor_markdown(
+        by_recipe) if len(by_recipe) > 1 else ""
+    write(site / "claims.html", "claims.html", up="", rows=claim_rows, claims_mod=claims_mod,
+          recipes=markdown_html(recipe_md) if recipe_md else "")
     counts = {v: sum(r["verdict"] == v for r in claim_rows) for v in (claims_mod.HOLDS, claims_mod.FAILS,
                                                                         claims_mod.UNKNOWN)}
     write(site / "index.html", "index.html", up="", folders=summaries, headline=headline, counts=counts)
     log(f"site: {len(pages)} pages in {site} ({len(folders)} results folders, {len(claim_rows)} claims); "
         f"open {site / 'index.html'}")
-    return {"pages": [str(p) for p in pages], "claims": claim_rows, "index": str(site / "index.html"),
+    return {"pages": [str(p) for p in pages], "claims": claim_rows, "recipes": recipe_md, "index": str(site / "index.html"),
             "folders": [f.name for f in folders]}
 
 
