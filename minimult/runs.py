@@ -1,5 +1,5 @@
 """Run folders and the `Run` that owns one: its resolved config, active mods, prepared data,
-checkpoint, metrics log, metadata and results.
+checkpoint, metrics log and metadata (results.json is `minimult.evaluate.results`'s).
 
     run = Run.create(cfg, mods, out=None)   # a new folder (never two runs in one folder)
     run = Run.open(path)                    # an existing run (config.json)
@@ -8,7 +8,8 @@ checkpoint, metrics log, metadata and results.
 
 This module is the only code that reads or writes checkpoints. A run folder holds `config.json`
 (resolved), `run.json` (mods with versions, seed, vocabulary hash, versions, git commit, status), the
-vocabulary, `checkpoint.pt`, `metrics.jsonl` and, after evaluation, `results.json`.
+vocabulary, `checkpoint.pt`, `metrics.jsonl` and, after evaluation, `results.json` (written and read by
+`minimult.evaluate.results`, never here).
 """
 
 from __future__ import annotations
@@ -498,30 +499,3 @@ class Run:
             raise MinimultError(f"run {self.path} {status}: its checkpoint is the last one before the loss diverged, "
                                 f"not a trained model, so it is not evaluated; train it again (e.g. with a lower "
                                 f"--set train.lr)")
-
-    def check_results(self) -> None:
-        """`results.check_results` of this run's folder (before an evaluation)."""
-        _results().check_results(self.path)
-
-    def write_results(self, results: dict, fill: dict | None = None) -> dict:
-        """`results.write_results` into this run's folder; returns `results`."""
-        return _results().write_results(self.path, results, fill)
-
-
-# ---------------------------------------------------------------------------------------------
-# results.json's reading and writing live in `minimult.evaluate.results`, which reads the evaluators'
-# declarations and so sits above this module; these old names are kept for callers outside the package.
-
-_MOVED = ("BLOCK_KEYS", "block_keys", "incomplete_evaluation", "read_results", "replaces_headline", "results_problem")
-
-
-def _results():
-    import minimult.evaluate.results as results  # lazy: that module imports this one
-
-    return results
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        return getattr(_results(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

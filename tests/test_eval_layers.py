@@ -1,6 +1,6 @@
 """`minimult eval RUN --layer L` says what it did (issue 35, item 6): the layers it computed, whether µ came
 with them and how to get it, and whether the run's headline results (the top of results.json) are now these,
-which must be what `Run.write_results` did."""
+which must be what `results.write_results` did."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 
 from minimult.cli import _layers_note
 from minimult.config import resolve
+from minimult.evaluate.results import write_results
 from minimult.runs import Run
 
 
@@ -20,7 +21,7 @@ def test_eval_layer_note_says_what_write_results_did(tmp_path):
         time = f"T{len(before.get('evaluations', []))}"
         results = {"evaluation": {"layers": layers, "complete": complete, "time": time}, "steps": 10,
                    "layers": {str(l): {"translation": tau} for l in layers}, "mu": mu}
-        run.write_results(results)
+        write_results(run.path, results)
         note = _layers_note(run, results, before)
         top = json.loads(path.read_text())
         assert (top["evaluation"] == results["evaluation"]) == ("headline results (the top of results.json)" in note

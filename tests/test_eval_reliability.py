@@ -253,7 +253,7 @@ def test_segment_seeds_out_of_range_are_refused(value):
 
 
 def test_results_with_a_non_number_are_one_line_before_evaluating(runs, tmp_path, no_evaluation):
-    from minimult.runs import read_results, results_problem
+    from minimult.evaluate.results import read_results, results_problem
 
     run = copy_run(runs[0], tmp_path)
     results = json.loads((run / "results.json").read_text())

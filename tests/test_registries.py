@@ -18,8 +18,9 @@ from minimult.data.sources import REGISTRY as SOURCES
 from minimult.evaluate import summary_table
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import REGISTRY as EVALUATORS, Column, Evaluator
+from minimult.evaluate.results import block_keys, read_results, write_results
 from minimult.mods import REGISTRY as MODS
-from minimult.runs import Run, block_keys
+from minimult.runs import Run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,8 +48,8 @@ def test_eval_printout_shows_a_new_evaluators_columns(toy_evaluator):
 def test_evaluation_blocks_keep_what_the_evaluators_declare(toy_evaluator, tmp_path):
     run = Run(tmp_path, resolve("tiny")[0])
     for complete in (True, False):
-        run.write_results({"evaluation": {"complete": complete}, "run": "runs/x", "steps": 1, "layers": {},
-                           "toy_score": 0.5, "toy_count": 3, "toy_note": "top only", "eval_seconds": 1.0})
+        write_results(run.path, {"evaluation": {"complete": complete}, "run": "runs/x", "steps": 1, "layers": {},
+                                  "toy_score": 0.5, "toy_count": 3, "toy_note": "top only", "eval_seconds": 1.0})
     blocks = json.loads((tmp_path / "results.json").read_text())["evaluations"]
     assert [set(b) for b in blocks] == [{"evaluation", "steps", "layers", "toy_score", "toy_count", "eval_seconds"}] * 2
 
@@ -204,7 +205,6 @@ def check_pipeline(tmp_path, cfg, active, results) -> None:
     from minimult.evaluate.registry import evaluators
     from minimult.evaluate.multilinguality import mu_layers
     from minimult.mods import versions
-    from minimult.runs import read_results
 
     assert results["steps"] == results["total_steps"] and results["evaluation"]["complete"]
     assert results["mods"] == cfg.mods and results["mod_versions"] == versions(active)
