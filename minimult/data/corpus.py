@@ -178,6 +178,14 @@ def split_verses(verses: dict[int, str], limit: int | None = None) -> tuple[list
 MAX_LINE_CHARS = 100_000  # ~20,000 words; a sentence is cut to data.max_len pieces anyway
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of a text as `wc -l` counts them: split at "\n" only (never at U+2028, NEL, form feed or a
+    lone "\r", which str.splitlines also splits at), a "\r" before the "\n" dropped, and the empty piece
+    after a final "\n" left out. Every reader of a user's text file splits with this."""
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def read_lines(path: str | Path) -> list[str]:
     """Non-empty lines of a UTF-8 text file; a clear error for missing, empty or binary files."""
     path = Path(path)
@@ -190,7 +198,7 @@ def read_lines(path: str | Path) -> list[str]:
         text = data.decode("utf-8-sig")  # a byte-order mark would stick to the first word
     except UnicodeDecodeError as e:
         raise MinimultError(f"corpus file is not valid UTF-8 ({e.reason} at byte {e.start}): {path}") from None
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in text_lines(text) if line.strip()]
     if not lines:
         raise MinimultError(f"corpus file is empty: {path}")
     longest = max(range(len(lines)), key=lambda i: len(lines[i]))

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from minimult.data.cache import atomic_write_text
+from minimult.data.corpus import text_lines
 from minimult.errors import MinimultError
 
 KINDS = ("S", "P")
@@ -84,25 +85,19 @@ def _text(path) -> str:
     if not path.is_file():
         raise MinimultError(f"link file not found: {path}")
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return path.read_bytes().decode("utf-8-sig")  # read_text would split at a lone "\r"
     except UnicodeDecodeError as e:
         raise MinimultError(f"link file is not UTF-8 text ({e.reason} at byte {e.start}): {path}") from None
 
 
-def _lines(text: str) -> list[str]:
-    """Lines as a line-aligned corpus counts them: ended by "\n", a "\r" before it dropped."""
-    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
 def says_silver(path) -> bool:
     """Whether a comment line of the file says `silver`."""
-    return any(line.lstrip().startswith("#") and "silver" in line.lower() for line in _lines(_text(path)))
+    return any(line.lstrip().startswith("#") and "silver" in line.lower() for line in text_lines(_text(path)))
 
 
 def link_format(path) -> str:
     """"native" when a link line holds a tab (verse<TAB>i<TAB>j), else "pharaoh"."""
-    lines = [line for line in _lines(_text(path)) if line.strip() and not line.lstrip().startswith("#")]
+    lines = [line for line in text_lines(_text(path)) if line.strip() and not line.lstrip().startswith("#")]
     return "native" if any("\t" in line for line in lines) else "pharaoh"
 
 
@@ -118,7 +113,7 @@ def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int
         raise MinimultError(f"{path} is a native link file (verse<TAB>i<TAB>j), whose word indices count from 0; "
                             f"--link-base {base} applies to Pharaoh files")
     rows, silver = [], False
-    for number, line in enumerate(_lines(text), 1):
+    for number, line in enumerate(text_lines(text), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             silver = silver or "silver" in stripped.lower()
@@ -152,7 +147,7 @@ def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[
     if base not in (0, 1):
         raise MinimultError(f"{path} is a Pharaoh link file (i-j per pair): say whether its word indices count from "
                             f"0 or from 1 (--link-base 0|1; links_base in a manifest)")
-    lines = _lines(text)
+    lines = text_lines(text)
     header = next((i for i, line in enumerate(lines) if not line.lstrip().startswith("#")), len(lines))
     silver = any("silver" in line.lower() for line in lines[:header])
     rows = []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from minimult.data.corpus import MAX_LINE_CHARS, Corpus, normalise, words as nltk_words
+from minimult.data.corpus import MAX_LINE_CHARS, Corpus, normalise, text_lines, words as nltk_words
 from minimult.errors import MinimultError
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a language's name: also its tokenizer's sub-folder
@@ -215,7 +215,7 @@ def _lines(path: Path, lang: str) -> list[str]:
     except UnicodeDecodeError as e:
         raise MinimultError(f"{path}:{line_of(e.start)}: not UTF-8 ({e.reason} at byte {e.start}) "
                             f"(language {lang})") from None
-    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    lines = text_lines(text)
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
@@ -359,12 +359,11 @@ def read_dictionary(path: Path, lang: str, spec: Spec) -> list[tuple[str, str]]:
     if not path.is_file():
         raise MinimultError(f"dictionary file not found: {path} (language {lang})")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = path.read_bytes().decode("utf-8-sig")  # read_text would split at a lone "\r"
     except UnicodeDecodeError as e:
         raise MinimultError(f"dictionary {path} is not UTF-8 ({e.reason} at byte {e.start})") from None
     out = []
-    for i, line in enumerate(text.split("\n"), 1):
-        line = line.rstrip("\r")
+    for i, line in enumerate(text_lines(text), 1):
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minimult.data.corpus import text_lines
 from minimult.data.languages import Side, truncate
 from minimult.errors import MinimultError
 
@@ -137,8 +138,7 @@ def _task_lines(path, words) -> tuple[list[str], list[list[str]]]:
     except UnicodeDecodeError as e:
         raise MinimultError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     labels, sentences = [], []
-    for i, line in enumerate(text.split("\n"), 1):
-        line = line.rstrip("\r")
+    for i, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
         label, tab, rest = line.partition("\t")
@@ -198,7 +198,7 @@ def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
 
 def _line_of(path, i: int) -> int:
     """The line number of the i-th labelled (non-blank) line of a task file."""
-    lines = path.read_bytes().decode("utf-8-sig").split("\n")
+    lines = text_lines(path.read_bytes().decode("utf-8-sig"))
     return [n for n, line in enumerate(lines, 1) if line.strip()][i]
 
 

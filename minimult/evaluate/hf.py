@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from minimult.data.corpus import text_lines
 from minimult.data.languages import Side
 from minimult.data.layout import Layout
 from minimult.data.sources.shift import one_piece_sides
@@ -147,7 +148,7 @@ def read_pair(a, b) -> tuple[list[str], list[str]]:
     lines = []
     for path in (a, b):
         try:
-            lines.append(Path(path).read_text(encoding="utf-8").splitlines())
+            lines.append(text_lines(Path(path).read_bytes().decode("utf-8-sig")))
         except (OSError, UnicodeDecodeError) as e:
             raise MinimultError(f"cannot read {path}: {e}") from None
     if len(lines[0]) != len(lines[1]):

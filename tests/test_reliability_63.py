@@ -1,0 +1,63 @@
+"""Issue 63: nothing silently wrong on your own data (one test per item; the item's number in its name)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from minimult.errors import MinimultError
+
+# Characters str.splitlines splits at and `wc -l` does not: U+2028, NEL, form feed, a lone carriage return.
+ODD = ("\u2028", "\x85", "\x0c", "\r", "\u2029", "\x1c")
+
+
+def _odd_lines(n: int) -> str:
+    return "".join(f"line {i} with {ODD[i % len(ODD)]} inside\n" for i in range(n))
+
+
+def test_item3_text_lines_splits_as_wc_l():
+    from minimult.data.corpus import text_lines
+
+    assert text_lines("a\nb\n") == ["a", "b"]
+    assert text_lines("a\r\nb") == ["a", "b"]
+    assert text_lines("a\u2028b\x85c\x0cd\re\n") == ["a\u2028b\x85c\x0cd\re"]
+    assert text_lines("") == []
+    assert text_lines("a\n\n") == ["a", ""]
+
+
+def test_item3_eval_hf_pair_reads_lines_as_wc_l(tmp_path):
+    from minimult.evaluate.hf import read_pair
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("\ufeff" + _odd_lines(200), encoding="utf-8")
+    b.write_text(_odd_lines(200).replace("\n", "\r\n"), encoding="utf-8")
+    left, right = read_pair(a, b)
+    assert len(left) == len(right) == 200  # was 201+ pairs: split at U+2028, NEL, form feed
+    assert not left[0].startswith("\ufeff")  # the byte-order mark does not stick to the first word
+
+
+def test_item3_corpus_and_task_files_read_lines_as_wc_l(tmp_path):
+    from minimult.data.corpus import read_lines
+    from minimult.data.tasks import _task_lines
+
+    f = tmp_path / "c.txt"
+    f.write_text(_odd_lines(12), encoding="utf-8")
+    assert len(read_lines(f)) == 12
+    t = tmp_path / "train.tsv"
+    t.write_text("".join(f"{'ab'[i % 2]}\tline {i} {ODD[i % len(ODD)]} more\n" for i in range(12)), encoding="utf-8")
+    labels, sentences = _task_lines(t, str.split)
+    assert len(labels) == 12
+
+
+def test_item3_parallel_files_and_link_files_share_the_helper(tmp_path):
+    import minimult.data.links as links
+    import minimult.data.parallel as parallel
+    from minimult.data.corpus import text_lines
+
+    assert links.text_lines is text_lines and parallel.text_lines is text_lines
+    assert not hasattr(links, "_lines")  # one helper, no copy
+    f = tmp_path / "en.txt"
+    f.write_text(_odd_lines(7), encoding="utf-8")
+    assert len(parallel._lines(f, "en")) == 7
