@@ -60,12 +60,14 @@ def swap_in(whole: Path, dst: Path) -> None:
 def merge_settings(ours: dict, theirs: dict, keep=lambda run: True) -> list[dict]:
     """The settings of two manifests of one grid's sweep: in `ours`' order (the order of the report's rows),
     those only `theirs` lists after them (a sweep of a few settings, `--only`, lists only those); each with its
-    fields as `theirs` has them, its runs `ours`' then `theirs`', once each (a sweep's own merge order), those
+    fields as `theirs` has them (its `paper` numbers merged into `ours`', so keys only `ours` has stay), its runs `ours`' then `theirs`', once each (a sweep's own merge order), those
     `keep` accepts; a setting with runs is not `left_out`."""
     merged = {str(s.get("id")): dict(s) for s in ours.get("settings", [])}
     for s in theirs.get("settings", []):
         mine = merged.get(str(s.get("id")), {})
-        merged[str(s.get("id"))] = {**mine, **s, "runs": [*mine.get("runs", []), *s.get("runs", [])]}
+        paper = {**mine.get("paper", {}), **s.get("paper", {})}  # numbers only ours has (the paper's stds) stay
+        merged[str(s.get("id"))] = {**mine, **s, "runs": [*mine.get("runs", []), *s.get("runs", [])],
+                                    **({"paper": paper} if paper else {})}
     out = []
     for s in merged.values():
         runs = [r for r in dict.fromkeys(s.get("runs", [])) if keep(r)]

@@ -78,3 +78,18 @@ def test_a_folder_that_is_no_sweep_root_is_one_error_line(tmp_path):
         proc = _bring(src, tmp_path / "dst")
         assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
     assert not (tmp_path / "dst").exists()
+
+
+def test_the_paper_numbers_only_the_committed_manifest_has_survive_a_bring():
+    """A sweep begun with an older grid lists the paper's means; the committed manifest also has their standard
+    deviations: merging keeps both (the sweep's numbers win where both have one)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from bring_runs import merge_settings
+
+    ours = {"settings": [{"id": "1", "runs": ["1-lang-pos-s0"], "paper": {"mu": 0.3, "align_f1_L0_std": 0.05}}]}
+    theirs = {"settings": [{"id": "1", "runs": ["1-lang-pos-s42"], "paper": {"mu": 0.30, "align_f1_L0": 0.87}}]}
+    (merged,) = merge_settings(ours, theirs)
+    assert merged["paper"] == {"mu": 0.30, "align_f1_L0": 0.87, "align_f1_L0_std": 0.05}
+    assert merged["runs"] == ["1-lang-pos-s0", "1-lang-pos-s42"]
+    (plain,) = merge_settings({"settings": [{"id": "0", "runs": []}]}, {"settings": [{"id": "0", "runs": ["r"]}]})
+    assert "paper" not in plain
