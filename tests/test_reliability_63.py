@@ -61,3 +61,52 @@ def test_item3_parallel_files_and_link_files_share_the_helper(tmp_path):
     f = tmp_path / "en.txt"
     f.write_text(_odd_lines(7), encoding="utf-8")
     assert len(parallel._lines(f, "en")) == 7
+
+
+# ---------------------------------------------------------------------------------------------
+# item 4: a link file with possible links only
+
+
+QUIET = lambda s: None  # noqa: E731
+
+
+@pytest.fixture(scope="module")
+def enes_run(tmp_path_factory):
+    """An untrained en-es run on the fixture Bibles (module-scoped: several items score link files on it)."""
+    from test_real_languages import FIXTURE, fixture_verses
+
+    from minimult.config import resolve
+    from minimult.data import sword
+    from minimult.data.run_data import RunData
+    from minimult.runs import Run
+    from minimult.train import train
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(sword, "module_verses", fixture_verses)
+    mp.setattr(sword, "module_fingerprint", lambda language: f"fixture:{FIXTURE.stat().st_size}")
+    cfg, active = resolve("tiny", {"data.fake": "en-es", "data.vocab_size": 256}, "untrained")
+    run = Run.create(cfg, active, tmp_path_factory.mktemp("enes") / "run", log=QUIET)
+    train([run], log=QUIET)
+    verses = [l.split("\t") for l in (RunData(cfg, active).prepared.path / "verses-dev.tsv").read_text(
+        encoding="utf-8").splitlines()]
+    yield run, verses
+    mp.undo()
+
+
+def test_item4_possible_links_only_score_recall_and_f1_null_and_say_so(enes_run, tmp_path):
+    from minimult.evaluate import evaluate_run
+    from minimult.evaluate.links import table
+
+    run, verses = enes_run
+    verse = verses[0][0]
+    links = tmp_path / "possible.links"
+    links.write_text(f"{verse}\t0\t0\tP\n{verse}\t1\t1\tP\n")
+    lines = []
+    results = evaluate_run(run.path, log=lines.append, link_file=str(links))["links"]
+    assert results["f1"] is None  # was 0.0: recall 0 of no sure link
+    assert all(s["recall"] is None and s["f1"] is None for s in [*results["layers"].values(), results["diagonal"]])
+    assert all(s["precision"] is not None for s in results["layers"].values())
+    assert sum("no sure links" in l for l in lines) == 1, lines
+    assert "nothing to score" in table(results)
+    stored = json.loads((run.path / "results.json").read_text())["links"]
+    assert stored["f1"] is None and stored["layers"]["0"]["recall"] is None

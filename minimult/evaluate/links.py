@@ -7,7 +7,9 @@ file's sure and possible links (`metrics.link_scores`); a model-free diagonal al
 beside the layers (`diagonal`) as the level word order alone reaches. Only the verses the file names are encoded,
 from the whole development split (independent of --dev-sentences); words cut off by the model's
 window are left out, and the links on them are counted as `outside_window` and not scored; when that
-leaves no link at all, every score is null ("nothing to score", said in one line), never F1 0 / AER 1. A file
+leaves no link at all, every score is null ("nothing to score", said in one line), never F1 0 / AER 1; a file
+with possible (P) links only has no sure link to recall: recall and F1 are null (one line says so), precision
+and AER are scored against the possible links. A file
 whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled silver in the results.
 
 Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses or
@@ -61,6 +63,12 @@ def diagonal_links(chosen, words_a: dict[int, int], words_b: dict[int, int]) -> 
 
 # the scores of a link file none of whose links lies inside the model's window
 NOTHING = dict(precision=None, recall=None, f1=None, aer=None, predicted=None, sure=0, possible=0)
+
+
+def _scores(predicted: set, sure: set, possible: set) -> dict:
+    """`metrics.link_scores`, with recall and F1 null (not 0) when there is no sure link to recall."""
+    scores = metrics.link_scores(predicted, sure, possible)
+    return scores if sure else {**scores, "recall": None, "f1": None}
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,9 @@ def run(ctx) -> dict:
         layers = {str(l): dict(NOTHING) for l in ctx.layers}
         diagonal = dict(NOTHING)
     else:
+        if not sure and ctx.log is not None:  # only possible (P) links: nothing for recall (|A∩S|/|S|) to count
+            ctx.log(f"note: links: {scored.path} has no sure links inside the model's window (only possible ones, "
+                    f"P): recall and F1 have nothing to score, stored as null; precision and AER are scored")
         with ctx.phase("forward_links"):
             vectors = encode_sides(ctx.model, cut, ctx.layouts, ctx.layers, ctx.device, ctx.attention, ctx.precision)
         layers = {}
@@ -147,8 +158,8 @@ def run(ctx) -> dict:
                 en, other = word_vectors(vectors[0][l], cut[0]), word_vectors(vectors[1][l], cut[1])
                 predicted = {(int(v), a, b) for v, x, y in zip(chosen, en, other)
                              for a, b in metrics.mutual_argmax_links(x, y)}
-                layers[str(l)] = metrics.link_scores(predicted, sure, possible)
-        diagonal = metrics.link_scores(diagonal_links(chosen, *kept), sure, possible)
+                layers[str(l)] = _scores(predicted, sure, possible)
+        diagonal = _scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
     return {"links": {"file": str(Path(scored.path)), "sha256": hashlib.sha256(Path(scored.path).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "format": links.format,
@@ -177,6 +188,8 @@ def table(results: dict) -> str:
             f"{r['outside_window']:,} outside the model's window; words = mean of their pieces, mutual argmax):")
     if r.get("f1") is None and r["outside_window"] == r["links"]:
         return head[:-1] + ": nothing to score (every link falls outside the window)"
+    if r.get("f1") is None:
+        head += "\n  no sure links inside the window (only possible ones): recall and F1 have nothing to score (-)"
     return "\n".join([head] + ["  ".join(c.rjust(w) for c, w in zip(x, widths)) for x in rows])
 
 
