@@ -289,7 +289,8 @@ def _layers(text: str) -> tuple[int, ...]:
 @click.argument("run", required=False, type=click.Path(file_okay=False))
 @click.option("--layer", "layers", default=None,
               help="Comma-separated layers (0 = embeddings); default µ's pair: 0 and round(2/3 x depth), 0,8 for 12 layers.")
-@click.option("--dev-sentences", type=int, default=None, help="Use the first N dev sentences (default: the run's, 10,000).")
+@click.option("--dev-sentences", type=int, default=None, help="Use the first N dev sentences (default: the run's, 10,000); --links scores every verse "
+                   "its file names whatever N (its block records the dev sentences it read).")
 @click.option("--ppl-sentences", type=int, default=None,
               help="Sequences per split for perplexity (default all; a fixed random subset when smaller).")
 @click.option("--device", default="auto", show_default=True)

@@ -110,3 +110,22 @@ def test_item4_possible_links_only_score_recall_and_f1_null_and_say_so(enes_run,
     assert "nothing to score" in table(results)
     stored = json.loads((run.path / "results.json").read_text())["links"]
     assert stored["f1"] is None and stored["layers"]["0"]["recall"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# item 5: --dev-sentences with --links
+
+
+def test_item5_links_record_the_dev_sentences_they_read_not_the_limit(enes_run, tmp_path):
+    from minimult.evaluate import evaluate_run
+
+    run, verses = enes_run
+    links = tmp_path / "sure.links"
+    links.write_text("".join(f"{v}\t0\t0\n" for v, *_ in verses))  # every dev verse
+    lines = []
+    results = evaluate_run(run.path, log=lines.append, link_file=str(links), dev_sentences=5)
+    assert results["dev_sentences"] == 5  # what the other evaluators read
+    assert results["links"]["dev_sentences"] == len(verses) and results["links"]["verses"] == len(verses)
+    assert sum("--dev-sentences 5 limits every evaluator but links" in l for l in lines) == 1, lines
+    with pytest.raises(MinimultError, match="leave --dev-sentences out"):
+        evaluate_run(run.path, log=QUIET, link_file=str(links), dev_sentences=5, only={"links"})

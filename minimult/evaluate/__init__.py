@@ -92,6 +92,13 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     if attention not in ATTENTIONS:
         raise MinimultError(f"unknown attention {attention!r}; valid: {', '.join(ATTENTIONS)}")
     inputs = evaluator_inputs(run, {**options, "segment": segment, "only": only})
+    if "links" in inputs and dev_sentences is not None:  # links reads every verse its file names
+        if only and set(only) <= {"links"}:
+            raise MinimultError(f"--dev-sentences {dev_sentences} limits the evaluators on the first N dev sentences; "
+                                f"--links scores every verse its file names, from the whole dev split: leave "
+                                f"--dev-sentences out")
+        log(f"note: --dev-sentences {dev_sentences:,} limits every evaluator but links, which scores every verse "
+            f"its file names from the whole dev split (its block records the dev sentences it read)")
     run.check_not_failed()
     if write:
         check_results(run.path)  # a damaged results.json or a read-only folder: now, not after the evaluation

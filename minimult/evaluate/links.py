@@ -5,7 +5,8 @@ level: a word's vector is the mean of its pieces' vectors, each verse pair is al
 of cosine similarity between word vectors, and the predicted word links are scored against the
 file's sure and possible links (`metrics.link_scores`); a model-free diagonal aligner is scored
 beside the layers (`diagonal`) as the level word order alone reaches. Only the verses the file names are encoded,
-from the whole development split (independent of --dev-sentences); words cut off by the model's
+from the whole development split (independent of --dev-sentences: the block records `dev_sentences`, the
+dev sentences it read, and `verses`, those it scored; `--only links --dev-sentences N` is refused); words cut off by the model's
 window are left out, and the links on them are counted as `outside_window` and not scored; when that
 leaves no link at all, every score is null ("nothing to score", said in one line), never F1 0 / AER 1; a file
 with possible (P) links only has no sure link to recall: recall and F1 are null (one line says so), precision
@@ -165,7 +166,7 @@ def run(ctx) -> dict:
                       "kind": "silver" if links.silver else "gold", "format": links.format,
                       **({"base": links.base} if links.format == "pharaoh" else {}),
                       "unit": "word (mean of its pieces), mutual argmax",
-                      "verses": int(len(chosen)), "links": int(len(links)), "outside_window": int((~inside).sum()),
+                      "dev_sentences": int(len(verse_ids)), "verses": int(len(chosen)), "links": int(len(links)), "outside_window": int((~inside).sum()),
                       "layers": layers, "diagonal": diagonal, "layer": int(top), "f1": layers[top]["f1"],
                       "aer": layers[top]["aer"]}}
 
