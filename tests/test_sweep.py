@@ -503,3 +503,29 @@ def test_a_run_whose_headline_is_not_a_complete_evaluation_is_not_complete(tmp_p
     write_json(run / "results.json", {**results, "evaluation": {**results["evaluation"], "dev_sentences": 500,
                                                                  "complete": False}})
     assert not results_complete(run)
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"settings": ["0"]}', b"\xff\xfe", "folder"])
+def test_item63_8_an_unreadable_manifest_is_refused_not_rewritten(tmp_path, damage):
+    """Issue 63 item 8: a sweep manifest that cannot be read is refused with one line naming it, and left as it
+    was; rewriting it with the current command's runs alone would drop every earlier sweep's."""
+    from types import SimpleNamespace
+
+    from minimult.errors import MinimultError
+    from minimult.sweep import write_manifest
+    from minimult.sweep.grid import load_grid
+
+    (tmp_path / "tiny.toml").write_text(GRID)
+    grid = load_grid(tmp_path / "tiny.toml")
+    path = tmp_path / "tiny.sweep.json"
+    if damage == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(damage if isinstance(damage, bytes) else damage.encode())
+    before = path.read_bytes() if path.is_file() else None
+    tasks = [SimpleNamespace(setting_id="1", mods=SETTINGS["1"], run_dir=str(tmp_path / f"1-lang-pos-s{s}"))
+             for s in SEEDS]
+    with pytest.raises(MinimultError, match="tiny.sweep.json cannot be read") as e:
+        write_manifest(tmp_path, grid, "tiny", tasks)
+    assert "\n" not in str(e.value)
+    assert (path.read_bytes() if path.is_file() else None) == before

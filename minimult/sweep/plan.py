@@ -171,11 +171,15 @@ def write_manifest(root: Path, grid: Grid, preset: str, tasks: list[Task], left_
 
 def _merge_manifest(path: Path, grid: Grid, preset: str, tasks: list[Task], left_out) -> None:
     old = {}
-    if path.is_file():
+    if path.exists():  # an unreadable manifest is refused: rewriting it would drop the earlier sweeps' runs
         try:
-            old = {s["id"]: s for s in json.loads(path.read_text()).get("settings", [])}
-        except (OSError, json.JSONDecodeError, KeyError, TypeError):
-            old = {}
+            old = {s["id"]: s for s in json.loads(path.read_bytes().decode("utf-8")).get("settings", [])}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            why = ("a folder, not a file" if path.is_dir() else e.strerror or type(e).__name__ if isinstance(e, OSError)
+                   else f"not a sweep manifest: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            raise MinimultError(f"{path} cannot be read ({why}): it lists the runs earlier sweeps made in this "
+                                f"folder, which rewriting it would drop; repair it or move it away, then sweep "
+                                f"again") from None
     settings = []
     for setting in grid.settings:  # the whole grid's order, whichever settings --only picked now
         runs = [Path(t.run_dir).name for t in tasks if t.setting_id == setting.id]
