@@ -20,7 +20,12 @@ from typing import Callable
 
 from minimult.config import resolve
 from minimult.errors import MinimultError
+from minimult.evaluate import evaluate_run
+from minimult.export import export_run
+from minimult.report import load
+from minimult.report.tables import aggregate_sections, run_rows, top_layer
 from minimult.runs import Run
+from minimult.train import train
 
 Log = Callable[[str], None]
 
@@ -30,8 +35,6 @@ def pretrain(mods: str = "", preset: str = "paper", seed: int = 0, out: str | Pa
     """Train a new run (as `minimult pretrain --preset P --mods M --seed S --set K=V ... --out OUT`) and return
     its folder. `settings` are `--set` overrides by dotted key ({"train.epochs": 3}); `stop_after` stops after
     that many updates on the whole schedule (continue with `resume`)."""
-    from minimult.train import train
-
     cfg, active = resolve(preset, {**(settings or {}), "train.seed": seed}, mods or None)
     run = Run.create(cfg, active, out, log=log)
     with run.locked():
@@ -41,8 +44,6 @@ def pretrain(mods: str = "", preset: str = "paper", seed: int = 0, out: str | Pa
 
 def resume(run: str | Path, stop_after: int | None = None, log: Log = print) -> Path:
     """Continue an interrupted (or stopped) run to its end, or to `stop_after` updates (`pretrain --resume`)."""
-    from minimult.train import train
-
     opened = Run.open(run)
     with opened.locked():
         train([opened], resume=True, log=log, stop_after=stop_after)
@@ -52,8 +53,6 @@ def resume(run: str | Path, stop_after: int | None = None, log: Log = print) -> 
 def evaluate(run: str | Path, layers=None, only=None, log: Log = print, **options) -> dict:
     """Every measure of a run (`minimult eval RUN`), written to its results.json and returned; `layers` (e.g.
     [0, 8]), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`) as the CLI takes them."""
-    from minimult.evaluate import evaluate_run
-
     if only is not None and isinstance(only, str):
         only = [name.strip() for name in only.split(",") if name.strip()]
     return evaluate_run(run, layers=layers, only=only, log=log, **options)
@@ -61,8 +60,6 @@ def evaluate(run: str | Path, layers=None, only=None, log: Log = print, **option
 
 def export(run: str | Path, out: str | Path, force: bool = False, log: Log = print) -> Path:
     """The run's model as a HuggingFace BertForMaskedLM folder (`minimult export RUN --hf OUT`); returns it."""
-    from minimult.export import export_run
-
     return export_run(run, out, force=force, log=log)
 
 
@@ -70,9 +67,6 @@ def results(folder: str | Path, log: Log = lambda s: None) -> list[dict]:
     """One dict per evaluated run under `folder` (a results folder or a run folder), as `report`'s runs.csv
     has them: section, id, setting, mods, preset, seed, run, device, precision, init_seed, train_seconds and
     every Table 1 column (mu, align_f1_L0, ..., ppl_dev) as a float or None."""
-    from minimult.report import load
-    from minimult.report.tables import aggregate_sections, run_rows, top_layer
-
     loaded = load([folder], log)
     top = top_layer(loaded.runs)
     return run_rows(aggregate_sections(loaded.sections, top), top)

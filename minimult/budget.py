@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from minimult.data.batching import steps_per_epoch
+from minimult.data.run_data import RunData
 
 PAPER_SENTENCES, PAPER_WORDS, PAPER_BATCH, PAPER_EPOCHS, PAPER_LANGS = 17_178, 228_000, 256, 100, 2
 MARKER = "budget"
@@ -33,8 +34,6 @@ PAPER = _paper()
 
 def budget(cfg, mods, log=None) -> dict:
     """The budget of a resolved config (`config.resolve`) on its training corpus."""
-    from minimult.data.run_data import RunData
-
     data = RunData(cfg, mods, log=log)
     sides = data.train_views
     sequences = sum(s.num_sentences for s in sides)

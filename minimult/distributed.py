@@ -30,6 +30,9 @@ A rank that dies ends the run: its peers' next collective fails (the socket clos
 them and raises one MinimultError naming the rank; the last checkpoint is kept (written atomically), and
 `--resume` continues from it. Collectives time out after `TIMEOUT` (a rank stuck rather than dead), which
 also bounds how long rank 0 may spend on one in-training evaluation or checkpoint while the others wait.
+
+torch (and `minimult.model`, which imports it) is imported inside the functions that use it: `minimult pretrain`
+checks its arguments with `from_env` and `check_nproc` before torch loads (seconds; tests/test_cli_prepare.py).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ import pickle
 import queue as queue_mod
 import signal
 import socket
+import sys
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -269,8 +274,6 @@ def _die_with_parent() -> None:
 def _rank_main(rank: int, size: int, port: int, threads: int, messages, target, args) -> None:
     """A spawned rank: one process group member that runs `target(world, log, *args)`; what it has to
     say goes to the launcher through `messages` (rank 0's log lines, any rank's error)."""
-    import sys
-
     _die_with_parent()
     _name_process(f"minimult-rank{rank}")
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -310,8 +313,6 @@ def launch(nproc: int, threads: int, target, args: tuple, log: Callable[[str], N
     127.0.0.1) and wait: rank 0's log lines go to `log`. If a rank fails or dies, the others get `GRACE_S`
     to stop on their own (they do: their next collective fails), are then ended, and one MinimultError says
     which rank and why, and `kept()` (what is left: the last checkpoint)."""
-    import time
-
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")

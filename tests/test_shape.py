@@ -83,7 +83,10 @@ def test_a_private_name_of_another_module_is_found(tmp_path):
 def test_imports_inside_functions_are_counted_outside_cli(tmp_path):
     root = _package(tmp_path, {
         "cli.py": "def main():\n    import json\n",
+        "cli_sweep.py": "def sweep():\n    import json\n",
+        "client.py": "def f():\n    import json\n",
         "m.py": "import os\ndef f():\n    import json\n    class K:\n        def g(self):\n            import re\n",
     })
-    assert [(m, what) for m, _, what in shape.inner_imports(root)] == [("minimult.m", "import json"),
+    assert [(m, what) for m, _, what in shape.inner_imports(root)] == [("minimult.client", "import json"),
+                                                                       ("minimult.m", "import json"),
                                                                        ("minimult.m", "import re")]
