@@ -735,3 +735,30 @@ def test_runs_csv_names_the_seed_the_weights_came_from(tmp_path):
     for seed, init_seed, shown in ((0, 42, 42), (0, -1, 0), (42, 42, 42)):
         run = Run(tmp_path, {"seed": seed}, {"train": {"seed": seed, "init_seed": init_seed}})
         assert how_trained(run)["init_seed"] == shown, (seed, init_seed)
+
+
+def test_item63_2_a_run_counts_as_the_setting_its_own_config_says_not_the_manifests(tmp_path):
+    """Issue 63 item 2: a grid whose setting 1 changed its mods (lang-pos -> shift-special), swept into the same
+    root, leaves a manifest listing the old runs beside the new ones. The row counts only the runs trained as
+    it says; the others are named (one note line, and under the table) and counted as their own mods."""
+    runs = tmp_path / "runs"
+    for name in ("0-original-s0", "0-original-s42", "1-lang-pos-s0", "1-lang-pos-s42"):
+        shutil.copytree(QUICK / name, runs / name)
+    for seed in (0, 42):
+        shutil.copytree(QUICK / f"2-shift-special-s{seed}", runs / f"1-shift-special-s{seed}")
+    manifest = json.loads((QUICK / "table1.sweep.json").read_text())
+    manifest["settings"] = [manifest["settings"][0], {
+        "id": "1", "name": "shift-special", "mods": "shift-special",
+        "runs": ["1-lang-pos-s0", "1-lang-pos-s42", "1-shift-special-s0", "1-shift-special-s42"]}]
+    (runs / "table1.sweep.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {(r["id"], r["setting"]): r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows[("1", "shift-special")]["n_seeds"] == "2", rows  # was 4: seeds 0 and 42 counted twice
+    assert rows[("", "lang-pos")]["n_seeds"] == "2"  # the old runs, as what they trained as
+    per_run = {r["run"].rstrip("/").split("/")[-1]: r for r in csv.DictReader((tmp_path / "out" / "runs.csv").open())}
+    assert per_run["1-lang-pos-s0"]["setting"] == "lang-pos" and per_run["1-shift-special-s0"]["setting"] == "shift-special"
+    notes = [l for l in result.output.splitlines() if "1-lang-pos-s0, 1-lang-pos-s42 under 1 shift-special" in l]
+    assert len(notes) == 1 and "trained as lang-pos" in notes[0], result.output
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert "Left out of 1 shift-special: 1-lang-pos-s0, trained as lang-pos (its config.json)" in md

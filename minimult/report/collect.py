@@ -391,6 +391,17 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
         members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
         dropped = [(p.name, (left_out or {})[p]) for p in paths if p in (left_out or {})]
         name, sid = s.get("name") or s.get("mods") or "", str(s.get("id", ""))
+        # a run counts as the setting its own config.json says: a grid whose setting changed its mods and
+        # swept into the same root lists the old runs beside the new ones (one row, seeds counted twice)
+        other = [r for r in members if not same_mods(own_mods(r), s.get("mods"))]
+        if other:
+            members = [r for r in members if r not in other]
+            dropped += [(r.path.name, f"trained as {own_mods(r)} (its config.json), not as {s.get('mods')}, which "
+                                      f"the sweep manifest lists for this setting now; counted as its own mods")
+                        for r in other]
+            log(f"note: {manifest.name} lists {', '.join(r.path.name for r in other)} under "
+                f"{(sid + ' ' + name).strip()} ({s.get('mods')}), but {'it' if len(other) == 1 else 'they'} trained "
+                f"as {', '.join(dict.fromkeys(own_mods(r) for r in other))}: counted as {'its' if len(other) == 1 else 'their'} own mods, not in that row")
         if members:
             # the preset the runs trained at (the manifest's is the last sweep's into this root: a sweep of
             # another preset into it would relabel every row); the manifest's where runs do not say or differ
@@ -413,6 +424,20 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     return Section(data.get("title") or manifest.stem, groups, data.get("preset", ""), missing,
                    source if any(g.paper for g in groups) else "", lost=lost, manifest=manifest, mixed=mixed,
                    pending=pending)
+
+
+def own_mods(run: Run) -> str:
+    """The mods a run trained with, as its own config.json says (results.json's where the config has none)."""
+    return str(run.config.get("mods") or run.results.get("mods") or "original")
+
+
+def same_mods(a, b) -> bool:
+    """Whether two canonical mods strings name the same mods (order aside; "original" is none); a manifest
+    setting without mods (an old manifest) matches any run."""
+    if not b:
+        return True
+    parts = lambda m: frozenset(x.strip() for x in str(m).split(",") if x.strip() not in ("", "original"))  # noqa: E731
+    return parts(a) == parts(b)
 
 
 def _other_section(runs: list[Run]) -> Section | None:
