@@ -343,3 +343,28 @@ def test_weights_that_do_not_fit_a_bert_mlm_are_one_error_line(exported, tmp_pat
     a = evaluate_hf(pretraining, text, text, layers=(0, 3), only=("retrieval",), device="cpu", log=lambda s: None)
     b = evaluate_hf(hf_dir, text, text, layers=(0, 3), only=("retrieval",), device="cpu", log=lambda s: None)
     assert a["layers"] == b["layers"]
+
+
+# --- issue 63 item 6: --langs that contradict the export's record; a pair read as English twice ---------------
+
+
+def test_item63_6_langs_contradicting_the_export_are_refused_naming_which_to_give(tmp_path_factory):
+    run, hf_dir, text, native = exported_case("lang-pos", tmp_path_factory)
+    for langs, fragment in ((("en", "en"), "names 'en' twice"), (("fake", "en"), "first language, 'en'"),
+                            (("fake", "fake"), "names 'fake' twice"), (("en", "xx"), "no language 'xx'")):
+        with pytest.raises(MinimultError, match=fragment) as e:
+            evaluate_hf(hf_dir, text, text, langs=langs, device="cpu", log=lambda s: None)
+        assert "--langs en,fake" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_item63_6_a_lang_pos_export_read_as_english_twice_says_which_flag_reads_it_as_trained(tmp_path_factory):
+    run, hf_dir, text, native = exported_case("lang-pos", tmp_path_factory)
+    said = []
+    r = evaluate_hf(hf_dir, text, text, layers=(0,), only=("retrieval",), device="cpu", log=said.append)
+    assert r["layers"]["0"]["retrieval"] > 0.99  # the same text read as English twice: ρ 1.000
+    notes = [l for l in said if "--langs en,fake" in l]
+    assert len(notes) == 1 and "both files are read as en" in notes[0], said
+    said.clear()
+    evaluate_hf(hf_dir, text, text, langs=("en", "fake"), layers=(0,), only=("retrieval",), device="cpu",
+                log=said.append)
+    assert not any("both files are read as" in l for l in said)

@@ -243,7 +243,36 @@ def language_tokenizers(directory, record: dict, langs) -> list:
     return out
 
 
-def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=None, directory=None):
+def _written(spec: dict) -> dict:
+    """How a recorded language's sequences are written, its own index aside (ids, specials, positions, segment)."""
+    return {k: v for k, v in (spec.get("layout") or {}).items() if k != "lang"}
+
+
+def check_langs(directory, record: dict, langs) -> None:
+    """Refuse `--langs` that contradict the export's record: a language it does not have, one language twice, or a
+    first file named other than the export's first language (the one the run's others were read against); each
+    error names the --langs to give."""
+    names = list(record)
+    if not names:
+        raise MinimultError(f"--langs {','.join(langs)}: {directory} records no languages (not a minimult export, or "
+                            f"one made before exports recorded them): leave --langs out (both files are read with "
+                            f"its tokenizer) or export the run again")
+    others = names[1:] or names
+    suggest = f"--langs {names[0]},{next((l for l in langs[1:] if l in others), others[0])}"
+    unknown = [l for l in langs if l not in record]
+    if unknown:
+        raise MinimultError(f"--langs {','.join(langs)}: {directory} has no language {unknown[0]!r}; its languages: "
+                            f"{', '.join(names)} (first: {names[0]}): give e.g. {suggest}")
+    if len(set(langs)) < len(langs):
+        raise MinimultError(f"--langs {','.join(langs)} names {langs[0]!r} twice: the pair is two languages of "
+                            f"{directory} ({', '.join(names)}); give e.g. {suggest}")
+    if langs[0] != names[0]:
+        raise MinimultError(f"--langs {','.join(langs)}: the first file is the export's first language, "
+                            f"{names[0]!r}, the one its run read the others against; give {suggest}"
+                            + (" and swap the files" if names[0] in langs else ""))
+
+
+def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=None, directory=None, log=None):
     """(sides, layouts, dictionary sides or None, language names) for the pair; with `shift` on a minimult
     export, every language the run had (`shifted_languages`)."""
     record = recorded_languages(model)
@@ -251,6 +280,7 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
         if shift:
             raise MinimultError("--shift and --langs: --shift makes B the id-shifted copy of A; --langs names the "
                                 "languages the two files are written in (en,fake reads B as Fake-English too)")
+        check_langs(directory, record, langs)
         tokenizers = language_tokenizers(directory, record, langs)
         specs = [record[l] for l in langs]
         layouts = [recorded_layout(spec, k) for k, spec in enumerate(specs)]
@@ -267,6 +297,14 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
         raise MinimultError(f"{directory} holds languages {', '.join(record)} with tokenizers of their own "
                             f"({', '.join(own)}): say which two the pair is written in, e.g. --langs "
                             f"{next(iter(record))},{own[0]}")
+    if not shift and len(record) > 1 and log is not None:
+        names = list(record)
+        unlike = [n for n in names[1:] if _written(record[n]) != _written(record[names[0]])]
+        if unlike:  # both files are read as the first language: B is not read as the run read its second
+            log(f"note: {directory} is a minimult export of languages {', '.join(names)}, written differently (ids, "
+                f"positions, segments); without --langs or --shift both files are read as {names[0]}, so B is not "
+                f"read as the run read {unlike[0]!r}: give --langs {names[0]},{unlike[0]} (or --shift for an "
+                f"id-shifted copy of A)")
     V = len(tokenizer)
     block = getattr(model.hf.config, "minimult_id_block", None) or V  # ids per language
     if shift and block < V:
@@ -335,7 +373,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     a_lines, b_lines = read_pair(a, b)
     if shift and a_lines != b_lines:
         raise MinimultError(f"--shift: {b} must hold {a}'s lines (its shifted copy is made from the same text)")
-    sides, layouts, dictionary, names = pair_data(tokenizer, model, a_lines, b_lines, shift, langs, directory)
+    sides, layouts, dictionary, names = pair_data(tokenizer, model, a_lines, b_lines, shift, langs, directory, log)
     rows = model.hf.config.vocab_size
     top = max((int(s.ids.max()) for s in sides if len(s.ids)), default=-1)
     if top >= rows:  # would be an IndexError deep in the embedding lookup
