@@ -51,6 +51,7 @@ class Dropout(nn.Dropout):
     """nn.Dropout through `kernels.dropout` (on CPU: numpy SFC64 masks from torch's default generator)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (any shape) float -> the same shape: zeros with probability p, the rest scaled by 1/(1-p) (training)."""
         return kernels.dropout(x, self.p, self.training)
 
 
@@ -58,6 +59,7 @@ class Decoder(nn.Module):
     """The MLM output layer's product with a weight it does not own (the tied token table): F.linear."""
 
     def forward(self, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """h (N, H) float, weight (V, H), bias (V,) -> logits (N, V)."""
         return F.linear(h, weight, bias)
 
 
@@ -91,6 +93,8 @@ def _no_padding_gradient(looked_up: torch.Tensor, ids: torch.Tensor, name: str, 
 
 
 class SelfAttention(nn.Module):
+    """Multi-head self-attention: fused query/key/value projection, `kernels.attention`, output projection."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.heads = cfg.heads

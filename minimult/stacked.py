@@ -39,31 +39,42 @@ def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.
 
 
 class StackedLinear(nn.Module):
+    """M `nn.Linear`s of one shape: weight (M, out, in), bias (M, out)."""
+
     def __init__(self, weight: nn.Parameter, bias: nn.Parameter):
         super().__init__()
         self.weight, self.bias = weight, bias  # (M, out, in), (M, out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (M, ..., in) float -> (M, ..., out): model m's rows through model m's layer."""
         return _affine(x, self.weight, self.bias)
 
 
 class StackedDecoder(nn.Module):
+    """The MLM decoder of M models, each tied to its own token table."""
+
     def forward(self, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """h (M, N, H) float, weight (M, V, H), bias (M, V) -> logits (M, N, V)."""
         return _affine(h, weight, bias)  # h (M, N, H), weight (M, V, H): each model's own token table
 
 
 class StackedLayerNorm(nn.Module):
+    """M `nn.LayerNorm`s over the last axis: weight and bias (M, H)."""
+
     def __init__(self, weight: nn.Parameter, bias: nn.Parameter, eps: float):
         super().__init__()
         self.weight, self.bias, self.eps = weight, bias, eps  # (M, H) each
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (M, ..., H) float -> (M, ..., H), normalised over H with model m's weight and bias."""
         shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
         y = F.layer_norm(x, x.shape[-1:], eps=self.eps)
         return torch.addcmul(self.bias.view(shape), y, self.weight.view(shape))
 
 
 class StackedEmbedding(nn.Module):
+    """M `nn.Embedding`s of one shape: weight (M, rows, H)."""
+
     def __init__(self, weight: nn.Parameter):
         super().__init__()
         self.weight = weight  # (M, rows, H)
@@ -107,6 +118,7 @@ class StackedDropout(nn.Dropout):
         self.context, self.attention = context, attention
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x as in the class docstring -> the same shape, each model's part dropped with its own mask."""
         return kernels.dropout(x, self.p, self.training, self._keep_scaled)
 
     def _keep_scaled(self, x: torch.Tensor, p: float) -> torch.Tensor:
@@ -248,6 +260,7 @@ class StackedBert(Bert):
 
     @staticmethod
     def is_matrix(p: torch.Tensor) -> bool:
+        """Whether stacked parameter p (M, ...) is a weight matrix of each model (`Bert.is_matrix` per model)."""
         return p.dim() - 1 >= 2  # per model
 
     def num_parameters(self) -> int:

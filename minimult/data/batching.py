@@ -20,6 +20,8 @@ from minimult.data.languages import Side
 
 @dataclass
 class Batch:
+    """One padded batch of B sequences of T columns, on the device (long tensors unless noted)."""
+
     input_ids: torch.Tensor  # (B, T)
     position_ids: torch.Tensor  # (B, T)
     token_type_ids: torch.Tensor  # (B, T)
@@ -50,6 +52,8 @@ class SequenceSet:
 
     @classmethod
     def from_sides(cls, sides: list[Side], layouts, device) -> "SequenceSet":
+        """Every sentence of `sides` ([English, language 1, ...]), sequence i of side k after those of sides
+        0..k-1, cut to its language's `max_len` - 2 pieces; `layouts` indexed by language."""
         ids, starts, lengths, langs, base = [], [], [], [], 0
         for side in sides:
             limit = layouts[side.lang].max_len - 2  # room for [CLS] and [SEP]
@@ -68,6 +72,7 @@ class SequenceSet:
         """Nothing to redraw: single sentences (pairs redraw their partners, see data.pairs)."""
 
     def tokens(self, index: np.ndarray) -> int:
+        """Pieces of sequences `index` (host array) with their [CLS] and [SEP] (no padding)."""
         return int(self.lengths_np[index].sum()) + 2 * len(index)
 
     def batch(self, index: np.ndarray) -> Batch:
@@ -181,6 +186,7 @@ PADDED_BATCHINGS = ("random", "paired")
 
 def steps_per_epoch(n: int, batch_size: int, batching: str = "bucket", pool_batches: int = 50,
                     languages: int = 2) -> int:
+    """How many batches `plan_epoch` cuts `n` sequences into (without drawing them)."""
     if batching in PADDED_BATCHINGS:
         return -(-n // batch_size)
     if batching == "spread":

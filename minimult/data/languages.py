@@ -28,6 +28,7 @@ class Side(Ragged):
 
     @property
     def num_sentences(self) -> int:
+        """S, the number of sentences."""
         return len(self.offsets) - 1
 
     def alignment(self, i: int) -> np.ndarray:
@@ -37,6 +38,7 @@ class Side(Ragged):
         return np.stack([g[j], j], axis=1)
 
     def subset(self, index: np.ndarray) -> "Side":
+        """The sentences `index` (int array, in that order) as a Side of their own."""
         starts, ends = self.offsets[index], self.offsets[index + 1]
         take = _ranges(starts, ends)
         offsets = np.zeros(len(index) + 1, dtype=np.int64)
@@ -45,7 +47,8 @@ class Side(Ragged):
                     self.gold[take])
 
     def reordered(self, perms: list[np.ndarray]) -> "Side":
-        """Sentence i becomes its pieces in order perms[i]; the gold alignment follows."""
+        """Sentence i becomes its pieces in order perms[i] ((len_i,) int, source positions); the gold alignment
+        follows."""
         take = np.concatenate([p + o for p, o in zip(perms, self.offsets[:-1])]) if perms else np.zeros(0, int)
         starts = np.zeros(len(self.ids), dtype=bool)
         starts[self.offsets[:-1][self.lengths > 0]] = True  # word boundaries lose meaning: sentence starts
@@ -86,7 +89,7 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def positions_within(offsets: np.ndarray) -> np.ndarray:
-    """For every piece, its position inside its sentence."""
+    """offsets (S+1,) -> (P,) int64: every piece's position inside its sentence."""
     lengths = np.diff(offsets)
     return np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
 
@@ -103,6 +106,7 @@ def truncate(side: Side, limit: int) -> Side:
 
 
 def english_side(enc: Encoded) -> Side:
+    """English's Side of encoded text (language 0): sentence i translates itself, piece j aligns to position j."""
     n = len(enc)
     return Side(0, enc.ids.astype(np.int32), enc.offsets, enc.word_starts, np.arange(n),
                 positions_within(enc.offsets))

@@ -18,6 +18,8 @@ from minimult.data.vocab import CLS, MASK, N_SPECIAL, PAD, SEP
 
 @dataclass(frozen=True)
 class Layout:
+    """How language `lang`'s sequences are written (ids are global: the language's block included)."""
+
     lang: int
     id_offset: int  # the language's first id (k * vocab_size when every language has its own block)
     pad: int = PAD
@@ -50,5 +52,5 @@ def model_sizes(layouts: list[Layout]) -> dict:
 
 
 def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:
-    """Whether each id is one of a language block's five specials (ids k*V + 0..4)."""
+    """ids (...) int -> (...) bool: whether each id is one of a language block's five specials (ids k*V + 0..4)."""
     return (ids % vocab_size) < N_SPECIAL

@@ -60,6 +60,8 @@ def _check_probs(probs) -> tuple[float, float, float, float]:
 
 @dataclass(frozen=True)
 class MaskConfig:
+    """The `mask` section of a run's config: how many pieces are selected and what becomes of them."""
+
     rate: float = 0.15  # fraction of each sequence's maskable tokens that is selected (at least one)
     probs: tuple[float, float, float, float] = STANDARD  # (mask, keep, random, knn) for a selected token
     selection: str = "exact"  # exact | bernoulli (SELECTIONS)
@@ -95,6 +97,8 @@ def inputs_needed(cfg: MaskConfig) -> set[str]:
 
 @dataclass
 class Masked:
+    """`mask_batch`'s result: the corrupted batch and what the loss predicts where."""
+
     input_ids: torch.Tensor  # (B, T) long, the corrupted batch
     selected: torch.Tensor   # (N,) long, flat indices into B*T of the selected tokens
     targets: torch.Tensor    # (N,) long, their original ids
@@ -102,7 +106,7 @@ class Masked:
 
 def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: int = 5,
                            entries: int | None = None) -> torch.Tensor:
-    """The non-special ids of all languages: k*V + n_special .. k*V + entries-1 for every k (`entries`:
+    """The non-special ids of all languages, (R,) long: k*V + n_special .. k*V + entries-1 for every k (`entries`:
     the vocabulary's entries when it leaves the end of its block unused, as a character set does; V)."""
     import torch
 

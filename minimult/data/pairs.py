@@ -23,6 +23,9 @@ from minimult.errors import MinimultError
 
 
 class PairSet:
+    """Every sentence as the first of a pair, its partner drawn per epoch (see the module docstring); batches as
+    `SequenceSet`'s, plus `nsp_labels` (B,) long."""
+
     def __init__(self, seqs: SequenceSet, langs: np.ndarray, side_start: np.ndarray, side_end: np.ndarray, layouts,
                  seed: int):
         self.seqs, self.langs_np, self.seed, self.device = seqs, langs, seed, seqs.device
@@ -37,6 +40,7 @@ class PairSet:
 
     @classmethod
     def from_sides(cls, sides: list[Side], layouts, device, seed: int) -> "PairSet":
+        """The pairs of `sides` ([English, language 1, ...]; partners within a language), drawn from `seed`."""
         seqs = SequenceSet.from_sides(sides, layouts, device)
         sizes = [s.num_sentences for s in sides]
         ends = np.cumsum(sizes)
@@ -60,9 +64,11 @@ class PairSet:
         return np.where(label == 1, self.next_of, other), label
 
     def start_epoch(self, epoch: int) -> None:
+        """Draw `epoch`'s partners and labels (`draw`)."""
         self.partner, self.labels = self.draw(epoch)
 
     def tokens(self, index: np.ndarray) -> int:
+        """Pieces of pairs `index` (host array) with their [CLS] and two [SEP]s, before cutting to fit."""
         return int(self.lengths_np[index].sum() + self.lengths_np[self.partner[index]].sum()) + 3 * len(index)
 
     def batch(self, index: np.ndarray) -> Batch:

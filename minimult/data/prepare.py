@@ -27,6 +27,9 @@ FORMAT_VERSION = 2  # 2: shipped vocabularies (corpora/vocabularies) replace a f
 
 @dataclass(frozen=True)
 class Prepared:
+    """A prepared cache entry, loaded: its folder, vocabulary, encoded English train and dev text (vocabulary
+    ids, no language offset), the source's own encoded texts and the corpus statistics (stats.json)."""
+
     path: Path
     vocab: Vocab
     train: Encoded
@@ -37,9 +40,11 @@ class Prepared:
 
     @property
     def vocab_hash(self) -> str:
+        """sha256 (hex) of the entry's vocabulary files (`vocab_digest`)."""
         return self.stats["vocab_sha256"]
 
     def encoded(self, split: str) -> Encoded:
+        """The encoded English text of "train" (or any other split name: dev)."""
         return self.train if split == "train" else self.dev
 
     @functools.cached_property  # read by start_meta and by a resume's check: hashed once
@@ -55,6 +60,7 @@ class Prepared:
 
 
 def cache_key(cfg) -> dict:
+    """What names the cache entry of data config `cfg` (corpus files by content, sizes, source, tokenizer)."""
     key = {
         "format": FORMAT_VERSION,
         "train": corpus_mod.source_fingerprint(cfg.train),
@@ -70,6 +76,7 @@ def cache_key(cfg) -> dict:
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
+    """Sentences, words, types, characters and median words per sentence of each corpus; dev's OOV word rate."""
     def one(c):
         lengths = [len(s) for s in c.sentences]
         return {"name": c.name, "sentences": len(c), "words": sum(lengths),
@@ -126,11 +133,13 @@ def _build(cfg, progress: Callable[[str], None]):
 
 
 def prepare(cfg, progress: Callable[[str], None] = lambda s: None) -> Prepared:
+    """The cache entry of data config `cfg`, built now if there is none (`progress` gets its lines)."""
     path, reused = cached("prepared", cache_key(cfg), _build(cfg, progress))
     return load_prepared(path, cfg, reused)
 
 
 def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
+    """The entry at `path`, read for data config `cfg`; an unreadable one is a one-line MinimultError."""
     path = Path(path)
     try:
         stats = json.loads((path / "stats.json").read_text())
@@ -148,6 +157,7 @@ def cut_sentences(p: Prepared, max_len: int) -> dict[str, int]:
 
 
 def summary(p: Prepared, max_len: int | None = None) -> str:
+    """`minimult prepare`'s printout: the corpus table and vocabulary line (with `max_len`: what is cut)."""
     s = p.stats
     rows = [("", "sentences", "words", "types", "characters", "median words", "pieces")]
     for name in ("train", "dev"):

@@ -22,6 +22,8 @@ from minimult.data.tasks import FileTask, file_task, nt_parts, task_data
 
 
 class RunData:
+    """One run's data (see the module docstring); nothing is read until a view, dictionary or `prepare` asks."""
+
     def __init__(self, cfg, mods, log: Callable[[str], None] | None = None):
         self.cfg, self.mods = cfg, mods
         self.source = sources.get(cfg.data.source)
@@ -30,19 +32,23 @@ class RunData:
         self._prepared = None
 
     def prepare(self, log: Callable[[str], None] | None = None):
+        """The prepared cache entry (`data.prepare.Prepared`), built or reused on the first call."""
         if self._prepared is None:
             self._prepared = prepare(self.cfg.data, progress=log or self._log or (lambda s: None))
         return self._prepared
 
     @property
     def prepared(self):
+        """`prepare()`, as a property."""
         return self.prepare()
 
     def views(self, split: str) -> list[Side]:
+        """[English, language 1, ...] Sides of "train", "dev" or "train-parallel" (`languages.build_sides`)."""
         return build_sides(self.prepare(), self.source, self.cfg.data, self.mods, split, self.cfg.train.seed)
 
     @cached_property
     def train_views(self) -> list[Side]:
+        """`views("train")`, computed once."""
         return self.views("train")
 
     @cached_property
@@ -59,6 +65,7 @@ class RunData:
         return total / max(pieces, 1)
 
     def dictionary(self) -> list[Side]:
+        """The translation dictionary, one Side per language: entry i of each translates entry i of the others."""
         return self.source.dictionary(self.prepare(), self.cfg.data)
 
     def pair_dictionary(self, k: int) -> list[Side]:
@@ -89,4 +96,5 @@ class RunData:
         return [first] + [{"test": (side, task.labels[f"test.{name}"])} for side, name in zip(others, names[1:])]
 
     def random_ids(self):
+        """(R,) long: the global ids a random replacement draws from."""
         return self.source.random_ids(self.prepare(), self.cfg.data)

@@ -40,9 +40,11 @@ class Ragged:
 
     @property
     def lengths(self) -> np.ndarray:
+        """(S,) int64: pieces per sentence."""
         return np.diff(self.offsets)
 
     def sentence(self, i: int) -> np.ndarray:
+        """Sentence i's ids, (len_i,) (a view)."""
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
 
@@ -59,17 +61,20 @@ class Encoded(Ragged):
         return len(self.offsets) - 1
 
     def save(self, path: Path) -> None:
+        """Into one .npz file at `path` (its four arrays)."""
         with open(path, "wb") as f:  # np.savez would append .npz to a temp name
             np.savez(f, ids=self.ids, offsets=self.offsets, word_starts=self.word_starts,
                      verse_ids=self.verse_ids)
 
     @classmethod
     def load(cls, path: Path) -> "Encoded":
+        """What `save` wrote."""
         with np.load(path) as z:
             return cls(z["ids"], z["offsets"], z["word_starts"], z["verse_ids"])
 
     @classmethod
     def from_lists(cls, pieces: list[list[int]], starts: list[list[bool]], verse_ids) -> "Encoded":
+        """S sentences' piece ids and word starts (lists of one list per sentence) and their verse ids (S,)."""
         lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
         offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -99,6 +104,8 @@ class Vocab:
         return len(self.pieces)
 
     def encode(self, sentences: list[list[str]], verse_ids) -> Encoded:
+        """Word-tokenized sentences (S lists of words) and their verse ids (S,) -> their pieces, ids in this
+        vocabulary (no language offset, no specials added), with each piece's word start."""
         if not sentences:
             raise MinimultError("nothing to encode: the corpus has no sentences")
         out = self.tokenizer.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
@@ -135,11 +142,13 @@ class Vocab:
         return out
 
     def save(self, directory: Path) -> None:
+        """`tokenizer.json` and `vocab.txt` (one piece a line, by id) into `directory`."""
         self.tokenizer.save(str(directory / "tokenizer.json"))
         (directory / "vocab.txt").write_text("\n".join(self.pieces) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, directory: Path, size: int) -> "Vocab":
+        """The vocabulary `save` wrote into `directory`, with `size` ids per language (the id stride)."""
         path = Path(directory) / "tokenizer.json"
         if not path.is_file():
             raise MinimultError(f"no vocabulary at {path}")
@@ -285,6 +294,7 @@ def vocab_digest(directory: Path) -> str:
 
 
 def files_digest(files) -> str:
+    """sha256 (hex) over the bytes of `files`, in the order given."""
     digest = hashlib.sha256()
     for f in files:
         digest.update(Path(f).read_bytes())
