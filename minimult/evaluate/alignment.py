@@ -6,6 +6,8 @@ from minimult.evaluate.registry import Column, Evaluator, register
 
 
 def run(ctx) -> dict:
+    """{"layers": {"L": {align_precision, align_recall, align_f1}}} (fractions in [0, 1]) for every layer asked
+    for, from `ctx.dev_vectors` ((P, H) per side and layer) and `ctx.links` ((K, 3) gold links)."""
     en, l1 = ctx.dev
     if len(ctx.links) == 0:  # a source without gold for these sentences: nothing to score
         if ctx.log is not None:

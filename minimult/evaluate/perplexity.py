@@ -40,6 +40,9 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     of at most `tokens` tokens, which only changes the speed. Under attend-padding (train.attention) the
     batches follow the sequences' order (every English sequence, then the next language's), as the
     published code's evaluation, and run without an attention mask.
+
+    `sides`: [English, language 1, ...]; `random_ids` (R,) long. Returns {perplexity (per unit, natural-log
+    NLL), masked_tokens, sequences, languages: each language's perplexity or None}.
     """
     seqs = SequenceSet.from_sides(list(sides), layouts, device)
     n = len(seqs)

@@ -98,15 +98,16 @@ def _encode(model: Bert, seqs: SequenceSet, batches, layers, device, attention: 
 
 def encode_sides(model: Bert, sides: list[Side], layouts, layers, device, attention: str = "masked",
                  precision_: str = "fp32") -> list[dict[int, torch.Tensor]]:
-    """Piece vectors of every side under `attention` (train.attention): masked, each side on its own in
-    length-sorted batches (`piece_vectors`); attend-padding, as the published code (`unmasked_piece_vectors`)."""
+    """Per side {layer: (P, H) float32}: piece vectors of every side under `attention` (train.attention): masked,
+    each side on its own in length-sorted batches (`piece_vectors`); attend-padding, as the published code
+    (`unmasked_piece_vectors`)."""
     if attention == "attend-padding":
         return unmasked_piece_vectors(model, list(sides), layouts, layers, device, precision_=precision_)
     return [piece_vectors(model, s, layouts, layers, device, precision_=precision_) for s in sides]
 
 
 def sentence_vectors(vectors: torch.Tensor, side: Side) -> torch.Tensor:
-    """Mean of each sentence's piece vectors: (S, H)."""
+    """vectors (P, H) float, the pieces of `side`'s S sentences in order -> (S, H): each sentence's mean."""
     sent = torch.as_tensor(np.repeat(np.arange(side.num_sentences), side.lengths), device=vectors.device)
     sums = torch.zeros(side.num_sentences, vectors.shape[1], device=vectors.device).index_add_(0, sent, vectors)
     return sums / torch.as_tensor(np.maximum(side.lengths, 1), device=vectors.device, dtype=sums.dtype)[:, None]
@@ -169,6 +170,7 @@ class Context:
     pair_dictionary: Callable[[int], list[Side]] | None = None
 
     def phase(self, name: str):
+        """`phase(self.timings, name)`: the block's wall and CPU seconds go to timings[name]."""
         return phase(self.timings, name)
 
     @cached_property
@@ -190,17 +192,20 @@ class Context:
 
     @cached_property
     def links(self) -> np.ndarray:
+        """(K, 3) int: the gold links of the dev sentences (sentence, English position, language 1's position)."""
         with self.phase("data"):
             return gold_links(self.dev[1])
 
     @cached_property
     def dictionary_sides(self) -> list[Side]:
+        """The translation dictionary, one Side per language (entry i translates entry i)."""
         with self.phase("data"):
             return self.dictionary()
 
     @cached_property
     def dev_vectors(self) -> list[dict[int, torch.Tensor]]:
-        """Piece vectors of the dev sides at every layer asked for (shared by alignment and retrieval)."""
+        """Per language {layer: (P, H) float32}: piece vectors of the dev sides at every layer asked for (shared by
+        alignment, retrieval and word order)."""
         sides = self.dev
         with self.phase("forward_dev"):
             return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention,
@@ -212,6 +217,7 @@ class Context:
 
     @cached_property
     def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
+        """Per language {layer: (D, H) float32}: each dictionary entry's vector, as `dev_vectors`'."""
         sides = self.dictionary_sides
         with self.phase("forward_dictionary"):
             return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention,
@@ -243,6 +249,7 @@ class PairContext:
 
     @cached_property
     def dictionary_sides(self) -> list[Side]:
+        """[English, language k] dictionary sides (the pair's own where the source has one per pair)."""
         if self.parent.pair_dictionary is None:
             return [self.parent.dictionary_sides[0], self.parent.dictionary_sides[self.k]]
         with self.phase("data"):
@@ -250,6 +257,7 @@ class PairContext:
 
     @cached_property
     def dictionary_vectors(self) -> list[dict[int, torch.Tensor]]:
+        """[English, language k] of {layer: (D, H) float32} dictionary vectors."""
         if self.parent.pair_dictionary is None:
             return [self.parent.dictionary_vectors[0], self.parent.dictionary_vectors[self.k]]
         with self.phase("forward_dictionary"):
@@ -258,6 +266,7 @@ class PairContext:
 
     @cached_property
     def links(self) -> np.ndarray:
+        """(K, 3) int: the gold links of the pair's dev sentences (sentence, English position, language k's)."""
         with self.phase("data"):
             return gold_links(self.dev[1])
 

@@ -7,6 +7,8 @@ from minimult.evaluate.representations import sentence_vectors
 
 
 def run(ctx) -> dict:
+    """{"layers": {"L": {retrieval, retrieval_forward, retrieval_backward}}}: P@1 in [0, 1] over the S dev
+    sentences' (S, H) mean-pooled vectors (`sentence_vectors`) of each layer asked for."""
     (en, l1), (ven, vl1) = ctx.dev, ctx.dev_vectors
     out = {}
     for l in ctx.layers:

@@ -6,6 +6,8 @@ from minimult.evaluate.registry import Column, Evaluator, register
 
 
 def run(ctx) -> dict:
+    """{"layers": {"L": {translation, translation_forward, translation_backward}}, "dictionary_entries": D}: P@1
+    in [0, 1] over the D dictionary entries' (D, H) vectors (`ctx.dictionary_vectors`); None with D <= 1."""
     en, _ = ctx.dictionary_sides
     if en.num_sentences <= 1 and ctx.log is not None:
         ctx.log(f"eval: translation skipped: the language source's dictionary has {en.num_sentences} entries (the "

@@ -10,6 +10,8 @@ from minimult.evaluate.registry import Column, Evaluator, register
 
 
 def run(ctx) -> dict:
+    """{"layers": {"L": {"order_distance": d}}}: the mean normalised Kendall tau distance in [0, 1] over dev
+    pairs, from `ctx.dev_vectors` ((P, H) per side and layer)."""
     (en, l1), (ven, vl1) = ctx.dev, ctx.dev_vectors
     out = {}
     for l in ctx.layers:
