@@ -173,7 +173,7 @@ def test_every_table1_row_shows_the_numbers_of_table1_csv(site):
                 want = "–" if not mean else c.table_text(float(mean)) + (f" ± {c.table_text(float(std))}" if std else "")
                 assert text == want, (row["id"], key)
             p = row["mu_p"]
-            assert cells[4] == ("" if not p else f"{float(p):.2g}" if float(p) >= 0.001 else f"{float(p):.1e}")
+            assert cells[4] == ("" if not p else f"{float(p):.2g}" if float(p) >= 0.001 else "< 0.001")
 
 
 def test_run_pages_show_config_budget_and_results_and_flag_runs_that_never_trained(site, tmp_path):

@@ -10,7 +10,7 @@ from typing import Callable
 from minimult.data.cache import atomic_write_text
 from minimult.errors import MinimultError
 from minimult.report.claims import orderings_markdown
-from minimult.report.collect import Run, Section, build_sections, find_run_dirs, load_runs
+from minimult.report.collect import REPOSITORY, Run, Section, build_sections, find_run_dirs, load_runs
 from minimult.report.figures import pca_figure, position_figure, seeds_figure, training_figure
 from minimult.report.parts import figure_order, ordered_report, report_parts
 from minimult.report.readme import table_marker, update_readme
@@ -39,6 +39,40 @@ def draw_figures(sections: list[Section], out: Path) -> list[str]:
 def readme_table(report: dict) -> str:
     """The report's first table as it goes into a README: the table lines and the "No row" lines."""
     return "\n".join(section_table(report["sections"][0], report["top_layer"])).strip("\n") + "\n"
+
+
+def portable(paths, out=None) -> Callable[[object], object]:
+    """What the report's files say in place of this machine's paths: a run folder relative to the folder above its
+    results folder (`table1-paper/0-original-s0`), anything else in the repository relative to it and, with `out`,
+    a file of the report by its name (the site; `minimult report --out` names its figures as --out was given).
+    Applied to every string of a JSON-like value (the notes name run folders too)."""
+    bases = {Path(out).absolute(): "", Path(out).resolve(): ""} if out is not None else {}
+    for root in map(Path, paths):
+        for r in (root.absolute(), root.resolve()):
+            bases.setdefault(r.parent, "")
+    for r in (REPOSITORY.absolute(), REPOSITORY.resolve()):
+        bases.setdefault(r, "")
+    prefixes = sorted((str(b) for b in bases if str(b) != "/"), key=len, reverse=True)
+
+    def text(s: str) -> str:
+        if "/" not in s:
+            return s
+        for p in prefixes:
+            s = s.replace(p + "/", "")
+            if s == p:
+                s = "."
+        return s
+
+    def scrub(value):
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, dict):
+            return {scrub(k) if isinstance(k, str) else k: scrub(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [scrub(v) for v in value]
+        return value
+
+    return scrub
 
 
 @dataclass
@@ -86,9 +120,10 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
             md = md.rstrip("\n") + "\n\n" + piece
         for piece in ([part.printed(computed[part.name], out)] if part.printed and pieces else pieces):
             printed = printed.rstrip("\n") + "\n\n" + piece
-    atomic_write_text(out / "table1.md", md)
-    atomic_write_text(out / "table1.csv", csv_text(aggregated, top))
-    atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top))
+    shown = portable(paths)  # no run folder by this machine's path in the files written
+    atomic_write_text(out / "table1.md", shown(md))
+    atomic_write_text(out / "table1.csv", shown(csv_text(aggregated, top)))
+    atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top, path=shown))
     figures = draw_figures(sections, out)
     figures += [str(p) for p in (seeds_figure(a, top, out) for a in aggregated) if p is not None]
     figures += [str(p) for p in (part.figure(computed[part.name], top, out) for part in figure_order() if part.figure)
@@ -100,7 +135,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     for part in report_parts():
         report.update(part.report_keys(computed[part.name]))
     report = ordered_report(report)
-    write_json(out / "report.json", report)
+    write_json(out / "report.json", shown(report))
     if readme is not None:
         marker = table_marker(aggregated[0])
         changed = update_readme(readme, readme_table(report), marker)

@@ -4,12 +4,16 @@ sentence- and token-level, mean over the setting's seeds; one table and one figu
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from minimult.report.collect import Section
-from minimult.report.figures import pyplot, save_figure
+from minimult.report.figures import _drawn, pyplot, save_figure
 from minimult.report.parts import Part, register
 
 
@@ -54,24 +58,50 @@ def markdown(by_label: dict[str, list[dict]]) -> str:
             "probe (chance 0.5), mean over seeds.\n\n" + probe_table(by_label))
 
 
+PROBE_FIGURE_VERSION = "2"  # bump when the drawing changes: the cached PNG is drawn again
+SENTENCE, TOKEN = "tab:blue", "tab:orange"  # one colour per probe kind, the same in every panel
+
+
 def probe_figure(by_label: dict[str, list[dict]], path: Path) -> Path | None:
-    """Accuracy against layer: a solid line per setting for sentences, dashed for word pieces."""
+    """Accuracy against layer, one small panel per setting (sentences solid, word pieces dashed, chance dotted), all
+    on one y axis, the legend above the panels; drawn again only when what it shows changed (the PNG's key)."""
     if not by_label:
         return None
+    path = Path(path)
+    key = hashlib.sha256(json.dumps([PROBE_FIGURE_VERSION, by_label], sort_keys=True, default=str).encode()).hexdigest()
+    if _drawn(path, key):
+        return path
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for k, (label, probes) in enumerate(by_label.items()):
-        color = f"C{k % 10}"
-        for kind, style in (("sentence", "-"), ("token", "--")):
+    from matplotlib.ticker import MaxNLocator
+
+    n = len(by_label)
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 0.8, 2.0 * rows + 0.9), sharex=True, sharey=True,
+                             squeeze=False, layout="constrained")
+    for ax, (label, probes) in zip(axes.flat, by_label.items()):
+        for kind, style, color in (("sentence", "-", SENTENCE), ("token", "--", TOKEN)):
             layers, mean = _mean(probes, kind)
-            ax.plot(layers, mean, style, color=color, marker="o", ms=3, label=f"{label} ({kind})")
-    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("layer")
-    ax.set_ylabel("language-ID accuracy (held out)")
-    ax.set_ylim(0.4, 1.02)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, plt, Path(path), 120)
+            ax.plot(layers, mean, style, color=color, marker="o", ms=2.5, lw=1.3, label=kind)
+        ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+        ax.set_ylim(0.4, 1.02)
+        ax.set_title("\n".join(textwrap.wrap(f"{label} (n={len(probes)})", 34)), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.25)
+    for i, ax in enumerate(axes.flat):
+        if i >= n:  # an empty slot of the last row: the panel above it carries the layer axis
+            ax.set_visible(False)
+            axes.flat[i - cols].tick_params(labelbottom=True)
+            axes.flat[i - cols].set_xlabel("layer", fontsize=8)
+        elif i >= n - cols:
+            ax.set_xlabel("layer", fontsize=8)
+    fig.supylabel("language-ID accuracy (held out)", fontsize=9)
+    handles, _ = axes.flat[0].get_legend_handles_labels()
+    handles.append(axes.flat[0].lines[-1])
+    fig.legend(handles, ["sentence probe", "word-piece probe", "chance (0.5)"], loc="outside upper center", ncol=3,
+               fontsize=8, frameon=False)
+    return save_figure(fig, plt, path, 110, key=key)
 
 
 def _printed(by_label: dict[str, list[dict]], out: Path) -> str:

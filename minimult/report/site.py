@@ -15,10 +15,13 @@ files, `<name>/runs/<run>.html` and `<name>/runs/<run>.png` (the run's training 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import shutil
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -27,17 +30,23 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from minimult.data.cache import cache_root
 from minimult.errors import MinimultError
+from minimult.runs import write_json
 from minimult.report import claims as claims_mod, recipes
-from minimult.report.build import build_report, load
+from minimult.report.build import build_report, load, portable
 from minimult.report.collect import Group, REPOSITORY, Run, Section, log_rows, never_trained, training_seconds
 from minimult.report.figures import file_slug, run_figure, section_figure
 from minimult.report.parts import report_parts
-from minimult.report.tables import cell_text, mu_top, p_text, run_values, section_footer, section_table, table_columns
+from minimult.report.tables import cell_text, mu_top, pending_line, run_values, section_footer, section_table, table_columns
 
 RESULTS = REPOSITORY / "experiments" / "results"
 TEMPLATES = Path(__file__).with_name("templates")
-STATIC = ("style.css", "sort.js")
+STATIC = ("style.css", "sort.js", "runs.js")
+# The front page's headline: the results folder whose Table 1 the index shows, declared here by name (or by a sweep
+# manifest of a folder with `"headline": true`), never picked by a table's size or a folder name's order.
+HEADLINE = "table1-paper"
+RUN_FILES = ("config.json", "results.json", "metrics.jsonl")  # copied beside each run page and linked from it
 
 
 def site_folders(results: Path = RESULTS) -> list[Path]:
@@ -55,7 +64,44 @@ def _env():
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = number
     env.filters["md"] = markdown_html
+    env.filters["p"] = p_shown
+    env.filters["plural"] = plural
+    env.filters["term"] = term_anchor
     return env
+
+
+def p_shown(p) -> str:
+    """A p-value as the site's tables show it: 2 significant figures, "< 0.001" below 0.001, "" for none."""
+    if p is None or p == "":
+        return ""
+    p = float(p)
+    return "nan" if not math.isfinite(p) else "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def plural(n: int, word: str) -> str:
+    """"1 run", "2 runs"."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _one_runs(text: str) -> str:
+    """"1 runs" in a sentence of the report (a table's footer) as "1 run"."""
+    return re.sub(r"(?<![\d.,])1 (run|setting|seed)s\b", r"1 \1", text)
+
+
+def term_anchor(heading: str) -> str | None:
+    """The glossary entry a column heading names ("ρ L8" -> "t-rho"), None when it has none."""
+    head = re.sub(r" L\d+$", "", heading.strip())
+    head = re.sub(r"^p \((.*)\)$", "p", head)
+    for anchor, names in TERM_NAMES.items():
+        if head in names:
+            return anchor
+    return None
+
+
+# Glossary anchors and the column headings that point at them.
+TERM_NAMES = {"t-mu": ("µ",), "t-rho": ("ρ",), "t-tau": ("τ",), "t-align": ("align F1", "align precision", "align recall"),
+              "t-aer": ("AER",), "t-ppl": ("ppl train", "ppl dev", "ppl/word train", "ppl/word dev", "perplexity"),
+              "t-p": ("p",), "t-seeds": ("seeds", "n")}
 
 
 def number(x) -> str:
@@ -89,9 +135,14 @@ class Folder:
     loaded: object  # report.Loaded
     report: dict
     out: Path
+    shown: Callable = str  # `build.portable`: a value with this machine's paths made relative
 
     def run_page(self, path: Path) -> str:
         return f"runs/{slug(path.name)}.html"
+
+    def run_files(self, path: Path) -> str:
+        """The folder (relative to the folder's page) holding the run's config.json, results.json, metrics.jsonl."""
+        return f"runs/{slug(path.name)}"
 
 
 def _figure(out: Path, name: str) -> str | None:
@@ -104,20 +155,38 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     cols = table_columns(top)
     (first, first_layer), rest = cols[0], cols[1:]
     head = [first.heading(first_layer), f"p ({first.heading(first_layer)})"] + [c.heading(l) for c, l in rest]
+    head = [(h, term_anchor(h)) for h in head]
     rows = []
     for g, row in zip(section.groups, agg["rows"]):
         m, paper, k0 = row["metrics"], row.get("paper", {}), first.key(first_layer)
-        cells = [_split(cell_text(m[k0], first, paper.get(k0))), (p_text(m[k0]["p_vs_original"]), "")]
+        cells = [_split(cell_text(m[k0], first, paper.get(k0))), (p_shown(m[k0]["p_vs_original"]), "")]
         cells += [_split(cell_text(m[c.key(l)], c, paper.get(c.key(l)))) for c, l in rest]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": [{"seed": r.seed, "href": folder.run_page(r.path), "flag": never_trained(r)}
                               for r in g.runs], "cells": cells})
-    notes = [line for line in section_table(agg, top) if line and not line.startswith("|")] + section_footer(agg)
+    stale = pending_line(agg["pending"]) if agg.get("pending") else None
+    notes = [_one_runs(_pending(section) if line == stale else line)
+             for line in section_table(agg, top) + section_footer(agg) if line and not line.startswith("|")]
     presets = sorted({r["preset"] for r in agg["rows"] if r["preset"]})
     training, seeds = (_figure(folder.out, section_figure(kind, section.title)) for kind in ("training", "seeds"))
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
             "notes": notes, "training": training, "seeds": seeds,
             "anchor": "s-" + slug(section.title.split(":")[0])}
+
+
+def _pending(section: Section) -> str:
+    """The sweep's planned runs not in the table, each as its run.json says it stands (status, step), rather than a
+    phrase that goes stale once a committed folder stops changing ("under way")."""
+    started, waiting = [], []
+    for p in section.pending:
+        d = section.manifest.parent / p["run"] if section.manifest else None
+        if d is not None and d.is_dir():
+            started.append(f"{p['run']} ({status_text(d).split('; ', 1)[1]})")
+        else:
+            waiting.append(p["run"])
+    parts = ([f"{plural(len(started), 'run')} with a folder but no results.json: {', '.join(started)}"] if started else [])
+    parts += [f"{plural(len(waiting), 'run')} without a folder: {', '.join(waiting)}"] if waiting else []
+    return f"Planned by the sweep and not in the table: {'; '.join(parts)}."
 
 
 def _split(cell: str) -> tuple[str, str]:
@@ -158,11 +227,30 @@ def _settings(folder: Folder) -> list[dict]:
     return out
 
 
+def status_text(d: Path) -> str:
+    """Where an unevaluated run stands, from its run.json (what training last wrote there), never a fixed phrase."""
+    meta = _read(d / "run.json")
+    status = str(meta.get("status") or "unknown (no run.json status)")
+    steps, total = meta.get("steps"), meta.get("total_steps")
+    at = f", step {number(steps)} of {number(total)}" if steps is not None and total else ""
+    return f"not evaluated (no results.json); run.json status: {status}{at}"
+
+
+def _in_tables(folder: Folder) -> set[Path]:
+    return {r.path for s in folder.loaded.sections for g in s.groups for r in g.runs}
+
+
 def _other_runs(folder: Folder) -> list[dict]:
+    """Every run folder in no table, with why: left out (and why), not evaluated (its run.json status), or evaluated
+    but in no section (a run its folder's manifest does not plan)."""
     loaded = folder.loaded
     rows = [{"name": d.name, "href": folder.run_page(d), "why": why} for d, why in loaded.left_out]
-    rows += [{"name": d.name, "href": folder.run_page(d), "why": "not evaluated (no results.json)"}
-             for d in loaded.unevaluated]
+    rows += [{"name": d.name, "href": folder.run_page(d), "why": status_text(d)} for d in loaded.unevaluated]
+    listed = _in_tables(folder) | {d for d, _ in loaded.left_out} | set(loaded.unevaluated)
+    lost = {str(x.get("run")): x.get("why") for s in loaded.sections for x in s.lost}
+    rows += [{"name": d.name, "href": folder.run_page(d),
+              "why": folder.shown(lost.get(str(d)) or lost.get(d.name) or "evaluated; in no table of this folder")}
+             for d in loaded.run_dirs if d not in listed]
     return rows
 
 
@@ -223,7 +311,9 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     meta = _read(d / "run.json")
     pseudo = run or Run(d, {}, config, [row for row in _log_rows(d) if isinstance(row.get("eval"), dict)])
     (folder.out / "runs").mkdir(exist_ok=True)
-    figure = run_figure(pseudo, folder.out / "runs" / f"{slug(d.name)}.png")
+    target = folder.out / "runs" / f"{slug(d.name)}.png"
+    with figure_cache(d, [target]):
+        figure = run_figure(pseudo, target)
     headline = None
     if run:
         top = mu_top(results)
@@ -239,20 +329,62 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
             blocks.append(_block(b, f"evaluation block {i + 1}" + (f" ({what})" if what else "")))
     mods = results.get("mods") or meta.get("mods") or config.get("mods", "original")
     versions = results.get("mod_versions") or meta.get("mod_versions") or {}
-    return {"name": d.name, "folder": folder.name, "setting": group.label if group else "", "flags": flags,
+    files = _copy_run_files(d, folder.out / folder.run_files(d), folder.shown)
+    return folder.shown({"name": d.name, "folder": folder.name, "setting": group.label if group else "", "flags": flags,
+            "files": [f"{slug(d.name)}/{f}" for f in files],
             "mods": mods, "mod_versions": versions, "seed": results.get("seed", meta.get("seed")),
             "budget": _budget(d, meta, config, results), "figure": figure.name if figure else None,
             "headline": headline, "blocks": blocks, "config": config,
             "environment": results.get("environment") or meta.get("environment") or {},
-            "vocab": results.get("vocab_sha256") or meta.get("vocab_sha256") or ""}
+            "vocab": results.get("vocab_sha256") or meta.get("vocab_sha256") or ""})
 
 
 def _log_rows(d: Path) -> list[dict]:
     return log_rows(d)
 
 
+def _copy_run_files(d: Path, dest: Path, shown) -> list[str]:
+    """The run's config.json, results.json and metrics.jsonl into `dest` (JSON with this machine's paths made
+    relative, as everywhere on the site); the names copied."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in RUN_FILES:
+        src = d / name
+        if not src.is_file():
+            continue
+        target = dest / name
+        if name.endswith(".json"):
+            text = src.read_text(encoding="utf-8")
+            target.write_text(shown(text), encoding="utf-8")
+        elif not target.is_file() or target.stat().st_mtime_ns != src.stat().st_mtime_ns or \
+                target.stat().st_size != src.stat().st_size:
+            shutil.copy2(src, target)
+        copied.append(name)
+    return copied
+
+
 # ---------------------------------------------------------------------------------------------
 # The site.
+
+
+@contextmanager
+def figure_cache(source: Path, targets: list[Path]):
+    """Keyed figures (a run's curves, the probe's: their PNG carries what they were drawn from, and a figure whose
+    key still matches is not drawn again) kept in the cache folder between sites: each target missing from the site
+    is seeded from the cache before drawing, and whatever was drawn goes back to it after."""
+    home = cache_root() / "site-figures" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
+    for t in targets:
+        if not t.is_file() and (home / t.name).is_file():
+            t.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(home / t.name, t)
+    yield
+    for t in targets:
+        try:
+            if t.is_file() and (not (home / t.name).is_file() or (home / t.name).read_bytes() != t.read_bytes()):
+                home.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(t, home / t.name)
+        except OSError:  # a cache that cannot be written: the site is built anyway
+            pass
 
 
 def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Folder:
@@ -260,30 +392,63 @@ def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Fo
     out = site / name
     out.mkdir(parents=True, exist_ok=True)
     if prebuilt is not None:  # the same root's report, made already: its files, not a second rendering
+        shown = portable([root], prebuilt)
         for f in prebuilt.iterdir():
             if f.is_file() and f.suffix in (".png", ".md", ".csv", ".json"):
-                shutil.copy2(f, out / f.name)
+                if f.suffix in (".md", ".csv", ".json"):  # a report from before paths were made relative
+                    (out / f.name).write_text(shown(f.read_text(encoding="utf-8")), encoding="utf-8")
+                else:
+                    shutil.copy2(f, out / f.name)
         report = json.loads((out / "report.json").read_text())
     else:
-        report = build_report([root], out, lambda s: None, loaded=loaded)
-    return Folder(name, root, loaded, report, out)
+        with figure_cache(root, [out / "language_id.png"]):
+            report = build_report([root], out, lambda s: None, loaded=loaded)
+    shown = portable([root], out)
+    write_json(out / "report.json", shown(json.loads((out / "report.json").read_text())))  # its figures by name
+    return Folder(name, root, loaded, shown(report), out, shown)
+
+
+def _declared_headline(folders: list[Folder], headline: str | None) -> Folder | None:
+    """The folder a manifest declares (`"headline": true`), else the one named `headline`, else the only one."""
+    for f in folders:
+        for manifest in sorted(f.root.glob("*.sweep.json")):
+            if _read(manifest).get("headline") is True:
+                return f
+    named = [f for f in folders if f.root.resolve().name == headline]
+    if named:
+        return named[0]
+    return folders[0] if len(folders) == 1 else None
+
+
+def _shown_root(root: Path) -> str:
+    """A results folder as the pages name it: relative to the repository when in it, else by its name."""
+    try:
+        return str(root.resolve().relative_to(REPOSITORY.resolve()))
+    except ValueError:
+        return root.resolve().name
 
 
 def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: dict | None = None,
-               claims_file=None) -> dict:
+               claims_file=None, headline: str | None = HEADLINE) -> dict:
     """The site for `roots` (results folders) in `site_dir`; returns {pages, claims, index}. `prebuilt`:
-    {root: folder where its report was already built}."""
+    {root: folder where its report was already built}; `headline`: the name of the results folder whose Table 1
+    the index shows (a manifest's `"headline": true` wins; with one folder, that one)."""
+    start = time.perf_counter()
     site = Path(site_dir)
     site.mkdir(parents=True, exist_ok=True)
     env = _env()
     folders: list[Folder] = []
     names: set[str] = set()
-    for root in map(Path, roots):
+    roots = list(map(Path, roots))
+    for k, root in enumerate(roots):
         name = slug(root.resolve().name)
         while name in names:
             name += "-2"
         names.add(name)
+        t0 = time.perf_counter()
         folders.append(_folder(root, name, site, log, (prebuilt or {}).get(root)))
+        log(f"site: [{k + 1}/{len(roots)}] {name}: {plural(len(folders[-1].loaded.run_dirs), 'run folder')}, report "
+            f"in {time.perf_counter() - t0:.1f} s ({time.perf_counter() - start:.0f} s in all)")
     for f in STATIC:
         shutil.copyfile(TEMPLATES / f, site / f)
     pages = []
@@ -299,41 +464,50 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
         for side in (row["a"], row["b"]):
             side["href"] = _setting_href(folders, side)
     summaries = []
+    every_run = []
     for folder in folders:
+        t0 = time.perf_counter()
         top = folder.report["top_layer"]
         tables = [_table1(s, a, top, folder) for s, a in zip(folder.loaded.sections, folder.report["sections"])]
-        summaries.append({"name": folder.name, "href": f"{folder.name}/index.html", "root": str(folder.root),
+        summaries.append({"name": folder.name, "href": f"{folder.name}/index.html", "root": _shown_root(folder.root),
                           "titles": [s.title for s in folder.loaded.sections],
                           "runs": len(folder.loaded.runs), "settings": sum(len(s.groups) for s in folder.loaded.sections),
                           "tables": tables})
-        write(folder.out / "index.html", "folder.html", up="../", folder=folder.name, root=_shown(folder.root),
+        write(folder.out / "index.html", "folder.html", up="../", folder=folder.name, root=_shown_root(folder.root),
               tables=tables, parts=_parts(folder), settings=_settings(folder), others=_other_runs(folder),
               n_runs=len(folder.loaded.runs), files=[n for n in ("table1.md", "table1.csv", "runs.csv", "report.json")
                                                        if (folder.out / n).is_file()],
               claims=[r for r in claim_rows if folder.name in (r["a"]["folder"], r["b"]["folder"])],
               claims_mod=claims_mod)
-        _run_pages(folder, write)
-    headline = _headline(summaries)
+        every_run += _run_pages(folder, write)
+        log(f"site: pages of {folder.name} in {time.perf_counter() - t0:.1f} s ({time.perf_counter() - start:.0f} s in all)")
+    chosen = _declared_headline(folders, headline)
+    summary = next((s for s in summaries if chosen is not None and s["name"] == chosen.name), None)
+    table = None
+    if summary is not None and summary["tables"]:
+        table = next((t for t in summary["tables"] if t["title"].startswith("Table 1")), summary["tables"][0])
+    head = {"folder": summary["name"], "href": summary["href"], "table": table} if table else None
     by_recipe = recipes.table1_sections({f.name: f.loaded.sections for f in folders})
     recipe_md = recipes.both_markdown(recipes.both_recipes(by_recipe), by_recipe) + "\n" + recipes.floor_markdown(
         by_recipe) if len(by_recipe) > 1 else ""
     write(site / "claims.html", "claims.html", up="", rows=claim_rows, claims_mod=claims_mod,
-          recipes=markdown_html(recipe_md) if recipe_md else "")
+          recipes=markdown_html(recipe_md) if recipe_md else "",
+          verdicts=[claims_mod.HOLDS, claims_mod.FAILS, claims_mod.UNKNOWN])
     counts = {v: sum(r["verdict"] == v for r in claim_rows) for v in (claims_mod.HOLDS, claims_mod.FAILS,
                                                                         claims_mod.UNKNOWN)}
-    write(site / "index.html", "index.html", up="", folders=summaries, headline=headline, counts=counts)
-    log(f"site: {len(pages)} pages in {site} ({len(folders)} results folders, {len(claim_rows)} claims); "
-        f"open {site / 'index.html'}")
+    write(site / "runs.html", "runs.html", up="", runs=every_run, data=_runs_json(every_run),
+          filters={k: sorted({str(r[k]) for r in every_run}, key=_natural) for k in ("folder", "mods", "preset", "seed")})
+    write(site / "glossary.html", "glossary.html", up="", mods=_mods(), presets=_presets())
+    write(site / "index.html", "index.html", up="", folders=summaries, headline=head, counts=counts,
+          n_runs=len(every_run))
+    log(f"site: {len(pages)} pages in {site} ({len(folders)} results folders, {len(claim_rows)} claims, "
+        f"{time.perf_counter() - start:.0f} s); open {site / 'index.html'}")
     return {"pages": [str(p) for p in pages], "claims": claim_rows, "recipes": recipe_md, "index": str(site / "index.html"),
-            "folders": [f.name for f in folders]}
+            "folders": [f.name for f in folders], "headline": head["folder"] if head else None}
 
 
-def _shown(path: Path) -> str:
-    """A folder as the page names it: relative to the current folder when below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+def _natural(text: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 def _setting_href(folders: list[Folder], side: dict) -> str | None:
@@ -347,19 +521,12 @@ def _setting_href(folders: list[Folder], side: dict) -> str | None:
     return None
 
 
-def _headline(summaries: list[dict]) -> dict | None:
-    """The index's Table 1: the "Table 1" section with the most settings (else the largest section)."""
-    tables = [(s, t) for s in summaries for t in s["tables"]]
-    if not tables:
-        return None
-    first = [x for x in tables if x[1]["title"].startswith("Table 1")] or tables
-    summary, table = max(first, key=lambda x: len(x[1]["rows"]))
-    return {"folder": summary["name"], "href": summary["href"], "table": table}
-
-
-def _run_pages(folder: Folder, write) -> None:
+def _run_pages(folder: Folder, write) -> list[dict]:
+    """A page per run folder; returns each run's row of the every-run page (runs.html)."""
     by_path = {r.path: (r, g) for s in folder.loaded.sections for g in s.groups for r in g.runs}
     left = dict(folder.loaded.left_out)
+    lost = {str(x.get("run")): x.get("why") for s in folder.loaded.sections for x in s.lost}
+    rows = []
     for d in folder.loaded.run_dirs:
         run, group = by_path.get(d, (None, None))
         flags = []
@@ -368,10 +535,102 @@ def _run_pages(folder: Folder, write) -> None:
         if d in left:
             flags.append(f"left out of the tables: {left[d]}")
         if d in folder.loaded.unevaluated:
-            flags.append("not evaluated yet (no results.json): in no table")
+            flags.append(status_text(d) + ": in no table")
+        if run is None and d.name in lost:
+            flags.append(f"in no table: {lost[d.name]}")
         context = _run_context(folder, d, run, group, flags)
         anchor = None
         if group is not None:
             section = next(s for s in folder.loaded.sections if group in s.groups)
             anchor = f"../index.html#{_anchor(section, group)}"
         write(folder.out / folder.run_page(d), "run.html", up="../../", run=context, back=anchor)
+        rows.append(_run_row(folder, d, run, context))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The every-run page (runs.html): one table, filters, curves overlaid and configs compared in the browser (runs.js).
+
+CURVES = (("mu", "µ"), ("ppl_dev", "ppl dev"), ("ppl_train", "ppl train"), ("retrieval_top", "ρ (top layer)"),
+          ("translation_top", "τ (top layer)"))
+
+
+def _curve_points(rows: list[dict]) -> dict[str, list]:
+    """Each logged evaluation's numbers by step: {curve key: [[step, value], ...]}."""
+    out: dict[str, list] = {k: [] for k, _ in CURVES}
+    for row in rows:
+        ev, step = row.get("eval"), row.get("step")
+        if not isinstance(ev, dict) or not isinstance(step, (int, float)):
+            continue
+        top = mu_top(ev)
+        ppl = ev.get("perplexity") if isinstance(ev.get("perplexity"), dict) else {}
+        layer = (ev.get("layers") or {}).get(top) or {}
+        for key, value in (("mu", ev.get("mu")), ("ppl_dev", ppl.get("dev")), ("ppl_train", ppl.get("train")),
+                           ("retrieval_top", layer.get("retrieval")), ("translation_top", layer.get("translation"))):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                out[key].append([step, round(float(value), 6)])
+    return {k: v for k, v in out.items() if v}
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+    return out
+
+
+def _run_row(folder: Folder, d: Path, run: Run | None, context: dict) -> dict:
+    rows = run.metrics_rows if run else [row for row in _log_rows(d) if isinstance(row.get("eval"), dict)]
+    results = run.results if run else {}
+    mu = results.get("mu")
+    ppl = results.get("perplexity", {}).get("dev") if isinstance(results.get("perplexity"), dict) else None
+    return {"id": f"{folder.name}/{d.name}", "folder": folder.name, "name": d.name, "href": f"{folder.name}/{folder.run_page(d)}",
+            "mods": str(context["mods"] or "original"), "preset": str(context["budget"].get("preset", "")),
+            "seed": "" if context["seed"] is None else context["seed"], "setting": context["setting"],
+            "status": str(_read(d / "run.json").get("status", "")) if not results else "evaluated",
+            "mu": mu if isinstance(mu, (int, float)) else None, "ppl_dev": ppl if isinstance(ppl, (int, float)) else None,
+            "flag": "; ".join(context["flags"]), "curves": _curve_points(rows), "config": context["config"] and
+            _flat(context["config"])}
+
+
+def _runs_json(rows: list[dict]):
+    """The runs' curves and configs as the page's embedded JSON (`</` escaped)."""
+    data = {"curves": dict(CURVES), "runs": {r["id"]: {"curves": r["curves"], "config": r["config"] or {},
+                                                       "name": r["name"], "folder": r["folder"]} for r in rows}}
+    return Markup(json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The glossary page: the measures (written here, so the site stands alone), every mod (its registry description)
+# and every preset (its overrides).
+
+
+def _mods() -> list[dict]:
+    from minimult.mods import registered
+
+    return [{"name": m.name, "description": m.description, "version": m.version,
+             "value": m.parse is not None, "gpu": m.needs_gpu} for m in registered()]
+
+
+PRESET_NOTES = {
+    "paper": "the paper's budget: BERT-small, about 14,100 updates of 128 sentences (the lab's recipe: length-bucketed "
+             "batches, padding masked in attention, exactly 15% of each sentence's pieces masked)",
+    "quick": "a quarter of the paper's epochs in batches of 128: meaningful on a 2-core CPU in under an hour",
+    "paper-b256": "the paper's budget in batches of 256 sentences (the defaults)",
+    "quick-b256": "a quarter of the paper's epochs in batches of 256 (the committed quick Table 1 runs)",
+    "published": "the paper's budget trained as the paper's published code trained it: random batches, padding attended "
+                 "in training and evaluation, each piece selected with probability 0.15, the code's masking mixes",
+    "tiny": "a model of a few thousand parameters on a few hundred sentences: exercises the whole pipeline in seconds "
+            "(tests and dry runs); its numbers mean nothing",
+}
+
+
+def _presets() -> list[dict]:
+    from minimult.config import PRESETS
+
+    return [{"name": name, "note": PRESET_NOTES.get(name, ""),
+             "overrides": ", ".join(f"{k} = {v}" for k, v in values.items()) or "none (the defaults)"}
+            for name, values in PRESETS.items()]

@@ -323,13 +323,15 @@ def run_rows(aggregated: list[dict], top: str) -> list[dict]:
     return out
 
 
-def runs_csv_text(aggregated: list[dict], top: str) -> str:
-    """runs.csv: `run_rows` as CSV (an empty cell for None, numbers at full precision)."""
+def runs_csv_text(aggregated: list[dict], top: str, path=lambda p: p) -> str:
+    """runs.csv: `run_rows` as CSV (an empty cell for None, numbers at full precision); `path`: how the `run`
+    column names a run folder (`build.portable`: relative, never this machine's absolute path)."""
     header = list(RUN_FIELDS + HOW_TRAINED) + column_keys(top)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(header)
     for r in run_rows(aggregated, top):
+        r["run"] = path(r["run"])
         w.writerow([r[k] if k in RUN_FIELDS else "" if r[k] is None else r[k] if isinstance(r[k], str) else repr(r[k])
                     for k in header])
     return buf.getvalue()
