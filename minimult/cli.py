@@ -206,6 +206,14 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
         overrides["mask.probs"] = parse_probs(mask_probs)
     if epochs is not None and epochs < 1:
         raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use --mods untrained")
+    if out is not None:  # never a run inside a run or an export (its files would read as theirs)
+        from minimult.runs import lab_folder
+
+        inside = lab_folder(out)
+        if inside is not None and inside[0] != Path(out).absolute():
+            raise MinimultError(f"--out {out} lies inside {inside[0]}, which is {inside[1]}; give a folder of its own")
+        if inside is not None and inside[1] != "a run folder":
+            raise MinimultError(f"--out {out} is {inside[1]}; give a folder of its own")
     cfg, active = resolve(preset, overrides, mods)
     with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
         run = distributed.created_once(
@@ -592,8 +600,10 @@ def corpus_stats(testament, json_path):
               help="The first N aligned New Testament verses (0 = all).")
 @click.option("--dev-verses", type=int, default=10_000, show_default=True,
               help="The first N aligned Old Testament verses (en-es's data.dev_sentences).")
+@click.option("--force", is_flag=True, help="Write into OUT although it holds files (its corpus.toml, dictionary and "
+                                            "the other files written here are replaced); never into a run or export.")
 @_fail_cleanly
-def verses(out, train_verses, dev_verses):
+def verses(out, train_verses, dev_verses, force):
     """Write the English and Spanish verses --source en-es reads (SWORD modules KJV and RV1909) into OUT as
     files the parallel source reads: keyed training verses, line-aligned dev verses, the silver dictionary,
     the silver links of the dev verses (Pharaoh) and corpus.toml naming them (--files OUT/corpus.toml), and
@@ -602,11 +612,29 @@ def verses(out, train_verses, dev_verses):
 
     if train_verses < 0 or dev_verses < 2:
         raise MinimultError("--train-verses must be >= 0 (0 = all) and --dev-verses >= 2")
+    _check_output_folder(Path(out), "verses", force)
     counts = write_files(Path(out), train_verses or None, dev_verses, progress=lambda s: click.echo(s, err=True))
     click.echo(f"wrote {counts['train_verses']:,} training and {counts['dev_verses']:,} dev verse pairs, "
                f"{counts['dictionary_pairs']:,} dictionary pairs, {counts['silver_dev_links']:,} silver dev links and "
                f"a task of {counts['gospel_verses']:,} Gospel verses to {out}; train with --files "
                f"{Path(out) / 'corpus.toml'}, transfer with --task {Path(out) / 'gospels'}")
+
+
+def _check_output_folder(out: Path, command: str, force: bool = False) -> None:
+    """Refuse an output folder of `command` that is a file, a run or export folder or inside one, or (without
+    `force`) a folder that holds files already, before anything is read or written."""
+    from minimult.runs import lab_folder
+
+    if out.exists() and not out.is_dir():
+        raise MinimultError(f"{command}: {out} is a file, not a folder")
+    inside = lab_folder(out)
+    if inside is not None:
+        folder, what = inside
+        where = "is" if folder == out.absolute() else f"lies inside {folder}, which is"
+        raise MinimultError(f"{command}: {out} {where} {what}; give a folder of its own")
+    if not force and out.is_dir() and any(out.iterdir()):
+        raise MinimultError(f"{command}: {out} is not empty (a corpus.toml or dictionary edited by hand would be "
+                            f"overwritten): give a new folder, or --force to replace what {command} writes there")
 
 
 @main.command(name="mods")

@@ -140,6 +140,25 @@ def check_run_config(path: Path, data: dict) -> None:
                         f"section)")
 
 
+def lab_folder(path: str | Path) -> tuple[Path, str] | None:
+    """(the folder, "a run folder" or "a HuggingFace export") when `path` is one or lies inside one (a config.json
+    that is a run's configuration, or names a model_type), else None: what no command writes other files into."""
+    path = Path(path).absolute()
+    for p in (path, *path.parents):
+        config = p / "config.json"
+        if not config.is_file():
+            continue
+        try:
+            data = json.loads(config.read_text())
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and all(isinstance(data.get(k), dict) for k in RUN_SECTIONS):
+            return p, "a run folder"
+        if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
+            return p, "a HuggingFace export"
+    return None
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,

@@ -129,3 +129,81 @@ def test_item5_links_record_the_dev_sentences_they_read_not_the_limit(enes_run, 
     assert sum("--dev-sentences 5 limits every evaluator but links" in l for l in lines) == 1, lines
     with pytest.raises(MinimultError, match="leave --dev-sentences out"):
         evaluate_run(run.path, log=QUIET, link_file=str(links), dev_sentences=5, only={"links"})
+
+
+# ---------------------------------------------------------------------------------------------
+# item 7: `minimult verses` never overwrites a folder's files unasked, never writes into a run or export
+
+
+def one_error_line(result, fragment):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("error: ") and fragment in lines[-1], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def fake_run(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"model": {}, "data": {}, "train": {}}))
+    (folder / "checkpoint.pt").write_bytes(b"weights")
+    return folder
+
+
+def fake_export(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}))
+    return folder
+
+
+@pytest.fixture
+def no_sword(monkeypatch):
+    """Any read of the SWORD modules fails the test: refusals come before the work."""
+    from minimult.data import sword
+
+    def read(*a, **k):
+        raise AssertionError("the verses were read")
+
+    monkeypatch.setattr(sword, "module_verses", read)
+
+
+def test_item7_verses_refuses_a_folder_with_files_unless_forced_and_any_run_or_export(tmp_path, no_sword):
+    from conftest import cli
+
+    out = tmp_path / "v"
+    out.mkdir()
+    (out / "corpus.toml").write_text("# edited by hand\n")
+    one_error_line(cli("verses", out, "--train-verses", 400, "--dev-verses", 200), "is not empty")
+    assert (out / "corpus.toml").read_text() == "# edited by hand\n"
+    run = fake_run(tmp_path / "run")
+    one_error_line(cli("verses", run, "--force"), "is a run folder")
+    one_error_line(cli("verses", run / "v", "--force"), f"lies inside {run}, which is a run folder")
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "config.json"]
+    hf = fake_export(tmp_path / "hf")
+    one_error_line(cli("verses", hf / "v"), "which is a HuggingFace export")
+    assert not (hf / "v").exists()
+
+
+def test_item7_verses_force_rewrites_its_own_files(tmp_path, monkeypatch):
+    from conftest import cli
+    from test_real_languages import fixture_verses
+
+    from minimult.data import sword
+
+    monkeypatch.setattr(sword, "module_verses", fixture_verses)
+    out = tmp_path / "v"
+    first = cli("verses", out, "--dev-verses", 2)
+    assert first.returncode == 0, first.stderr
+    (out / "corpus.toml").write_text("# edited by hand\n")
+    one_error_line(cli("verses", out, "--dev-verses", 2), "--force")
+    again = cli("verses", out, "--dev-verses", 2, "--force")
+    assert again.returncode == 0, again.stderr
+    assert (out / "corpus.toml").read_text() != "# edited by hand\n"
+
+
+def test_minor_pretrain_out_inside_a_run_or_an_export_is_refused(tmp_path):
+    from conftest import cli
+
+    run, hf = fake_run(tmp_path / "run"), fake_export(tmp_path / "hf")
+    one_error_line(cli("pretrain", "--preset", "tiny", "--out", run / "inner"), f"lies inside {run}, which is a run folder")
+    one_error_line(cli("pretrain", "--preset", "tiny", "--out", hf), "is a HuggingFace export")
+    assert not (run / "inner").exists() and sorted(p.name for p in hf.iterdir()) == ["config.json"]
