@@ -207,3 +207,18 @@ def test_minor_pretrain_out_inside_a_run_or_an_export_is_refused(tmp_path):
     one_error_line(cli("pretrain", "--preset", "tiny", "--out", run / "inner"), f"lies inside {run}, which is a run folder")
     one_error_line(cli("pretrain", "--preset", "tiny", "--out", hf), "is a HuggingFace export")
     assert not (run / "inner").exists() and sorted(p.name for p in hf.iterdir()) == ["config.json"]
+
+
+# ---------------------------------------------------------------------------------------------
+# minor: "done" lines only for evaluators that ran
+
+
+def test_minor_eval_says_done_only_for_evaluators_that_ran(enes_run):
+    from minimult.evaluate import evaluate_run
+
+    run, _ = enes_run
+    lines = []
+    evaluate_run(run.path, log=lines.append, write=False)
+    done = [l.split()[1] for l in lines if l.startswith("eval: ") and " done (" in l]
+    assert "retrieval" in done and "perplexity" in done, lines
+    assert not {"links", "nsp", "transfer"} & set(done), done  # no link file, no NSP head, transfer not asked
