@@ -33,7 +33,7 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     """15% of each sequence's tokens replaced by [MASK] (fixed seed); exp(mean NLL) over them.
 
     `probs` (mask, keep, random, kNN) of the selected tokens: all [MASK] for the lab's perplexity (and the
-    paper's); another mix only for experiments (experiments/ppl_mix.py).
+    paper's); another mix only for experiments (experiments/analyses/ppl_mix.py).
 
     `limit` sequences (a fixed random subset) instead of all when given. The masks are drawn per batch
     of `batch_size` length-sorted sequences, which fixes the selection; the model runs on row slices

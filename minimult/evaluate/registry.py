@@ -93,7 +93,7 @@ class Evaluator:
     # an evaluator that needs nothing runs on any pair (`eval --hf --pair` without --shift, `text_evaluators`)
     needs: tuple[str, ...] = ()
     # top-level keys of the results it writes besides its columns' that each evaluation's block in results.json
-    # keeps (µ's `mu_layers`; `runs.block_keys`); other keys it writes stay at the top only (alignment's gold kind)
+    # keeps (µ's `mu_layers`; `results.block_keys`); other keys it writes stay at the top only (alignment's gold kind)
     keys: tuple[str, ...] = ()
     # results -> its lines in `minimult eval`'s printout (`evaluate.summary_table`), below the table of the
     # per-layer columns; None: its columns that are not per layer, as 'label value', on one line
