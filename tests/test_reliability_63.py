@@ -222,3 +222,39 @@ def test_minor_eval_says_done_only_for_evaluators_that_ran(enes_run):
     done = [l.split()[1] for l in lines if l.startswith("eval: ") and " done (" in l]
     assert "retrieval" in done and "perplexity" in done, lines
     assert not {"links", "nsp", "transfer"} & set(done), done  # no link file, no NSP head, transfer not asked
+
+
+# ---------------------------------------------------------------------------------------------
+# minor: a folder given as a file; an empty link file
+
+
+def test_minor_a_folder_given_as_a_file_says_so(tmp_path):
+    from minimult.data.corpus import read_lines
+    from minimult.data.links import link_format
+    from minimult.data.parallel import _lines
+    from minimult.data.tasks import file_task
+    from minimult.evaluate.hf import read_pair
+
+    d = tmp_path / "a-folder.txt"
+    d.mkdir()
+    f = tmp_path / "f.txt"
+    f.write_text("one line\nanother\n")
+    for call in (lambda: read_lines(d), lambda: link_format(d), lambda: _lines(d, "xx"), lambda: read_pair(d, f),
+                 lambda: read_pair(f, d)):
+        with pytest.raises(MinimultError, match="is a folder, not a file"):
+            call()
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "train.tsv").mkdir()
+    with pytest.raises(MinimultError, match="train.tsv is a folder, not a file"):
+        file_task(task, ("en", "xx"), str.split)
+
+
+@pytest.mark.parametrize("text, why", [("", "it is empty"), ("# silver\n\n", "only comments"), ("\n\n", "it is empty")])
+def test_minor_an_empty_link_file_says_it_holds_no_links(tmp_path, text, why):
+    from minimult.data.links import link_format
+
+    f = tmp_path / "empty.links"
+    f.write_text(text)
+    with pytest.raises(MinimultError, match=f"holds no links \\({why}\\)"):  # was: say whether its indices count from 0 or 1
+        link_format(f)

@@ -189,6 +189,8 @@ def text_lines(text: str) -> list[str]:
 def read_lines(path: str | Path) -> list[str]:
     """Non-empty lines of a UTF-8 text file; a clear error for missing, empty or binary files."""
     path = Path(path)
+    if path.is_dir():
+        raise MinimultError(f"corpus file {path} is a folder, not a file")
     if not path.is_file():
         raise MinimultError(f"corpus file not found: {path}")
     data = path.read_bytes()

@@ -82,6 +82,8 @@ def write_links(path: Path, rows, header: str = "") -> None:
 
 def _text(path) -> str:
     path = Path(path)
+    if path.is_dir():
+        raise MinimultError(f"link file {path} is a folder, not a file")
     if not path.is_file():
         raise MinimultError(f"link file not found: {path}")
     try:
@@ -97,7 +99,11 @@ def says_silver(path) -> bool:
 
 def link_format(path) -> str:
     """"native" when a link line holds a tab (verse<TAB>i<TAB>j), else "pharaoh"."""
-    lines = [line for line in text_lines(_text(path)) if line.strip() and not line.lstrip().startswith("#")]
+    text = _text(path)
+    lines = [line for line in text_lines(text) if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:  # else read as a Pharaoh file asking for its index base
+        raise MinimultError(f"link file {path} holds no links ({'only comments' if text.strip() else 'it is empty'}): "
+                            f"one line per link (verse<TAB>i<TAB>j) or per pair (Pharaoh i-j ...)")
     return "native" if any("\t" in line for line in lines) else "pharaoh"
 
 

@@ -203,6 +203,8 @@ class ParallelCorpus(Corpus):
 
 def _lines(path: Path, lang: str) -> list[str]:
     """The file's lines (trailing empty lines dropped), or one error line naming the file and the line."""
+    if path.is_dir():
+        raise MinimultError(f"{path} is a folder, not a file (language {lang})")
     if not path.is_file():
         raise MinimultError(f"file not found: {path} (language {lang})")
     data = path.read_bytes()
@@ -356,6 +358,8 @@ def _dictionaries(spec: Spec):
 def read_dictionary(path: Path, lang: str, spec: Spec) -> list[tuple[str, str]]:
     """(first-language word, language-`lang` word) pairs of a `word<TAB>word` file (lines starting with #
     and blank lines skipped), lowercased with the corpus; a malformed line is one error naming it."""
+    if path.is_dir():
+        raise MinimultError(f"dictionary {path} is a folder, not a file (language {lang})")
     if not path.is_file():
         raise MinimultError(f"dictionary file not found: {path} (language {lang})")
     try:

@@ -147,6 +147,8 @@ def load(directory) -> tuple[object, HFBert]:
 def read_pair(a, b) -> tuple[list[str], list[str]]:
     lines = []
     for path in (a, b):
+        if Path(path).is_dir():
+            raise MinimultError(f"--pair: {path} is a folder, not a file")
         try:
             lines.append(text_lines(Path(path).read_bytes().decode("utf-8-sig")))
         except (OSError, UnicodeDecodeError) as e:
