@@ -5,6 +5,8 @@ Each command imports the stage modules it calls inside its own body: all of them
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -78,6 +80,14 @@ def _overrides(train_options: bool = False) -> dict:
 @click.version_option(package_name="minimult")
 def main():
     """minimult: pretrain small BERTs on English + a second language and measure multilinguality."""
+    cache = os.environ.get("MINIMULT_CACHE")
+    if cache:  # else "File exists" or "Not a directory" from the first folder made under it, naming no variable
+        blocked = next((p for p in (Path(cache), *Path(cache).parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            where = "" if blocked == Path(cache) else f" ({blocked} is a file)"
+            click.echo(f"error: MINIMULT_CACHE={cache} names a file, not a folder{where}: point it at a folder "
+                       f"(the prepared-data cache)", err=True)
+            sys.exit(2)
 
 
 @main.command()

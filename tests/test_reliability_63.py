@@ -258,3 +258,15 @@ def test_minor_an_empty_link_file_says_it_holds_no_links(tmp_path, text, why):
     f.write_text(text)
     with pytest.raises(MinimultError, match=f"holds no links \\({why}\\)"):  # was: say whether its indices count from 0 or 1
         link_format(f)
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_minor_minimult_cache_naming_a_file_says_so(tmp_path, monkeypatch, below):
+    from conftest import cli
+
+    f = tmp_path / "cache-file"
+    f.write_text("")
+    monkeypatch.setenv("MINIMULT_CACHE", str(f / below) if below else str(f))
+    result = cli("prepare", "--preset", "tiny")
+    one_error_line(result, "names a file, not a folder")  # was: "error: File exists (...)"
+    assert "MINIMULT_CACHE" in result.stderr
