@@ -96,9 +96,10 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     inputs = evaluator_inputs(run, {**options, "segment": segment, "only": only})
     if "links" in inputs and dev_sentences is not None:  # links reads every verse its file names
         if only and set(only) <= {"links"}:
-            raise MinimultError(f"--dev-sentences {dev_sentences} limits the evaluators on the first N dev sentences; "
-                                f"--links scores every verse its file names, from the whole dev split: leave "
-                                f"--dev-sentences out")
+            raise MinimultError(f"--dev-sentences {dev_sentences} limits the evaluators on the first N dev sentences, "
+                                f"and only links runs here, which scores every verse its link file names from the "
+                                f"whole dev split: leave --dev-sentences out (or name the evaluators it limits with "
+                                f"--only)")
         log(f"note: --dev-sentences {dev_sentences:,} limits every evaluator but links, which scores every verse "
             f"its file names from the whole dev split (its block records the dev sentences it read)")
     run.check_not_failed()
