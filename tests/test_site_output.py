@@ -70,11 +70,12 @@ def test_no_path_of_the_building_machine_in_any_file(swept, tmp_path):  # noqa: 
     for args in (["--html", str(tmp_path / "site")], ["--out", str(tmp_path / "report"), "--html", str(tmp_path / "s2")]):
         result = CliRunner().invoke(main, ["report", str(swept.root), *args])
         assert result.exit_code == 0, result.output
-    needles = {str(ROOT), str(ROOT.resolve()), str(swept.root.parent), str(swept.root.parent.resolve()),
-               str(tmp_path), str(tmp_path.resolve())}
-    files = _site_files(tmp_path / "site") + _site_files(tmp_path / "s2") + _site_files(tmp_path / "report")
+    machine = {str(ROOT), str(ROOT.resolve()), str(swept.root.parent), str(swept.root.parent.resolve())}
+    site = machine | {str(tmp_path), str(tmp_path.resolve())}  # the --out report names its figures as --out was given
+    files = [(f, site) for f in _site_files(tmp_path / "site") + _site_files(tmp_path / "s2")]
+    files += [(f, machine) for f in _site_files(tmp_path / "report")]
     assert len(files) > 30
-    for f in files:
+    for f, needles in files:
         data = f.read_bytes()
         for needle in needles:
             assert needle.encode() not in data, f"{f.relative_to(tmp_path)} holds {needle}"
@@ -132,3 +133,22 @@ def test_the_glossary_names_every_mod_and_preset_and_the_headings_link_to_it(swe
     folder = (tmp_path / "site" / "runs" / "index.html").read_text()
     for anchor in ("t-mu", "t-rho", "t-tau", "t-align", "t-ppl", "t-p"):
         assert f'href="../glossary.html#{anchor}"' in folder, anchor
+
+
+def test_runs_not_in_the_table_say_what_their_run_json_says(swept, tmp_path):  # noqa: F811
+    """A planned run with a folder but no results.json: the site says its run.json status and step, never a
+    phrase that goes stale ("under way") once the folder is committed and stops changing."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(swept.root, root, ignore=shutil.ignore_patterns("*.pt"))
+    (root / "1-lang-pos-s42" / "results.json").unlink()
+    meta = json.loads((root / "1-lang-pos-s42" / "run.json").read_text())
+    write_json(root / "1-lang-pos-s42" / "run.json", {**meta, "status": "training", "steps": 7})
+    result = CliRunner().invoke(main, ["report", str(root), "--html", str(tmp_path / "site")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "site" / "root" / "index.html").read_text()
+    assert "under way" not in page
+    assert "1-lang-pos-s42 (run.json status: training, step 7 of " in page
+    run = (tmp_path / "site" / "root" / "runs" / "1-lang-pos-s42.html").read_text()
+    assert "run.json status: training, step 7 of " in run

@@ -387,14 +387,51 @@ def figure_cache(source: Path, targets: list[Path]):
             pass
 
 
+REPORT_FILES = (".png", ".md", ".csv", ".json")  # a report's files, which the site shows
+
+
+def report_key(root: Path) -> str:
+    """What a results folder's report is made from: every JSON, JSONL and TOML file below it (run folders, manifests)
+    and minimult's code (any change to it may change a table or a figure) with matplotlib's version."""
+    import matplotlib
+
+    h = hashlib.sha256(matplotlib.__version__.encode() + b"\0")
+    code = Path(__file__).resolve().parents[1]
+    for base, pattern in ((code, "*.py"), (code, "*.toml"), (root, "*.json"), (root, "*.jsonl"), (root, "*.toml")):
+        for f in sorted(base.rglob(pattern)):
+            if "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(base)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def _keep_report(out: Path, home: Path) -> None:
+    """A report just built into the cache folder (`home`), whole or not at all."""
+    try:
+        tmp = home.with_name(home.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for f in out.iterdir():
+            if f.is_file() and f.suffix in REPORT_FILES:
+                shutil.copy2(f, tmp / f.name)
+        shutil.rmtree(home, ignore_errors=True)
+        tmp.rename(home)
+    except OSError:  # a cache that cannot be written: the site is built anyway
+        pass
+
+
 def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Folder:
     loaded = load([root], log)
     out = site / name
     out.mkdir(parents=True, exist_ok=True)
+    home = None
+    if prebuilt is None:  # the same inputs' report, built for an earlier site: its files, not drawn again
+        home = cache_root() / "site-reports" / f"{slug(root.resolve().name)}-{report_key(root)}"
+        if (home / "report.json").is_file():
+            prebuilt, home = home, None
     if prebuilt is not None:  # the same root's report, made already: its files, not a second rendering
         shown = portable([root], prebuilt)
         for f in prebuilt.iterdir():
-            if f.is_file() and f.suffix in (".png", ".md", ".csv", ".json"):
+            if f.is_file() and f.suffix in REPORT_FILES:
                 if f.suffix in (".md", ".csv", ".json"):  # a report from before paths were made relative
                     (out / f.name).write_text(shown(f.read_text(encoding="utf-8")), encoding="utf-8")
                 else:
@@ -404,7 +441,9 @@ def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Fo
         with figure_cache(root, [out / "language_id.png"]):
             report = build_report([root], out, lambda s: None, loaded=loaded)
     shown = portable([root], out)
-    write_json(out / "report.json", shown(json.loads((out / "report.json").read_text())))  # its figures by name
+    if home is not None:
+        write_json(out / "report.json", shown(json.loads((out / "report.json").read_text())))  # its figures by name
+        _keep_report(out, home)
     return Folder(name, root, loaded, shown(report), out, shown)
 
 
