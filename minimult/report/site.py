@@ -1,16 +1,25 @@
 """The report as a static HTML site: `build_site(roots, site_dir)`.
 
 One page per results folder (each root: its report's tables with their figures beside them, the
-settings and their runs), one page per run (configuration, mods, budget, training curves, every results
-block, and why a run is flagged: never trained, left out of the tables, not evaluated), the claims page
-(`claims.judge` over every folder) and an index. Pages are Jinja2 templates (`templates/`), plain HTML and
-CSS with one small script that sorts a table by the column clicked; every link is relative, so the folder
-opens from disk. Each folder's report (`build_report`: table1.md, table1.csv, report.json, the PNG figures)
-is written into that folder's directory of the site, and the pages show those files, so the numbers are
-the markdown report's.
+settings and their runs, every run in no table with why), one page per run (configuration, mods, budget, training
+curves, every results block, why a run is flagged: never trained, left out of the tables, not evaluated (its
+run.json status), and its config.json, results.json and metrics.jsonl copied beside it), the claims page
+(`claims.judge` over every folder, filterable by verdict), the every-run page (one table of every run, filterable by
+folder, mods, preset and seed; ticked runs' training curves overlaid and their configurations compared, in the
+browser from the JSON in the page), the glossary (the measures, every registered mod and preset; the tables' column
+headings link to it) and an index whose headline is the Table 1 of a declared folder (`HEADLINE`, or a manifest's
+`"headline": true`). Pages are Jinja2 templates (`templates/`), plain HTML and CSS with two small scripts (sort.js:
+sort a table by the column clicked; runs.js: the every-run page and the claims filter); every link is relative and
+nothing is fetched, so the folder opens from disk. Each folder's report (`build_report`: table1.md, table1.csv,
+runs.csv, report.json, the PNG figures) is written into that folder's directory of the site, and the pages show
+those files, so the numbers are the markdown report's. No file names a path of the building machine (run folders
+are named relative to the folder above their results folder: `build.portable`). A folder's report whose inputs and
+code are unchanged is copied from the cache folder (`site-reports/`), and run figures are kept there too
+(`site-figures/`), so a second build only renders pages.
 
-Layout: `index.html`, `claims.html`, `style.css`, `sort.js`, and per folder `<name>/index.html`, its report
-files, `<name>/runs/<run>.html` and `<name>/runs/<run>.png` (the run's training curves).
+Layout: `index.html`, `claims.html`, `runs.html`, `glossary.html`, `style.css`, `sort.js`, `runs.js`, and per folder
+`<name>/index.html`, its report files, `<name>/runs/<run>.html`, `<name>/runs/<run>.png` (the run's training curves)
+and `<name>/runs/<run>/` (its config.json, results.json, metrics.jsonl).
 """
 
 from __future__ import annotations
