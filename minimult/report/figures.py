@@ -59,13 +59,13 @@ def _weight(run: Run, name: str) -> np.ndarray | None:
 
 
 def save_figure(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
-    """The figure as a PNG; `key` (what it was drawn from) goes into its metadata, for `_drawn`."""
+    """The figure as a PNG; `key` (what it was drawn from) goes into its metadata, for `already_drawn`."""
     fig.savefig(path, dpi=dpi, metadata={FIGURE_KEY: key} if key else None)
     plt.close(fig)
     return path
 
 
-def _drawn(path: Path, key: str) -> bool:
+def already_drawn(path: Path, key: str) -> bool:
     """True when the PNG at `path` was drawn from `key` (a site built again skips the run figures whose
     inputs and drawing code did not change)."""
     if not path.is_file():
@@ -281,7 +281,7 @@ def run_figure(run: Run, path: Path) -> Path | None:
     top = mu_top(run.results) if run.results.get("mu_layers") else mu_top(rows[-1]) if rows else "8"
     panels = [p for p in curve_panels(top) if any(p[1].value(e, p[2]) is not None for e in rows)]
     key = _run_figure_key(run, top, panels)
-    if _drawn(Path(path), key):
+    if already_drawn(Path(path), key):
         return Path(path)
     plt = pyplot()
     ncols = min(3, 1 + len(panels))

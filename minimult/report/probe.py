@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Section
-from minimult.report.figures import _drawn, pyplot, save_figure
+from minimult.report.figures import already_drawn, pyplot, save_figure
 from minimult.report.parts import Part, register
 
 
@@ -69,7 +69,7 @@ def probe_figure(by_label: dict[str, list[dict]], path: Path) -> Path | None:
         return None
     path = Path(path)
     key = hashlib.sha256(json.dumps([PROBE_FIGURE_VERSION, by_label], sort_keys=True, default=str).encode()).hexdigest()
-    if _drawn(path, key):
+    if already_drawn(path, key):
         return path
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator

@@ -172,7 +172,8 @@ def training_line(training: dict) -> str:
     if not parts:
         return ""
     unknown = f"; {training['unknown']} without a record of it" if training["unknown"] else ""
-    return (f"Training: {training['runs']} runs, {' and '.join(parts)} (the sum of each run's training and "
+    n = training["runs"]
+    return (f"Training: {n} run{'' if n == 1 else 's'}, {' and '.join(parts)} (the sum of each run's training and "
             f"periodic evaluation over all its stretches; runs side by side overlap in time){unknown}.")
 
 
