@@ -182,11 +182,8 @@ def environment() -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Atomically; a failure is one line naming `path` (never the temporary file beside it)."""
-    try:
-        atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
-    except OSError as e:
-        raise MinimultError(f"cannot write {path}: {e.strerror or e}") from None
+    """Atomically; a failure is one line naming `path` (never the temporary file beside it: atomic_write_text)."""
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def check_writable_file(path: str | Path, what: str) -> Path:

@@ -144,3 +144,18 @@ def test_unreadable_entry_is_a_clear_error(root, tiny_data_cfg):
     (p.path / "dev.npz").unlink()
     with pytest.raises(MinimultError, match="unreadable.*delete it to rebuild"):
         load_prepared(p.path, tiny_data_cfg)
+
+
+def test_a_write_that_fails_names_the_file_not_its_temporary_copy(tmp_path):
+    """An atomic write onto a folder (or into a folder that cannot take it) is one error line naming the file it
+    meant to write; its temporary file (`.NAME.xxxx`) is neither named nor left behind (issue 63, minor)."""
+    from minimult.data.cache import atomic_write_text
+    from minimult.errors import MinimultError
+
+    (tmp_path / "table1.md").mkdir()
+    with pytest.raises(MinimultError) as e:
+        atomic_write_text(tmp_path / "table1.md", "| a |\n")
+    assert str(e.value) == f"cannot write {tmp_path / 'table1.md'}: a folder is in its place"
+    with pytest.raises(MinimultError, match=r"cannot write .*nowhere/x.md: no such file or directory"):
+        atomic_write_text(tmp_path / "nowhere" / "x.md", "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table1.md"]

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from minimult.errors import MinimultError
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("MINIMULT_CACHE", ".cache/minimult")).resolve()
@@ -47,14 +49,20 @@ def cached(kind: str, key: dict, build: Callable[[Path], None]) -> tuple[Path, b
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename, so readers see old or new."""
+    """Write via a temporary file in the same directory and rename, so readers see old or new. A failure is one
+    error line naming `path` (never the temporary file, which is removed)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would make results unreadable to the rest of a group
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            why = "a folder is in its place" if path.is_dir() else (e.strerror or type(e).__name__).lower()
+            raise MinimultError(f"cannot write {path}: {why}") from None
         raise
