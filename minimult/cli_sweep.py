@@ -94,15 +94,25 @@ def report(runs, out_dir, html_dir, site_dir, readme):
     from minimult.report import build_report
     from minimult.report.site import build_site, site_folders
 
+    from minimult.data.corpus import text_lines
+    from minimult.report.readme import markers, update_readme
+    from minimult.runs import lab_folder
+
     log = lambda s: click.echo(s, err=True)  # noqa: E731
+    for option, folder in (("--out", out_dir), ("--html", html_dir), ("--site", site_dir)):
+        inside = folder and lab_folder(folder)
+        if inside:
+            raise MinimultError(f"{option} {folder}: {inside[0]} is {inside[1]}; a report goes into a folder of its own")
     if site_dir is not None:
         if runs or out_dir or html_dir:
             raise MinimultError("--site builds every folder under experiments/results/ on its own: give RUNS with "
                                 "--out or --html instead")
+        if readme and markers("claims")[0] not in text_lines(Path(readme).read_text(encoding="utf-8")):
+            raise MinimultError(f"--readme {readme} has no line {markers('claims')[0]}: say where the claims table "
+                                f"goes before the site is built")
         built = build_site(site_folders(), site_dir, log)
         if readme:
             from minimult.report.claims import markdown
-            from minimult.report.readme import update_readme
 
             changed = update_readme(readme, markdown(built["claims"]), "claims")
             log(f"report: {readme} {'updated' if changed else 'unchanged'} between its claims markers")

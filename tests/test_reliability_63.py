@@ -209,6 +209,21 @@ def test_minor_pretrain_out_inside_a_run_or_an_export_is_refused(tmp_path):
     assert not (run / "inner").exists() and sorted(p.name for p in hf.iterdir()) == ["config.json"]
 
 
+def test_minor_report_into_a_run_or_export_is_refused_and_readme_markers_are_checked_first(tmp_path):
+    """`report --out/--html` into (or inside) a run or an export is refused; `report --site S --readme X` without
+    X's claims markers is refused before the site is built (nothing written)."""
+    from conftest import ROOT, cli
+
+    run, hf = fake_run(tmp_path / "run"), fake_export(tmp_path / "hf")
+    folder = ROOT / "experiments" / "results" / "selection-quick-b256"
+    one_error_line(cli("report", folder, "--out", run / "report"), f"{run} is a run folder")
+    one_error_line(cli("report", folder, "--html", hf), "is a HuggingFace export")
+    readme = tmp_path / "notes.md"
+    readme.write_text("no markers here\n")
+    one_error_line(cli("report", "--site", tmp_path / "site", "--readme", readme), "has no line <!-- BEGIN claims -->")
+    assert not (run / "report").exists() and not (tmp_path / "site").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # minor: "done" lines only for evaluators that ran
 
