@@ -225,6 +225,38 @@ def inner_imports(package: Path = PACKAGE) -> list[tuple[str, int, str]]:
     return out
 
 
+# packages an import inside a function may load late on purpose: heavy (torch: seconds) or optional (ray)
+HEAVY = ("torch", "transformers", "matplotlib", "scipy", "ray", "nltk", "pysword", "pythonbible", "PIL", "fasttext")
+
+
+def _third_party(node) -> list[str]:
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] * (not node.level)
+    return [n.split(".")[0] for n in names]
+
+
+def heavy_modules(package: Path = PACKAGE) -> set[str]:
+    """minimult modules whose import loads a HEAVY package, at their module level or through a minimult module
+    they import there (e.g. minimult.model: torch)."""
+    mods, graph = modules(package), import_graph(package)
+    heavy = {name for name, path in mods.items()
+             if any(root in HEAVY for node in module_level_imports(parse(path)) for root in _third_party(node))}
+    grew = True
+    while grew:
+        more = {m for m, edges in graph.items() if m not in heavy and edges & heavy}
+        heavy |= more
+        grew = bool(more)
+    return heavy
+
+
+def late_on_purpose(statement: str, importer: str, heavy: set[str], package: Path = PACKAGE) -> bool:
+    """Whether an import inside a function loads a HEAVY package, directly or through a heavy minimult module."""
+    node = ast.parse(statement).body[0]
+    mods = modules(package)
+    path = mods[importer]
+    return (any(root in HEAVY for root in _third_party(node))
+            or bool(set(targets(node, importer, path.name == "__init__.py", mods)) & heavy))
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -340,10 +372,15 @@ def main(argv=None) -> int:
     print(f"  cycles if imports inside functions counted too (a cycle dodged by a late import): {len(dodged)}")
     for component in dodged:
         print(f"    {len(component)} modules: {', '.join(component)}")
-    print(f"imports inside functions outside the CLI (minimult/cli.py, cli_*.py): {len(inner)}")
+    heavy = heavy_modules()
+    purposeful = [(m, l, w) for m, l, w in inner if late_on_purpose(w, m, heavy)]
+    others = [x for x in inner if x not in purposeful]
+    print(f"imports inside functions outside the CLI (minimult/cli.py, cli_*.py): {len(inner)}: {len(purposeful)} "
+          f"load a heavy or optional package late on purpose ({', '.join(HEAVY)}, or a minimult module that "
+          f"imports one), {len(others)} others")
     if args.verbose:
         for mod, line, what in inner:
-            print(f"    {mod}:{line} {what}")
+            print(f"    {mod}:{line} {what}{'' if (mod, line, what) in purposeful else '   <- not heavy'}")
     print(f"imports of another module's private names: {len(private)}")
     if args.verbose or private:
         for mod, line, what in private:

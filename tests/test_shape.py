@@ -49,6 +49,22 @@ def test_no_module_imports_another_modules_private_name():
     assert not found, "private names imported: " + "; ".join(f"{m}:{line} {what}" for m, line, what in found)
 
 
+def test_an_import_inside_a_function_only_loads_a_heavy_or_optional_package_late():
+    """Outside the CLI an import runs late only to keep `minimult --help` fast or to load an optional package:
+    torch, matplotlib, scipy, transformers, ray, ... or a minimult module that imports one at its top."""
+    heavy = shape.heavy_modules()
+    assert {"minimult.model", "minimult.report.figures"} <= heavy and "minimult.config" not in heavy
+    others = [f"{m}:{line} {what}" for m, line, what in shape.inner_imports() if not shape.late_on_purpose(what, m, heavy)]
+    assert not others, "late imports that load nothing heavy: " + "; ".join(others)
+
+
+def test_every_preset_has_its_note_on_the_sites_glossary():
+    from minimult.config import PRESETS
+    from minimult.report.site import PRESET_NOTES
+
+    assert set(PRESET_NOTES) == set(PRESETS)
+
+
 def test_a_cycle_is_found_directly_through_a_package_and_not_through_a_late_import(tmp_path):
     root = _package(tmp_path, {
         "a.py": "from minimult.b import x\n",

@@ -42,6 +42,8 @@ from markupsafe import Markup
 from minimult.data.cache import cache_root
 from minimult.errors import MinimultError
 from minimult.runs import write_json
+from minimult.config import PRESETS
+from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
 from minimult.report.build import build_report, load, portable
 from minimult.report.collect import Group, REPOSITORY, Run, Section, log_rows, never_trained, training_seconds
@@ -657,8 +659,6 @@ def _runs_json(rows: list[dict]):
 
 
 def _mods() -> list[dict]:
-    from minimult.mods import registered
-
     return [{"name": m.name, "description": m.description, "version": m.version,
              "value": m.parse is not None, "gpu": m.needs_gpu} for m in registered()]
 
@@ -677,8 +677,6 @@ PRESET_NOTES = {
 
 
 def _presets() -> list[dict]:
-    from minimult.config import PRESETS
-
     return [{"name": name, "note": PRESET_NOTES.get(name, ""),
              "overrides": ", ".join(f"{k} = {v}" for k, v in values.items()) or "none (the defaults)"}
             for name, values in PRESETS.items()]

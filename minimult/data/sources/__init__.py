@@ -32,6 +32,14 @@ from minimult.registry import Registry
 REGISTRY = Registry("language source", unknown="unknown --source {name!r}: use {valid}", sep=" or ")
 
 
+
+UNICODE_SHIFT = 0x2C00  # the unicode source's shift: every character moved to an unused script range
+
+
+def shift_text(word: str, shift: int = UNICODE_SHIFT) -> str:
+    """`word` with every character's code point moved by `shift` (K et al.'s Fake-English by script)."""
+    return "".join(chr(ord(c) + shift) for c in word)
+
 class Source:
     name: str = ""
     description: str = ""
@@ -101,8 +109,6 @@ class Source:
         """Word-tokenized `sentences` of language `lang` as that language's Side (its vocabulary, its id
         offset, English text shifted where the language is written in a shifted script), with no gold
         alignment: how a labelled task's text reads as the run trained on that language."""
-        from minimult.data.sources.unicode import shift_text  # lazy: unicode.py subclasses Source from this module
-
         spec = self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]
         vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.stride) if spec["tokenizer"] \
             else prepared.vocab

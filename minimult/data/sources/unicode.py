@@ -8,15 +8,11 @@ import numpy as np
 
 from minimult.data.languages import Side, english_side, positions_within
 from minimult.data.masking import random_replacement_ids
-from minimult.data.sources import Source, register
+from minimult.data.sources import UNICODE_SHIFT, Source, register, shift_text  # noqa: F401 (re-exported)
 from minimult.data.sources.shift import one_piece_sides
 from minimult.data.vocab import N_SPECIAL, Encoded
 
-UNICODE_SHIFT = 0x2C00  # every character moved to an unused script range
 
-
-def shift_text(word: str, shift: int = UNICODE_SHIFT) -> str:
-    return "".join(chr(ord(c) + shift) for c in word)
 
 
 def shift_piece(piece: str) -> str:
