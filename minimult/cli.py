@@ -168,12 +168,13 @@ def budget(presets, mods, settings, json_path, readme):
 @click.option("--stop-after", type=click.IntRange(min=1), default=None, metavar="STEPS",
               help="Stop once the run has trained this many updates in all, with its checkpoint (the learning-rate "
                    "schedule stays the whole run's); --resume continues it as if never stopped, and takes it too.")
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="Run folder (default runs/<mods>-s<seed>-<time>).")
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="Run folder (default runs/<mods>-s<seed>-<time>).")
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
-def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs, mask_probs,
-             device, precision,
+def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs,
+             mask_probs, device, precision,
              eval_every, nproc, stop_after, out, resume):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder.
 
@@ -215,7 +216,8 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     if mask_probs is not None:
         overrides["mask.probs"] = parse_probs(mask_probs)
     if epochs is not None and epochs < 1:
-        raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use --mods untrained")
+        raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use "
+                            f"--mods untrained")
     if out is not None:  # never a run inside a run or an export (its files would read as theirs)
         from minimult.runs import lab_folder
 
@@ -249,8 +251,8 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
     from minimult.runs import write_json
 
     if run or not hf_dir or not pair:
-        raise MinimultError("--hf DIR --pair A B evaluates a HuggingFace checkpoint (no RUN); --pair, --shift and --langs "
-                            "go with --hf")
+        raise MinimultError("--hf DIR --pair A B evaluates a HuggingFace checkpoint (no RUN); --pair, --shift and "
+                            "--langs go with --hf")
     if dev_sentences or ppl_sentences:
         raise MinimultError("--dev-sentences and --ppl-sentences apply to runs; with --hf the pair's lines are used")
     if link_file == "silver":
@@ -268,7 +270,8 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
                               langs=names, link_file=link_file, only=only, link_base=link_base)
         every.append(results)
         parts = summary_parts(results)
-        click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs)" + (": " + ", ".join(parts) if parts else ""))
+        click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs)"
+                   + (": " + ", ".join(parts) if parts else ""))
         if link_file is not None:
             from minimult.evaluate.links import table as links_table
 
@@ -306,8 +309,10 @@ def _layers(text: str) -> tuple[int, ...]:
 @main.command(name="eval")
 @click.argument("run", required=False, type=click.Path(file_okay=False))
 @click.option("--layer", "layers", default=None,
-              help="Comma-separated layers (0 = embeddings); default µ's pair: 0 and round(2/3 x depth), 0,8 for 12 layers.")
-@click.option("--dev-sentences", type=int, default=None, help="Use the first N dev sentences (default: the run's, 10,000); --links scores every verse "
+              help="Comma-separated layers (0 = embeddings); default µ's pair: 0 and round(2/3 x depth), 0,8 for "
+                   "12 layers.")
+@click.option("--dev-sentences", type=int, default=None,
+              help="Use the first N dev sentences (default: the run's, 10,000); --links scores every verse "
                    "its file names whatever N (its block records the dev sentences it read).")
 @click.option("--ppl-sentences", type=int, default=None,
               help="Sequences per split for perplexity (default all; a fixed random subset when smaller).")
@@ -325,7 +330,8 @@ def _layers(text: str) -> tuple[int, ...]:
               help="Encode the dev data with padding masked, or attended to in the published code's batches "
                    "(default: as the run trained, train.attention; another choice is not 'complete').")
 @click.option("--hf", "hf_dir", default=None, type=click.Path(file_okay=False),
-              help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer (needs --pair).")
+              help="Instead of a run: a local HuggingFace BERT checkpoint folder with its own tokenizer "
+                   "(needs --pair).")
 @click.option("--pair", nargs=2, default=None, type=click.Path(dir_okay=False), metavar="A B", cls=DerivedHelp,
               derived_help=lambda: f"With --hf: line-aligned parallel text files ({cli_help.text_evaluators()}; every "
                                    f"evaluator with --shift).")
@@ -333,7 +339,8 @@ def _layers(text: str) -> tuple[int, ...]:
               help="With --hf: B is A's Fake-English (ids shifted by the tokenizer's size; identity gold alignment).")
 @click.option("--langs", default=None, metavar="A,B",
               help="With --hf on a minimult export: the languages A and B are written in (e.g. en,es), each read "
-                   "with its own tokenizer, ids and layout as in training; needed when they have tokenizers of their own.")
+                   "with its own tokenizer, ids and layout as in training; needed when they have tokenizers of "
+                   "their own.")
 @click.option("--only", default=None, metavar="NAME,...", cls=DerivedHelp,
               derived_help=lambda: f"Only these evaluators ({cli_help.evaluator_names()}); at the default settings "
                                    f"their numbers are filled into the run's results, e.g. a probe for a run evaluated "
@@ -363,7 +370,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if json_path:
         check_writable_file(json_path, "--json")  # before the evaluation, not after it
     if link_base is not None and link_file is None:
-        raise MinimultError("--link-base says where a Pharaoh link file's word indices start: give the file with --links")
+        raise MinimultError("--link-base says where a Pharaoh link file's word indices start: give the file with "
+                            "--links")
     hf = bool(hf_dir or pair or shift or langs)
     if run is not None and not hf:
         check_run_dir(run)  # a mistyped folder is one line before torch loads (seconds)

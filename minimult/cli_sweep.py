@@ -63,8 +63,8 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 
     grid = load_grid(grid_file)
     try:
-        summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address, root,
-                            parse_overrides(settings), log=click.echo,
+        summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address,
+                            root, parse_overrides(settings), log=click.echo,
                             only=_ids(only), stack=stack,
                             progress_every=status_every, nproc=nproc)
     except KeyboardInterrupt:
@@ -102,7 +102,8 @@ def report(runs, out_dir, html_dir, site_dir, readme):
     for option, folder in (("--out", out_dir), ("--html", html_dir), ("--site", site_dir)):
         inside = folder and lab_folder(folder)
         if inside:
-            raise MinimultError(f"{option} {folder}: {inside[0]} is {inside[1]}; a report goes into a folder of its own")
+            raise MinimultError(f"{option} {folder}: {inside[0]} is {inside[1]}; a report goes into a folder of its "
+                                f"own")
     if site_dir is not None:
         if runs or out_dir or html_dir:
             raise MinimultError("--site builds every folder under experiments/results/ on its own: give RUNS with "

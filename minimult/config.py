@@ -90,7 +90,8 @@ ATTENTIONS = ("masked", "attend-padding")
 class TrainConfig:
     epochs: int = 100
     batch_size: int = 256  # sentences per update
-    batching: str = "bucket"  # bucket (length-bucketed, faster) | random (the paper's code) | spread | paired (see batching)
+    # bucket (length-bucketed, faster) | random (the paper's code) | spread | paired (see batching)
+    batching: str = "bucket"
     lr: float = 2e-3
     weight_decay: float = 0.01
     adam_eps: float = 1e-6
@@ -263,8 +264,9 @@ ALIASES = {"data.fake": "data.source"}
 
 def comparable(config: dict) -> dict:
     """A config dict (`RunConfig.to_dict()`) in the form it had before `data.source`, `data.files` and
-    `mask.mixes`: the source under its old name `fake`, `files` and `mixes` left out while at their default. What hashes of a run's settings read, so
-    a run made before the rename keeps its fingerprint (the report's setting names)."""
+    `mask.mixes`: the source under its old name `fake`, `files` and `mixes` left out while at their default.
+    What hashes of a run's settings read, so a run made before the rename keeps its fingerprint (the report's
+    setting names)."""
     out = json.loads(json.dumps(config))
     data = out.get("data")
     if isinstance(data, dict):
