@@ -67,7 +67,8 @@ def parse_numbered_bible(text: str, books: Iterable, longer: dict | None = None)
     dropped. Returns {pythonbible verse id: text}. `books` are pythonbible `Book`s in text order;
     `longer` maps (book, chapter) to a verse count where this translation has more verses.
     """
-    from pythonbible.verses import get_number_of_chapters, get_number_of_verses  # lazy: only when a built-in corpus is read
+    # lazy: only when a built-in corpus is read
+    from pythonbible.verses import get_number_of_chapters, get_number_of_verses
 
     longer = longer or {}
 
@@ -141,7 +142,8 @@ def normalise(text: str) -> str:
 
 def train_punkt(texts: list[str]):
     """An NLTK Punkt sentence splitter trained unsupervised on these texts (no download needed)."""
-    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer  # lazy: ~2 s to import, only when a corpus is read
+    # lazy: ~2 s to import, only when a corpus is read
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
 
     trainer = PunktTrainer()
     trainer.train("\n\n".join(texts), finalize=False)

@@ -118,8 +118,9 @@ SPLITS = ("train", "dev", "train-parallel")
 def build_sides(prepared, source, data_cfg, mods, split: str, seed: int) -> list[Side]:
     """[English, language 1, ...] for `split` from the source, with the mods' hooks applied: `resample`
     (training data only, before reordering: it needs the word boundaries that reordering drops), then
-    `reorder` on every language but English (or those the mod's `reorders` names). 'train-parallel' is the training corpus without `resample`
-    (every language's whole parallel text: what no-parallel's training perplexity is scored on in the paper)."""
+    `reorder` on every language but English (or those the mod's `reorders` names). 'train-parallel' is the
+    training corpus without `resample` (every language's whole parallel text: what no-parallel's training
+    perplexity is scored on in the paper)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
     sides = source.views(prepared, "dev" if split == "dev" else "train", data_cfg)

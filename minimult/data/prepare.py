@@ -190,14 +190,17 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
                                      for lang, x in d["languages"].items()))
         lines.append(f"vocabularies: " + ", ".join(f"{lang} {n:,} entries" for lang, n in par["vocab_entries"].items())
                      + f" ({par['words']} words{', lowercased' if par['lowercase'] else ''})"
-                     + "".join(f"; {lang}'s shipped ({name})" for lang, name in par.get("shipped_vocabularies", {}).items()))
+                     + "".join(f"; {lang}'s shipped ({name})"
+                               for lang, name in par.get("shipped_vocabularies", {}).items()))
         for lang, d in par.get("links", {}).items():
-            lines.append(f"{d['kind']} links of the dev pairs for {lang}: {d['links']:,} ({d['sure']:,} sure) from {d['file']}")
+            lines.append(f"{d['kind']} links of the dev pairs for {lang}: {d['links']:,} ({d['sure']:,} sure) "
+                         f"from {d['file']}")
     if "shared_vocab" in s:  # one vocabulary for every language (data.shared_vocab)
         o = s["shared_vocab"]
-        lines.append(f"one shared vocabulary: the English training text uses {o['entries_used_by_en']:,} of its entries, "
-                     f"the Spanish {o['entries_used_by_es']:,}, both {o['entries_used_by_both']:,}; silver dictionary: "
-                     f"{s['dictionary_entries']} one-piece word pairs ({o['dictionary_same_id']} spelled alike: one id)")
+        lines.append(f"one shared vocabulary: the English training text uses {o['entries_used_by_en']:,} of its "
+                     f"entries, the Spanish {o['entries_used_by_es']:,}, both {o['entries_used_by_both']:,}; silver "
+                     f"dictionary: {s['dictionary_entries']} one-piece word pairs ({o['dictionary_same_id']} spelled "
+                     f"alike: one id)")
     elif "dictionary_entries" in s:
         lines.append(f"second vocabulary: {s['es_vocab_entries']} entries; silver dictionary: "
                      f"{s['dictionary_entries']} one-piece word pairs")
