@@ -180,8 +180,8 @@ class Source:
 
     def dictionary(self, prepared, data_cfg) -> list:
         """[English, language 1, ...] Sides of one-piece sentences: entry i of each translates entry i of
-        every other (word translation τ, which compares English with each language). Its entries are units of the run's own vocabulary (data.tokenizer):
-        pieces, characters or words."""
+        every other (word translation τ, which compares English with each language). Its entries are units of the
+        run's own vocabulary (data.tokenizer): pieces, characters or words."""
         raise NotImplementedError
 
     def random_ids(self, prepared, data_cfg):

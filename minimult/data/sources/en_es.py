@@ -139,7 +139,8 @@ class EnEs(Source):
                                 "not apply (data.train_sentences and data.dev_sentences do)")
         if data_cfg.tokenizer != "wordpiece":
             raise MinimultError(f"--source en-es builds WordPiece vocabularies only so far (got --tokenizer "
-                                f"{data_cfg.tokenizer}): char and word units work with --source shift, unicode or parallel")
+                                f"{data_cfg.tokenizer}): char and word units work with --source shift, unicode or "
+                                f"parallel")
 
     def cache_key(self, data_cfg, key: dict) -> dict:
         key = {**key, "train": "sword:new", "dev": "sword:old", "version": self.version,

@@ -64,7 +64,8 @@ class Unicode(Source):
 
     def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> None:
         for name, corpus in (("train_fake", train), ("dev_fake", dev)):
-            vocab.encode([[shift_text(w) for w in s] for s in corpus.sentences], corpus.verse_ids).save(tmp / f"{name}.npz")
+            vocab.encode([[shift_text(w) for w in s] for s in corpus.sentences],
+                         corpus.verse_ids).save(tmp / f"{name}.npz")
 
     def views(self, prepared, split, data_cfg):
         enc = prepared.encoded(split)
