@@ -66,7 +66,8 @@ def _open(language: str):
     try:
         from pysword.modules import SwordModules
     except ImportError:
-        raise MinimultError("pysword is not installed: `pip install pysword==0.2.8` (./test.sh's set-up does it)") from None
+        raise MinimultError("pysword is not installed: `pip install pysword==0.2.8` (./test.sh's set-up "
+                            "does it)") from None
     conf = _find_conf(language)
     library = SwordModules(str(conf.parent.parent))
     if MODULES[language] not in library.parse_modules():

@@ -168,7 +168,8 @@ def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
     if extra:
         raise MinimultError(f"{d}/test.{extra[0]}.tsv: the run has no language {extra[0]!r} (its languages: "
                             f"{', '.join(languages)})")
-    needed = [("train", d / "train.tsv"), ("dev", d / "dev.tsv")] + [(f"test.{l}", d / f"test.{l}.tsv") for l in languages]
+    needed = ([("train", d / "train.tsv"), ("dev", d / "dev.tsv")]
+              + [(f"test.{l}", d / f"test.{l}.tsv") for l in languages])
     folder = next((p for _, p in needed if p.is_dir()), None)
     if folder is not None:
         raise MinimultError(f"{folder} is a folder, not a file: a task directory holds label<TAB>text files")
