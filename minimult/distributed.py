@@ -6,12 +6,12 @@ on N processes of one thread each. Every process ("rank") holds the whole model 
 whole batch, with the same masking draws as one process would make (masking is drawn for the full batch
 from the step's seed on every rank); each rank then computes the loss of its share of the batch's rows
 (`share`, cut with `minimult.data.microbatches.take`; `minimult.train.step_losses`, the one loss path of
-one model and of a stack), weighted by the full batch's counts (`Bert.mlm_loss(totals=...)`: the sum of its per-token losses over the number of masked tokens in the
-whole batch, and for nsp the sum of its next-sentence losses over the batch's rows). The ranks'
-gradients are then summed (`all_reduce`), which gives every rank the gradient of the one-process loss of
-the whole batch, up to float round-off in the order of the sums; gradient clipping (per model when
-stacked) and the AdamW step follow on that full gradient, identically on every rank, so the ranks'
-weights stay equal.
+one model and of a stack), weighted by the full batch's counts (`Bert.mlm_loss(totals=...)`: the sum of its
+per-token losses over the number of masked tokens in the whole batch, and for nsp the sum of its next-sentence
+losses over the batch's rows). The ranks' gradients are then summed (`all_reduce`), which gives every rank
+the gradient of the one-process loss of the whole batch, up to float round-off in the order of the sums;
+gradient clipping (per model when stacked) and the AdamW step follow on that full gradient, identically on
+every rank, so the ranks' weights stay equal.
 
 What differs from one process: dropout. Each rank draws dropout for its own rows only; rank 0 from the
 step's seed as one process does (its rows get the masks one process would give them), rank r > 0 from a

@@ -75,8 +75,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     """Every measure of a run (or the evaluators named in `only`) into a dict, and `results.json` when
     `write`. Perplexity runs over every training and dev sequence unless `ppl_sentences` (a fixed random
     subset per split) is given. `attention` (train.attention's values) encodes otherwise than the run
-    trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the default settings fills its numbers into the
-    run's latest complete results (same steps), e.g. a probe added to a run evaluated before it existed.
+    trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the
+    default settings fills its numbers into the run's latest complete results (same steps), e.g. a probe added
+    to a run evaluated before it existed.
     `options` are evaluator options by name (`link_file`, `link_base`: word alignment against a link file),
     handed to every evaluator's `inputs` hook (`registry.Evaluator`).
     Results record the checkpoint's `steps` of the run's `total_steps`: an unfinished run (killed, or stopped

@@ -14,15 +14,16 @@ def run(ctx) -> dict:
             ctx.log("eval: alignment skipped: the language source gives no gold links for the dev sentences (the "
                     "parallel source's come from a link file of the dev pairs: [links] in its manifest)")
         return {"layers": {str(l): {"align_precision": None, "align_recall": None, "align_f1": None}
-                           for l in ctx.layers}, "dev_sentences": en.num_sentences, "alignment_gold": ctx.alignment_gold,
-                "gold_links": 0}
+                           for l in ctx.layers}, "dev_sentences": en.num_sentences,
+                "alignment_gold": ctx.alignment_gold, "gold_links": 0}
     ven, vl1 = ctx.dev_vectors
     out = {}
     for l in ctx.layers:
         with ctx.phase("alignment"):
             prf = metrics.alignment_prf(ven[l], en.offsets, vl1[l], l1.offsets, ctx.links)
         out[str(l)] = {"align_precision": prf["precision"], "align_recall": prf["recall"], "align_f1": prf["f1"]}
-    gold = {} if ctx.alignment_gold == "exact" else {"alignment_gold": ctx.alignment_gold, "gold_links": int(len(ctx.links))}
+    gold = {} if ctx.alignment_gold == "exact" else {"alignment_gold": ctx.alignment_gold,
+                                                     "gold_links": int(len(ctx.links))}
     return {"layers": out, "dev_sentences": en.num_sentences, "dev_sentences_cut": ctx.dev_sentences_cut, **gold}
 
 
