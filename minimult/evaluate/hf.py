@@ -123,8 +123,9 @@ def load(directory) -> tuple[object, HFBert]:
     if not any((d / f).is_file() for f in TOKENIZER_FILES):
         raise MinimultError(f"{d} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): --hf evaluates a checkpoint "
                             f"with its own tokenizer")
-    from transformers import AutoTokenizer, BertForMaskedLM  # lazy: an optional dependency (the test extra), ~1.3 s to import
-    from transformers.utils import logging as hf_logging  # lazy: an optional dependency (the test extra), ~1.3 s to import
+    # lazy: an optional dependency (the test extra), ~1.3 s to import
+    from transformers import AutoTokenizer, BertForMaskedLM
+    from transformers.utils import logging as hf_logging
 
     level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # its load report: check_weights says what matters in one line
@@ -224,7 +225,8 @@ def in_order(side: Side, name: str, spec: dict, directory) -> Side:
         return side.reordered([np.arange(n)[::-1].copy() for n in side.lengths])
     raise MinimultError(f"{directory}: its run's mod {spec.get('order_mod') or '(unnamed)'} reordered the words of "
                         f"{name!r} in a way eval --hf cannot write again (only original and reversed orders are "
-                        f"recorded), so its numbers would not be the run's; evaluate the run itself (minimult eval RUN)")
+                        f"recorded), so its numbers would not be the run's; evaluate the run itself "
+                        f"(minimult eval RUN)")
 
 
 def language_tokenizers(directory, record: dict, langs) -> list:
@@ -234,14 +236,16 @@ def language_tokenizers(directory, record: dict, langs) -> list:
     unknown = [l for l in langs if l not in record]
     if unknown:
         known = ", ".join(record) or "none (not a minimult export that records them)"
-        raise MinimultError(f"--langs {','.join(langs)}: {directory} has no language {unknown[0]!r}; its languages: {known}")
+        raise MinimultError(f"--langs {','.join(langs)}: {directory} has no language {unknown[0]!r}; its "
+                            f"languages: {known}")
     out = []
     for lang in langs:
         sub = Path(directory) / record[lang]["tokenizer"]
         try:
             out.append(AutoTokenizer.from_pretrained(str(sub)))
         except (OSError, ValueError) as e:
-            raise MinimultError(f"cannot load language {lang!r}'s tokenizer from {sub}: {str(e).splitlines()[0]}") from None
+            raise MinimultError(f"cannot load language {lang!r}'s tokenizer from {sub}: "
+                                f"{str(e).splitlines()[0]}") from None
     return out
 
 
@@ -369,7 +373,8 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
                 only=None, link_base: int | None = None) -> dict:
     """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring); `only`
     names evaluators (default: every one the pair can give; with `link_file`, word alignment alone)."""
-    from minimult.evaluate import evaluate_model, mu_layers  # lazy: the package imports this module before defining them
+    # lazy: the package imports this module before defining them
+    from minimult.evaluate import evaluate_model, mu_layers
 
     tokenizer, model = load(directory)
     a_lines, b_lines = read_pair(a, b)
@@ -395,7 +400,8 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
         reordered = [name for name in names if record.get(name, {}).get("order", "original") != "original"]
         if reordered:
             raise MinimultError(f"--links needs the words of both languages in their original order; {directory}'s "
-                                f"run reordered the words of {reordered[0]!r} ({record[reordered[0]].get('order_mod')})")
+                                f"run reordered the words of {reordered[0]!r} "
+                                f"({record[reordered[0]].get('order_mod')})")
         for side, lines, path in zip(sides, (a_lines, b_lines), (a, b)):
             check_words(side, lines, path)
     if segment != "original" and any(l.segment < 0 for l in layouts):

@@ -1,13 +1,13 @@
 """Word alignment against a link file (`eval --links FILE`): precision, recall, F1 and AER per layer.
 
-The file names verses (pairs) and word indices, in the lab's format or Pharaoh's (`minimult.data.links`). The evaluation is at word
-level: a word's vector is the mean of its pieces' vectors, each verse pair is aligned by mutual argmax
-of cosine similarity between word vectors, and the predicted word links are scored against the
+The file names verses (pairs) and word indices, in the lab's format or Pharaoh's (`minimult.data.links`). The
+evaluation is at word level: a word's vector is the mean of its pieces' vectors, each verse pair is aligned by
+mutual argmax of cosine similarity between word vectors, and the predicted word links are scored against the
 file's sure and possible links (`metrics.link_scores`); a model-free diagonal aligner is scored
 beside the layers (`diagonal`) as the level word order alone reaches. Only the verses the file names are encoded,
 from the whole development split (independent of --dev-sentences: the block records `dev_sentences`, the
-dev sentences it read, and `verses`, those it scored; `--only links --dev-sentences N` is refused); words cut off by the model's
-window are left out, and the links on them are counted as `outside_window` and not scored; when that
+dev sentences it read, and `verses`, those it scored; `--only links --dev-sentences N` is refused); words cut off
+by the model's window are left out, and the links on them are counted as `outside_window` and not scored; when that
 leaves no link at all, every score is null ("nothing to score", said in one line), never F1 0 / AER 1; a file
 with possible (P) links only has no sure link to recall: recall and F1 are null (one line says so), precision
 and AER are scored against the possible links. A file
@@ -135,11 +135,13 @@ def run(ctx) -> dict:
         row_of = {int(v): i for i, v in enumerate(verse_ids)}
         index = np.array([row_of[int(v)] for v in chosen])
         cut = [truncate(s.subset(index), ctx.max_len - 2) for s in sides]
-        kept = [{int(v): int(n) for v, n in zip(chosen, np.add.reduceat(c.word_starts.astype(np.int64), c.offsets[:-1]))}
+        kept = [{int(v): int(n)
+                 for v, n in zip(chosen, np.add.reduceat(c.word_starts.astype(np.int64), c.offsets[:-1]))}
                 for c in cut] if len(cut[0].ids) else [{}, {}]
     inside = np.array([a < kept[0].get(int(v), 0) and b < kept[1].get(int(v), 0)
                        for v, a, b in zip(links.verse_ids, links.a, links.b)], dtype=bool)
-    sure = {(int(v), int(a), int(b)) for v, a, b, s, i in zip(links.verse_ids, links.a, links.b, links.sure, inside) if s and i}
+    sure = {(int(v), int(a), int(b))
+            for v, a, b, s, i in zip(links.verse_ids, links.a, links.b, links.sure, inside) if s and i}
     possible = {(int(v), int(a), int(b)) for v, a, b, i in zip(links.verse_ids, links.a, links.b, inside) if i}
     if not possible:  # every link on a word cut off by the window: no score, not a score of 0
         if ctx.log is not None:
@@ -162,11 +164,13 @@ def run(ctx) -> dict:
                 layers[str(l)] = _scores(predicted, sure, possible)
         diagonal = _scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
-    return {"links": {"file": str(Path(scored.path)), "sha256": hashlib.sha256(Path(scored.path).read_bytes()).hexdigest(),
+    return {"links": {"file": str(Path(scored.path)),
+                      "sha256": hashlib.sha256(Path(scored.path).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "format": links.format,
                       **({"base": links.base} if links.format == "pharaoh" else {}),
                       "unit": "word (mean of its pieces), mutual argmax",
-                      "dev_sentences": int(len(verse_ids)), "verses": int(len(chosen)), "links": int(len(links)), "outside_window": int((~inside).sum()),
+                      "dev_sentences": int(len(verse_ids)), "verses": int(len(chosen)), "links": int(len(links)),
+                      "outside_window": int((~inside).sum()),
                       "layers": layers, "diagonal": diagonal, "layer": int(top), "f1": layers[top]["f1"],
                       "aer": layers[top]["aer"]}}
 

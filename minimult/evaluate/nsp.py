@@ -32,5 +32,6 @@ def run(ctx) -> dict:
 
 
 register(Evaluator(
-    "nsp", "next-sentence prediction accuracy on dev pairs (runs trained with nsp)", version=1, order=95, run=run, needs=("an NSP head",),
+    "nsp", "next-sentence prediction accuracy on dev pairs (runs trained with nsp)", version=1, order=95, run=run,
+    needs=("an NSP head",),
     columns=(Column("nsp_accuracy", "NSP acc", summary=True, curve=True),)))
