@@ -46,7 +46,8 @@ def mlm_perplexity(model, sides, layouts, random_ids, device, limit: int | None 
     """
     seqs = SequenceSet.from_sides(list(sides), layouts, device)
     n = len(seqs)
-    index_all = np.arange(n) if not limit or limit >= n else np.random.default_rng(PPL_SEED).choice(n, limit, replace=False)
+    index_all = (np.arange(n) if not limit or limit >= n
+                 else np.random.default_rng(PPL_SEED).choice(n, limit, replace=False))
     if attention == "attend-padding":
         order = np.sort(index_all)
     else:

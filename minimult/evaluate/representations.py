@@ -163,7 +163,8 @@ class Context:
     results: dict = field(default_factory=dict)  # what the evaluators have computed so far
     dev_sentences_cut: int = 0  # dev sentences (of every language) longer than the window, set by `dev`
     languages: tuple[str, ...] = ("en", "fake")  # the languages' names (the source's), for per-pair results
-    alignment_golds: tuple[str, ...] = ()  # each language's `alignment_gold` where they differ (en-es + Fake-English); () = `alignment_gold`
+    # each language's `alignment_gold` where they differ (en-es + Fake-English); () = `alignment_gold`
+    alignment_golds: tuple[str, ...] = ()
     attention: str = "masked"  # how the dev and dictionary sides are encoded (train.attention; `encode_sides`)
     # k -> [first language, language k] dictionary sides, for a source with a dictionary per language pair
     # (parallel); None: every pair reads its two languages' entries of `dictionary`
@@ -277,6 +278,7 @@ def context(run, model, layers, **options) -> Context:
     d, dc = run.data, run.cfg.data
     options = {"attention": run.cfg.train.attention, **options}  # encoded as trained unless asked otherwise
     return Context(model, d.views, d.dictionary, d.layouts, dc.max_len, tuple(layers), next(model.parameters()).device,
-                   random_ids=d.random_ids(), alignment_gold=d.source.alignment_gold_of(1, dc), languages=d.source.names(dc),
+                   random_ids=d.random_ids(), alignment_gold=d.source.alignment_gold_of(1, dc),
+                   languages=d.source.names(dc),
                    alignment_golds=tuple(d.source.alignment_gold_of(k, dc) for k in range(dc.n_langs)),
                    pair_dictionary=d.pair_dictionary if d.source.pair_dictionaries else None, **options)

@@ -211,7 +211,8 @@ def frozen_row(model, data, layouts, layer: int, classes: int, names) -> dict:
     y = {s: torch.as_tensor(first[s][1], device=device) for s in SPLITS}
     clf = fit_logistic(x["train"], y["train"], x["dev"], y["dev"], classes)
     e = accuracy(clf.predict(x["test"]), first["test"][1])
-    zero_shot = {name: accuracy(clf.predict(vectors(d["test"][0])), d["test"][1]) for name, d in zip(names[1:], data[1:])}
+    zero_shot = {name: accuracy(clf.predict(vectors(d["test"][0])), d["test"][1])
+                 for name, d in zip(names[1:], data[1:])}
     return _row(None, e, zero_shot, clf.dev_accuracy, l2=clf.l2)
 
 
@@ -267,7 +268,8 @@ def transfer_data(model, task, data: list[dict], layouts, max_len: int, cfg,
     baselines = {"majority": float((data[0]["test"][1] == majority).mean()), "majority_class": task.classes[majority],
                  "bag_of_words": bag}
     log(f"transfer: {task.name} task, {task.sizes()} sentences; baselines: majority "
-        f"{baselines['majority']:.3f}, {names[0]} bag of words {baselines['bag_of_words']:.3f} ({time.time() - t0:.1f} s)")
+        f"{baselines['majority']:.3f}, {names[0]} bag of words {baselines['bag_of_words']:.3f} "
+        f"({time.time() - t0:.1f} s)")
     modes = {}
     for mode, freeze in cfg.mode_list():
         t0 = time.time()
@@ -369,7 +371,8 @@ def table(t: dict) -> str:
             + ("seeds",)]
     for mode, m in t["modes"].items():
         per = m.get("languages") or {names[1]: m}
-        rows.append((mode, pm(m, "en")) + tuple(x for n in names[1:] for x in (pm(per[n], "zero_shot"), pm(per[n], "delta")))
+        rows.append((mode, pm(m, "en"))
+                    + tuple(x for n in names[1:] for x in (pm(per[n], "zero_shot"), pm(per[n], "delta")))
                     + (str(len(m["runs"])),))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
