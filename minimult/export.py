@@ -77,7 +77,8 @@ def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     }
     for i in range(cfg.layers):
         ours, hf = f"blocks.{i}.", f"bert.encoder.layer.{i}."
-        for part, w, b in zip(("query", "key", "value"), sd[ours + "attn.qkv.weight"].split(H), sd[ours + "attn.qkv.bias"].split(H)):
+        for part, w, b in zip(("query", "key", "value"), sd[ours + "attn.qkv.weight"].split(H),
+                              sd[ours + "attn.qkv.bias"].split(H)):
             out[f"{hf}attention.self.{part}.weight"], out[f"{hf}attention.self.{part}.bias"] = w, b
         for theirs, mine in {
             "attention.output.dense": "attn.proj",
@@ -86,7 +87,8 @@ def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
             "output.dense": "fc_out",
             "output.LayerNorm": "ln_ffn",
         }.items():
-            out[f"{hf}{theirs}.weight"], out[f"{hf}{theirs}.bias"] = sd[f"{ours}{mine}.weight"], sd[f"{ours}{mine}.bias"]
+            out[f"{hf}{theirs}.weight"], out[f"{hf}{theirs}.bias"] = (sd[f"{ours}{mine}.weight"],
+                                                                      sd[f"{ours}{mine}.bias"])
     return {k: v.clone() for k, v in out.items()}
 
 
@@ -96,7 +98,8 @@ def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_
     `id_block`: the ids per language (data.vocab_size), kept in its config as `minimult_id_block`;
     `languages`: {name: {tokenizer, unicode_shift, layout, order}}, kept as `minimult_languages`;
     `training`: how far and how the run trained (`training_record`), kept as `minimult_training`."""
-    from transformers import BertConfig, BertForMaskedLM  # lazy: an optional dependency (the test extra), ~1.3 s to import
+    # lazy: an optional dependency (the test extra), ~1.3 s to import
+    from transformers import BertConfig, BertForMaskedLM
 
     model = getattr(model, "_orig_mod", model)  # accept a torch.compile'd model too
     hf_cfg = BertConfig(
@@ -301,7 +304,8 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
     clean_stale_temps(out_dir)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}{TMP_INFIX}{os.getpid()}-"))
     try:
-        from transformers.utils import logging as hf_logging  # lazy: an optional dependency (the test extra), ~1.3 s to import
+        # lazy: an optional dependency (the test extra), ~1.3 s to import
+        from transformers.utils import logging as hf_logging
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # its "Writing model shards" bar: the export says what it did in one line
@@ -312,7 +316,8 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
                 hf_logging.enable_progress_bar()
         if vocab_file is not None:
             subs = sorted({spec["tokenizer"] for spec in (languages or {}).values()} - {""})
-            for sub in ["", *subs]:  # the run's own tokenizer (so AutoTokenizer gives the run's ids), then each language's
+            # the run's own tokenizer (so AutoTokenizer gives the run's ids), then each language's
+            for sub in ["", *subs]:
                 source, target = Path(vocab_file).parent / sub, tmp / sub
                 vocab = source / "vocab.txt" if sub else Path(vocab_file)
                 if not vocab.is_file():

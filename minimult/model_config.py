@@ -74,7 +74,8 @@ def solve_sizes(cfg: ModelConfig) -> ModelConfig:
     table sizes: the multiple of `heads` whose count is closest to the target (the smaller on a tie).
     One error line when none lands within TARGET_TOLERANCE of it."""
     target, h = cfg.target_params, cfg.heads
-    count = lambda hidden: parameter_count(dataclasses.replace(cfg, hidden=hidden, intermediate=4 * hidden))  # noqa: E731
+    count = lambda hidden: parameter_count(  # noqa: E731
+        dataclasses.replace(cfg, hidden=hidden, intermediate=4 * hidden))
     where = f"model.target_params={target:,} at {cfg.layers} layers and {h} head{'s' * (h > 1)}"
     if count(h) > target * (1 + TARGET_TOLERANCE):
         tables = cfg.vocab_size + cfg.max_positions + cfg.type_vocab_size

@@ -171,7 +171,8 @@ def _fill_columns(table: torch.Tensor) -> torch.Tensor:
     return torch.gather(table, 1, torch.gather(order, 1, col))
 
 
-def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Callable[[str], None] = print) -> torch.Tensor:
+def neighbour_table(prepared, source, cfg, k: int, sides: list[Side],
+                    log: Callable[[str], None] = print) -> torch.Tensor:
     """With more than two languages, English is mapped to each of the others: an English id's row holds
     k neighbours in every other language (a drawn column picks the language at random, docs/pipeline.md), the
     row of another language's id its k English neighbours."""
@@ -188,13 +189,15 @@ def neighbour_table(prepared, source, cfg, k: int, sides: list[Side], log: Calla
                                     f"{names[j]} (the parallel source's: [dictionary] in its manifest); use "
                                     f"identical or unsupervised")
             seeding = None if cfg.knn.seed_dictionary == "unsupervised" else (
-                lambda ids, d=pair_dictionary: seed_translations(cfg.knn.seed_dictionary, prepared, source, cfg.data, ids, d))
+                lambda ids, d=pair_dictionary: seed_translations(cfg.knn.seed_dictionary, prepared, source, cfg.data,
+                                                                 ids, d))
             en, l1, info = build_mapping(prepared, (sides[0], sides[j]), cfg.train.seed, cfg.knn.dim, log, seeding)
             tables.append(torch.maximum(nearest_table(en[0], en[1], l1[0], l1[1], total, k),
                                         nearest_table(l1[0], l1[1], en[0], en[1], total, k)))
             info["identity_p1"] = dictionary_p1(en, l1, pair_dictionary)  # any dictionary's
             info["seed_dictionary"] = cfg.knn.seed_dictionary
-            info["dictionary"] = "identity" if source.alignment_gold == "exact" else source.alignment_gold  # en-es: silver
+            # en-es: silver
+            info["dictionary"] = "identity" if source.alignment_gold == "exact" else source.alignment_gold
             infos.append(info)
         table = tables[0] if len(tables) == 1 else _fill_columns(torch.cat(tables, dim=1))
         info = infos[0] if len(infos) == 1 else {
