@@ -17,8 +17,8 @@ def _shifted_specials(layout, cfg, value):
     """The specials move into the language's own id block like any other id."""
     if layout.lang > 0 and layout.id_offset == 0:
         raise MinimultError(f"contradictory settings: shift-special needs languages with their own ids, e.g. "
-                            f"--source shift (--source {cfg.data.source}{' --shared-vocab' if cfg.data.shared_vocab else ''} "
-                            f"shares one vocabulary)")
+                            f"--source shift (--source {cfg.data.source}"
+                            f"{' --shared-vocab' if cfg.data.shared_vocab else ''} shares one vocabulary)")
     o = layout.id_offset
     return dataclasses.replace(layout, pad=layout.pad + o, cls=layout.cls + o, sep=layout.sep + o, mask=layout.mask + o)
 

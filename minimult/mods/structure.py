@@ -17,8 +17,8 @@ def _lang_sep(layout, cfg, value):
     """Language k ends its sequences with the [SEP] of its own id block; the other specials stay shared."""
     if layout.lang > 0 and layout.id_offset == 0:
         raise MinimultError(f"contradictory settings: lang-sep needs languages with their own ids, e.g. "
-                            f"--source shift (--source {cfg.data.source}{' --shared-vocab' if cfg.data.shared_vocab else ''} "
-                            f"shares one vocabulary)")
+                            f"--source shift (--source {cfg.data.source}"
+                            f"{' --shared-vocab' if cfg.data.shared_vocab else ''} shares one vocabulary)")
     return dataclasses.replace(layout, sep=layout.sep + layout.id_offset)
 
 
