@@ -195,7 +195,8 @@ def find(side: Side, found: list[Place]) -> tuple[Place | None, str]:
     if len({p.folder for p in candidates}) == 1:
         return candidates[0], ""
     if candidates:
-        return None, f"{side.grid} {side.id} is in several folders ({', '.join(sorted({p.folder for p in candidates}))})"
+        return None, (f"{side.grid} {side.id} is in several folders "
+                      f"({', '.join(sorted({p.folder for p in candidates}))})")
     return None, f"no evaluated run of {side.grid} {side.id}"
 
 
@@ -388,8 +389,9 @@ def paper_text(paper: dict) -> str:
 
 
 def seeds_text(row: dict) -> str:
-    return " vs ".join("–" if s["constant"] else str(s["stats"]["n"]) for s in (row["a"], row["b"]) if not s["constant"]) \
-        if not row["b"]["constant"] else str(row["a"]["stats"]["n"])
+    return (" vs ".join("–" if s["constant"] else str(s["stats"]["n"])
+                        for s in (row["a"], row["b"]) if not s["constant"])
+            if not row["b"]["constant"] else str(row["a"]["stats"]["n"]))
 
 
 def budget_text(row: dict) -> str:

@@ -69,7 +69,8 @@ class Section:
     preset: str = ""
     missing: list[dict] = field(default_factory=list)  # manifest settings without an evaluated run: id, setting, why
     paper_source: str = ""  # where the groups' `paper` numbers come from
-    lost: list[dict] = field(default_factory=list)  # runs of a setting with rows that are left out: id, setting, run, why
+    # runs of a setting with rows that are left out: id, setting, run, why
+    lost: list[dict] = field(default_factory=list)
     # settings whose runs trained differently (beyond seed and execution): id, setting, differ (a sentence)
     mixed: list[dict] = field(default_factory=list)
     manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
@@ -401,7 +402,8 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
                         for r in other]
             log(f"note: {manifest.name} lists {', '.join(r.path.name for r in other)} under "
                 f"{(sid + ' ' + name).strip()} ({s.get('mods')}), but {'it' if len(other) == 1 else 'they'} trained "
-                f"as {', '.join(dict.fromkeys(own_mods(r) for r in other))}: counted as {'its' if len(other) == 1 else 'their'} own mods, not in that row")
+                f"as {', '.join(dict.fromkeys(own_mods(r) for r in other))}: counted as "
+                f"{'its' if len(other) == 1 else 'their'} own mods, not in that row")
         if members:
             # the preset the runs trained at (the manifest's is the last sweep's into this root: a sweep of
             # another preset into it would relabel every row); the manifest's where runs do not say or differ

@@ -340,8 +340,9 @@ def _devices(row: dict) -> list[str | None]:
 def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     """One column of a table: each row's seeds as dots on its line, their mean as a bar, the paper's
     number as a hollow diamond with its standard deviation as a line; in the µ panel each lang-pos row says how
-    many of its seeds stay on the floor (recipes.FLOOR) with the share's Wilson 95% interval. The first row at the top, as in the table. Where the table's runs trained on
-    more than one device, each dot's shape and colour say which (a circle on a CPU, a triangle on a GPU)."""
+    many of its seeds stay on the floor (recipes.FLOOR) with the share's Wilson 95% interval. The first row at
+    the top, as in the table. Where the table's runs trained on more than one device, each dot's shape and
+    colour say which (a circle on a CPU, a triangle on a GPU)."""
     key = column.key(layer)
     ys = np.arange(len(rows))[::-1]
     labelled, xs = set(), []
