@@ -147,7 +147,8 @@ def both_markdown(rows: list[dict], sections: list[Section]) -> str:
     counts = {v: sum(r["verdict"] == v for r in rows) for v in (ROBUST, SPLIT, FAILS, UNKNOWN)}
     lines = [f"{counts[ROBUST]} robust (hold under every recipe), {counts[SPLIT]} split, {counts[FAILS]} do not hold, "
              f"{counts[UNKNOWN]} cannot tell (rule: docs/claims.md; 2 seeds a side at least).", "",
-             "| claim | compared | paper | " + " | ".join(f"{n}: ours (seeds) | verdict" for n in names) + " | overall |",
+             "| claim | compared | paper | " + " | ".join(f"{n}: ours (seeds) | verdict" for n in names)
+             + " | overall |",
              "|---|---|---|" + "---|---|" * len(names) + "---|"]
     for r in rows:
         cells = []

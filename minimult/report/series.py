@@ -159,7 +159,8 @@ def _base(section: Section, sections: list[Section]) -> Group | None:
     base = baseline_for(section, sections)
     if base is None or base.id == "0":
         return base
-    plain = [g for g in section.groups if g.mods == "original" and not _flat(g.runs[0].config).get("model.target_params")
+    plain = [g for g in section.groups
+             if g.mods == "original" and not _flat(g.runs[0].config).get("model.target_params")
              and _flat(g.runs[0].config).get("data.tokenizer", "wordpiece") == "wordpiece"]
     return plain[0] if len(plain) == 1 else base
 

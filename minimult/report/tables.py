@@ -229,8 +229,8 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
     for row in sec["rows"]:
         m, k0, paper = row["metrics"], first.key(first_layer), row.get("paper", {})
-        cells = [row["id"], row["setting"], str(m[k0]["n"]), cell_text(m[k0], first, paper.get(k0), paper.get(k0 + STD)),
-                 p_text(m[k0]["p_vs_original"])]
+        cells = [row["id"], row["setting"], str(m[k0]["n"]),
+                 cell_text(m[k0], first, paper.get(k0), paper.get(k0 + STD)), p_text(m[k0]["p_vs_original"])]
         cells += [cell_text(m[c.key(l)], c, paper.get(c.key(l)), paper.get(c.key(l) + STD)) for c, l in rest]
         lines.append("| " + " | ".join(cells) + " |")
     if _shows_paper(sec, [c.key(l) for c, l in cols]):

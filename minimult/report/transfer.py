@@ -2,8 +2,8 @@
 every setting whose runs carry a `transfer` result, one row per task, mode and zero-shot language with the
 first language's (English's) and the zero-shot accuracy and ∆ (mean ± std over the setting's runs, each
 run already a mean over fine-tuning seeds) beside the task's baselines; and a scatter of each run's
-word-order distance (layer `top`) against its headline zero-shot accuracy (full fine-tuning where it ran: `evaluate.transfer.with_headline`), with Pearson's r
-and the number of runs it rests on."""
+word-order distance (layer `top`) against its headline zero-shot accuracy (full fine-tuning where it ran:
+`evaluate.transfer.with_headline`), with Pearson's r and the number of runs it rests on."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def order_points(sections: list[Section], top: str) -> list[dict]:
         for g in section.groups:
             for r in g.runs:
                 t, layer = r.results.get("transfer"), r.results.get("layers", {}).get(top, {})
-                if isinstance(t, dict) and layer.get("order_distance") is not None and t.get("zero_shot_acc") is not None:
+                if (isinstance(t, dict) and layer.get("order_distance") is not None
+                        and t.get("zero_shot_acc") is not None):
                     out.append({"setting": g.label, "run": r.path.name, "order_distance": layer["order_distance"],
                                 "zero_shot": t["zero_shot_acc"]})
     return out
