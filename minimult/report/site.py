@@ -49,7 +49,8 @@ from minimult.report.build import build_report, load, portable
 from minimult.report.collect import Group, REPOSITORY, Run, Section, log_rows, never_trained, training_seconds
 from minimult.report.figures import file_slug, run_figure, section_figure
 from minimult.report.parts import report_parts
-from minimult.report.tables import cell_text, mu_top, pending_line, run_values, section_footer, section_table, table_columns
+from minimult.report.tables import (cell_text, mu_top, pending_line, run_values, section_footer, section_table,
+                                    table_columns)
 
 RESULTS = REPOSITORY / "experiments" / "results"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -110,7 +111,8 @@ def term_anchor(heading: str) -> str | None:
 
 
 # Glossary anchors and the column headings that point at them.
-TERM_NAMES = {"t-mu": ("µ",), "t-rho": ("ρ",), "t-tau": ("τ",), "t-align": ("align F1", "align precision", "align recall"),
+TERM_NAMES = {"t-mu": ("µ",), "t-rho": ("ρ",), "t-tau": ("τ",),
+              "t-align": ("align F1", "align precision", "align recall"),
               "t-aer": ("AER",), "t-ppl": ("ppl train", "ppl dev", "ppl/word train", "ppl/word dev", "perplexity"),
               "t-p": ("p",), "t-seeds": ("seeds", "n")}
 
@@ -195,7 +197,8 @@ def _pending(section: Section) -> str:
             started.append(f"{p['run']} ({status_text(d).split('; ', 1)[1]})")
         else:
             waiting.append(p["run"])
-    parts = ([f"{plural(len(started), 'run')} with a folder but no results.json: {', '.join(started)}"] if started else [])
+    parts = ([f"{plural(len(started), 'run')} with a folder but no results.json: {', '.join(started)}"]
+             if started else [])
     parts += [f"{plural(len(waiting), 'run')} without a folder: {', '.join(waiting)}"] if waiting else []
     return f"Planned by the sweep and not in the table: {'; '.join(parts)}."
 
@@ -290,8 +293,8 @@ def _layer_table(layers: dict) -> dict | None:
 
 # What the run page shows elsewhere (the run table, the configuration and environment), and results.json's layout
 # number (`results.SCHEMA`): not repeated in a block.
-SHOWN = ("layers", "evaluation", "evaluations", "config", "environment", "run", "mods", "seed", "preset", "mod_versions",
-         "train", "schema")
+SHOWN = ("layers", "evaluation", "evaluations", "config", "environment", "run", "mods", "seed", "preset",
+         "mod_versions", "train", "schema")
 
 
 def _block(block: dict, title: str) -> dict:
@@ -308,7 +311,8 @@ def _budget(d: Path, meta: dict, config: dict, results: dict) -> dict:
     out = {"preset": config.get("preset", meta.get("preset", "")), "steps": f"{number(steps)} of {number(total)}"
            if steps is not None else "–",
            "epochs": train.get("epochs"), "batch (sentences)": train.get("batch_size"),
-           "learning rate": train.get("lr"), "parameters": meta.get("parameters") or results.get("train", {}).get("parameters"),
+           "learning rate": train.get("lr"),
+           "parameters": meta.get("parameters") or results.get("train", {}).get("parameters"),
            "training seconds": seconds, "tokens/s": meta.get("tokens_per_s"),
            "device": devices if "+" in devices else meta.get("device"),  # cuda+cpu: begun on one, ended on the other
            "precision": meta.get("precision", train.get("precision")),
@@ -521,7 +525,8 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
         tables = [_table1(s, a, top, folder) for s, a in zip(folder.loaded.sections, folder.report["sections"])]
         summaries.append({"name": folder.name, "href": f"{folder.name}/index.html", "root": _shown_root(folder.root),
                           "titles": [s.title for s in folder.loaded.sections],
-                          "runs": len(folder.loaded.runs), "settings": sum(len(s.groups) for s in folder.loaded.sections),
+                          "runs": len(folder.loaded.runs),
+                          "settings": sum(len(s.groups) for s in folder.loaded.sections),
                           "tables": tables})
         write(folder.out / "index.html", "folder.html", up="../", folder=folder.name, root=_shown_root(folder.root),
               tables=tables, parts=_parts(folder), settings=_settings(folder), others=_other_runs(folder),
@@ -530,7 +535,8 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
               claims=[r for r in claim_rows if folder.name in (r["a"]["folder"], r["b"]["folder"])],
               claims_mod=claims_mod)
         every_run += _run_pages(folder, write)
-        log(f"site: pages of {folder.name} in {time.perf_counter() - t0:.1f} s ({time.perf_counter() - start:.0f} s in all)")
+        log(f"site: pages of {folder.name} in {time.perf_counter() - t0:.1f} s "
+            f"({time.perf_counter() - start:.0f} s in all)")
     chosen = _declared_headline(folders, headline)
     summary = next((s for s in summaries if chosen is not None and s["name"] == chosen.name), None)
     table = None
@@ -546,14 +552,16 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     counts = {v: sum(r["verdict"] == v for r in claim_rows) for v in (claims_mod.HOLDS, claims_mod.FAILS,
                                                                         claims_mod.UNKNOWN)}
     write(site / "runs.html", "runs.html", up="", runs=every_run, data=_runs_json(every_run),
-          filters={k: sorted({str(r[k]) for r in every_run}, key=_natural) for k in ("folder", "mods", "preset", "seed")})
+          filters={k: sorted({str(r[k]) for r in every_run}, key=_natural)
+                   for k in ("folder", "mods", "preset", "seed")})
     write(site / "glossary.html", "glossary.html", up="", mods=_mods(), presets=_presets())
     write(site / "index.html", "index.html", up="", folders=summaries, headline=head, counts=counts,
           n_runs=len(every_run))
     log(f"site: {len(pages)} pages in {site} ({len(folders)} results folders, {len(claim_rows)} claims, "
         f"{time.perf_counter() - start:.0f} s); open {site / 'index.html'}")
-    return {"pages": [str(p) for p in pages], "claims": claim_rows, "recipes": recipe_md, "index": str(site / "index.html"),
-            "folders": [f.name for f in folders], "headline": head["folder"] if head else None}
+    return {"pages": [str(p) for p in pages], "claims": claim_rows, "recipes": recipe_md,
+            "index": str(site / "index.html"), "folders": [f.name for f in folders],
+            "headline": head["folder"] if head else None}
 
 
 def _natural(text: str):
@@ -637,11 +645,13 @@ def _run_row(folder: Folder, d: Path, run: Run | None, context: dict) -> dict:
     results = run.results if run else {}
     mu = results.get("mu")
     ppl = results.get("perplexity", {}).get("dev") if isinstance(results.get("perplexity"), dict) else None
-    return {"id": f"{folder.name}/{d.name}", "folder": folder.name, "name": d.name, "href": f"{folder.name}/{folder.run_page(d)}",
+    return {"id": f"{folder.name}/{d.name}", "folder": folder.name, "name": d.name,
+            "href": f"{folder.name}/{folder.run_page(d)}",
             "mods": str(context["mods"] or "original"), "preset": str(context["budget"].get("preset", "")),
             "seed": "" if context["seed"] is None else context["seed"], "setting": context["setting"],
             "status": str(_read(d / "run.json").get("status", "")) if not results else "evaluated",
-            "mu": mu if isinstance(mu, (int, float)) else None, "ppl_dev": ppl if isinstance(ppl, (int, float)) else None,
+            "mu": mu if isinstance(mu, (int, float)) else None,
+            "ppl_dev": ppl if isinstance(ppl, (int, float)) else None,
             "flag": "; ".join(context["flags"]), "curves": _curve_points(rows), "config": context["config"] and
             _flat(context["config"])}
 
@@ -669,8 +679,9 @@ PRESET_NOTES = {
     "quick": "a quarter of the paper's epochs in batches of 128: meaningful on a 2-core CPU in under an hour",
     "paper-b256": "the paper's budget in batches of 256 sentences (the defaults)",
     "quick-b256": "a quarter of the paper's epochs in batches of 256 (the committed quick Table 1 runs)",
-    "published": "the paper's budget trained as the paper's published code trained it: random batches, padding attended "
-                 "in training and evaluation, each piece selected with probability 0.15, the code's masking mixes",
+    "published": "the paper's budget trained as the paper's published code trained it: random batches, padding "
+                 "attended in training and evaluation, each piece selected with probability 0.15, the code's "
+                 "masking mixes",
     "tiny": "a model of a few thousand parameters on a few hundred sentences: exercises the whole pipeline in seconds "
             "(tests and dry runs); its numbers mean nothing",
 }
