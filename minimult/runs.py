@@ -424,8 +424,8 @@ class Run:
         for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
                           (f"{own[0]} has", files_digest(own) if all(f.is_file() for f in own) else None)):
             if sha and sha != prepared.vocab_hash:
-                raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not the "
-                                    f"one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
+                raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not "
+                                    f"the one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
                                     f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
 
     def check_data(self, prepared, doing: str = "resume") -> None:
@@ -435,11 +435,12 @@ class Run:
         where the vocabulary stayed the same."""
         recorded = self.meta.get("data_sha256")
         if recorded and recorded != prepared.data_hash:
-            files = " or ".join(dict.fromkeys(str(f) for f in (self.cfg.data.train, self.cfg.data.dev, self.cfg.data.files)
+            files = " or ".join(dict.fromkeys(str(f)
+                                              for f in (self.cfg.data.train, self.cfg.data.dev, self.cfg.data.files)
                                               if f))
             then = "since it started" if doing == "resume" else "since it trained"
-            raise MinimultError(f"the prepared corpus at {prepared.path} ({prepared.data_hash[:12]}) is not the text this "
-                                f"run trained on ({recorded[:12]}, run.json): {files} changed {then}; refusing to "
+            raise MinimultError(f"the prepared corpus at {prepared.path} ({prepared.data_hash[:12]}) is not the text "
+                                f"this run trained on ({recorded[:12]}, run.json): {files} changed {then}; refusing to "
                                 f"{doing} it on other text (restore the corpus, or train a new run)")
 
     def check_mod_versions(self) -> None:

@@ -255,7 +255,8 @@ class StackedBert(Bert):
     def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, total: torch.Tensor) -> torch.Tensor:
         """logits (M, N, C) against targets (M, N) (-100: padding), in float32 -> (M,): each model's sum / total[m]."""
         M, N = targets.shape
-        ce = F.cross_entropy(logits.float().reshape(M * N, -1), targets.reshape(-1), reduction="none", ignore_index=-100)
+        ce = F.cross_entropy(logits.float().reshape(M * N, -1), targets.reshape(-1), reduction="none",
+                             ignore_index=-100)
         return ce.view(M, N).sum(1) / total
 
     @staticmethod

@@ -262,8 +262,8 @@ def _losses(model: Bert, batches: list[dict], totals: list[tuple[int, int]] | No
     """(K,) `Bert.mlm_loss` of each model on its batch: the mean, or with `totals` (masked tokens, rows of each
     whole batch) its sums over those; K stacked models through one `pack`ed batch."""
     if isinstance(model, StackedBert):
-        whole = None if totals is None else tuple(torch.tensor(t, dtype=torch.float32, device=batches[0]["input_ids"].device)
-                                                  for t in zip(*totals))
+        whole = None if totals is None else tuple(
+            torch.tensor(t, dtype=torch.float32, device=batches[0]["input_ids"].device) for t in zip(*totals))
         return model.stacked_losses(pack(batches), whole)
     (b,), total = batches, None if totals is None else totals[0]
     return model.mlm_loss(b["input_ids"], b["position_ids"], b["token_type_ids"], b["attention_mask"], b["selected"],
