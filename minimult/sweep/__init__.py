@@ -19,9 +19,9 @@ Backends:
 
 The modules, by job: `grid` (grid files), `plan` (tasks, run-folder states, the manifest), `worker`
 (one group of runs in a worker: lock, create or resume, train, evaluate), `backends` (local pool, Ray)
-and `progress` (status lines). The data are prepared (cached) once in this process before any worker starts, so workers only read
-the cache. A failing run is reported with its error line and the others go on; each run's own log
-is `sweep.log` in its folder; every `progress_every` seconds the sweep prints where each running run
+and `progress` (status lines). The data are prepared (cached) once in this process before any worker starts,
+so workers only read the cache. A failing run is reported with its error line and the others go on; each run's
+own log is `sweep.log` in its folder; every `progress_every` seconds the sweep prints where each running run
 is and roughly how long the sweep has left (`minimult.sweep.progress`). The sweep writes
 `<root>/<grid>.sweep.json` (settings -> run folders) for `minimult report`.
 

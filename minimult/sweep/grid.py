@@ -158,7 +158,8 @@ def load_grid(path: str | Path) -> Grid:
     data = _read_toml(path)
     unknown = set(data) - TOP_KEYS
     if unknown:
-        raise MinimultError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(TOP_KEYS))}")
+        raise MinimultError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; valid: "
+                            f"{', '.join(sorted(TOP_KEYS))}")
     preset = data.get("preset", "paper")
     if preset not in PRESETS:
         raise MinimultError(f"{path}: unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
@@ -167,7 +168,8 @@ def load_grid(path: str | Path) -> Grid:
     preset_overrides = {}
     for name, table in _flatten_presets(data.get("preset_overrides", {}), path).items():
         if name not in PRESETS:
-            raise MinimultError(f"{path}: [preset_overrides.{name}]: unknown preset; valid presets: {', '.join(PRESETS)}")
+            raise MinimultError(f"{path}: [preset_overrides.{name}]: unknown preset; valid presets: "
+                                f"{', '.join(PRESETS)}")
         preset_overrides[name] = table
 
     raw_settings = data.get("settings")
@@ -202,7 +204,8 @@ def _setting(raw, where: str, path: Path, seen: set[str]) -> Setting:
         raise MinimultError(f"{where} must be a table")
     bad = set(raw) - SETTING_KEYS
     if bad:
-        raise MinimultError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; valid: {', '.join(sorted(SETTING_KEYS))}")
+        raise MinimultError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; valid: "
+                            f"{', '.join(sorted(SETTING_KEYS))}")
     if "id" not in raw:
         raise MinimultError(f"{where} has no id")
     sid = str(raw["id"]).strip()

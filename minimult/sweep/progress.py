@@ -16,8 +16,8 @@ cost of the finished runs, or of the running runs' elapsed + left while none has
 of different sizes (experiments/k-et-al.toml: 0.46x to 4.1x BERT-small's time per token) is estimated
 run by run. The units matter too (`data.tokenizer`): a run reads the same sentences at every
 granularity, but characters make 3.3x as many units as word-pieces, each in a longer sequence, so
-`run_cost` weighs a run by its units per sentence (`UNITS_PER_WORD`) and its typical length. Evaluation after training is not in the runs' own estimates, so the figure is a lower
-bound until the first run finishes.
+`run_cost` weighs a run by its units per sentence (`UNITS_PER_WORD`) and its typical length. Evaluation after
+training is not in the runs' own estimates, so the figure is a lower bound until the first run finishes.
 """
 
 from __future__ import annotations
