@@ -644,3 +644,35 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
     assert sum(map(len, parts.values())) - len(parts["test.es.tsv"]) == 25 and parts["train.tsv"]
     assert {label for rows in parts.values() for label, _ in rows} == {"matthew"}
     assert [l for l, _ in parts["test.en.tsv"]] == [l for l, _ in parts["test.es.tsv"]]
+
+
+def test_text_too_large_for_the_memory_available_is_refused_in_one_line_before_it_is_read(tmp_path, lines, monkeypatch):
+    """prepare's pre-flight check (parallel.check_memory): MEMORY_PER_BYTE x the files' bytes against MemAvailable,
+    here a monkeypatched /proc/meminfo; refused: one error line saying what to do, nothing read or written;
+    with enough memory (or a meminfo without MemAvailable) the same files prepare as before."""
+    from minimult.data import parallel
+
+    files = inline({k: lines[k] for k in ("en", "xx")})
+    total = sum(lines[k].stat().st_size for k in ("en", "xx"))
+    meminfo = tmp_path / "meminfo"
+    monkeypatch.setattr(parallel, "MEMINFO", meminfo)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MINIMULT_CACHE", str(cache))
+    need_kb = parallel.MEMORY_PER_BYTE * total // 1024
+    meminfo.write_text(f"MemTotal: 99999999 kB\nMemAvailable: {need_kb // 2} kB\n")
+    read, reader = [], parallel._lines
+    monkeypatch.setattr(parallel, "_lines", lambda *a: read.append(a) or pytest.fail("read despite the check"))
+    result = cli("prepare", "--files", files, "--set", "data.vocab_size=256")
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("error:"), result.stderr
+    assert "GiB is available" in errors[0] and "head -n N" in errors[0] and "data.train_sentences" in errors[0]
+    assert not read and "reading" not in result.stdout
+    assert not cache.exists() or not list(cache.iterdir())  # no cache entry, no temp folder left
+    monkeypatch.setattr(parallel, "_lines", reader)
+    for text in (f"MemAvailable: {need_kb * 2 + 1} kB\n", "MemTotal: 1 kB\n"):  # fits; says nothing
+        meminfo.write_text(text)
+        spec = parse_spec(files)
+        parallel.check_memory(spec)
+    result = cli("prepare", "--files", files, "--set", "data.vocab_size=256")
+    assert result.returncode == 0, result.stdout + result.stderr

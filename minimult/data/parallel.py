@@ -348,6 +348,35 @@ def read_corpora(spec: Spec, train_limit: int | None = None, dev_limit: int | No
     return train, dev
 
 
+# prepare's peak resident memory per byte of text, every file together: 6.49 GiB for two files of 100 MB, 0.69 GiB
+# for two of 10 MB (experiments/scale_measure.py; docs/corpora.md, "A corpus 1,000× the Bible's"): the lists of
+# words of the whole text (~14 bytes a byte) and one language encoded at once (~18 bytes a byte)
+MEMORY_PER_BYTE = 35
+MEMINFO = Path("/proc/meminfo")
+
+
+def check_memory(spec: Spec) -> None:
+    """Refuse, in one line and before anything is read, text whose preparation would not fit in the memory
+    available now (MEMINFO's MemAvailable; no check where it says nothing): MEMORY_PER_BYTE x the bytes of
+    the training and dev files."""
+    total = sum(p.stat().st_size for p in (*spec.train, *(spec.dev or ())) if p.is_file())
+    try:
+        available = next((int(line.split()[1]) * 1024 for line in MEMINFO.read_text().splitlines()
+                          if line.startswith("MemAvailable:")), None)
+    except (OSError, ValueError, IndexError):
+        available = None
+    need = MEMORY_PER_BYTE * total
+    if available is None or need <= available:
+        return
+    gib = 1024**3
+    raise MinimultError(f"{spec.describe()}: {total / 1e6:,.1f} MB of text need ~{need / gib:.1f} GiB of memory to "
+                        f"prepare (~{MEMORY_PER_BYTE} bytes a byte: every line is held as words, a language is "
+                        f"encoded at once) and {available / gib:.1f} GiB is available: cut every file to its first N "
+                        f"lines (the same N, head -n N) or sample lines, to at most "
+                        f"~{available / MEMORY_PER_BYTE / 1e6:,.1f} MB in all (data.train_sentences does not lower "
+                        f"it: every line is read first); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
+
+
 def _dictionaries(spec: Spec):
     if isinstance(spec.dictionary, dict):
         for k, lang in enumerate(spec.languages[1:], 1):

@@ -28,7 +28,8 @@ from tokenizers import normalizers
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.languages import Side, english_side
 from minimult.data.links import read_links, says_silver, write_links
-from minimult.data.parallel import Spec, absolute, is_manifest, parse_spec, read_corpora, read_dictionary, tokenize
+from minimult.data.parallel import (Spec, absolute, check_memory, is_manifest, parse_spec, read_corpora,
+                                     read_dictionary, tokenize)
 from minimult.data.sources import Source, register
 from minimult.data.sources.en_es import silver_gold
 from minimult.data.sources.shift import one_piece_sides
@@ -89,6 +90,7 @@ class Parallel(Source):
 
     def corpora(self, data_cfg, progress):
         spec = spec_of(data_cfg)
+        check_memory(spec)  # a text too large for this machine is one line, before it is read
         progress(f"reading {len(spec.languages)} languages' files ({spec.describe()}) ...")
         return read_corpora(spec, data_cfg.train_sentences or None, data_cfg.dev_sentences or None, progress)
 
