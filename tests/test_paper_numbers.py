@@ -124,8 +124,13 @@ def test_table1_has_the_papers_numbers_for_its_rows_only():
     assert "Dufter & Schütze (2020)" in grid.paper_source
     by_id = {s.id: s.paper for s in grid.settings}
     assert by_id.pop("4p") == {}  # not a paper row
-    assert all(len(p) == 9 for p in by_id.values())
-    assert by_id["0"] == {"mu": 0.70, "align_f1_L0": 1.00, "retrieval_L0": 0.16, "translation_L0": 0.88,
+    means = {i: {k: v for k, v in p.items() if not k.endswith("_std")} for i, p in by_id.items()}
+    stds = {i: {k for k in p if k.endswith("_std")} for i, p in by_id.items()}
+    assert all(len(p) == 9 for p in means.values())
+    # Table 1 gives a std for every cell but µ; Table 2's no-parallel rows give none
+    assert all(len(stds[i]) == (0 if i in ("21", "21b") else 8) and "mu_std" not in stds[i] for i in stds)
+    assert by_id["1"]["retrieval_L0_std"] == 0.13 and by_id["18"]["ppl_dev_std"] == 42.7
+    assert means["0"] == {"mu": 0.70, "align_f1_L0": 1.00, "retrieval_L0": 0.16, "translation_L0": 0.88,
                           "align_f1_L8": 1.00, "retrieval_L8": 0.97, "translation_L8": 0.79,
                           "ppl_train": 9, "ppl_dev": 217}
     assert (by_id["21b"]["mu"], by_id["18"]["ppl_dev"], by_id["30"]["translation_L8"]) == (0.07, 4128, 0.81)
@@ -191,7 +196,7 @@ def test_the_quick_manifest_finds_table1_from_the_repository():
 def test_a_section_without_paper_numbers_renders_as_before(tmp_path):
     rep, md, rows = report(tmp_path, old_manifest(str(tmp_path / "gone.toml")))  # the grid file is gone
     header = "| ID | setting | n | µ | p (µ) | align F1 L0 | ρ L0 | τ L0 | align F1 L8 | ρ L8 | τ L8 | ppl train |"
-    table = md[md.index(header):].strip().splitlines()
+    table = md[md.index(header):].strip().split("\n\n")[0].splitlines()
     assert table[2:] == [
         "| 0 | original | 2 | 0.120 ± 0.028 |  | 0.920 ± 0.028 | 0.015 ± 0.007 | 0.110 ± 0.014 | 0.960 ± 0.014 "
         "| 0.310 ± 0.014 | 0.130 ± 0.014 | 37.0 ± 1.4 | 275 ± 7.1 |",

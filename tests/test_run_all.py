@@ -43,12 +43,15 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     after = rest[len(table):]                                                         # then the probe table's pointer
     report = out.resolve() / "report" / "tiny"
     source = load_grid(ROOT / "experiments" / "table1.toml").paper_source  # the paper's numbers beside ours
-    assert after[:3] == ["", f"In parentheses, the paper's numbers: {source}.", ""]
+    assert after[:3] == ["", f"In parentheses, the paper's numbers (± its standard deviation over seeds, where it gives "
+                             f"one): {source}.", ""]
     assert after[3].startswith("Training: 2 runs, ") and " on cpu (" in after[3]  # what the training took
     assert after[4:6] == ["", "## Table 1: multilinguality and model fit (Dufter & Schütze 2020): the paper's orderings"]
-    orderings = [line for line in after if line.startswith("|")]  # one seed a side: a direction, never a verdict
+    tables = [block.splitlines() for block in "\n".join(after).split("\n\n") if block.startswith("|")]
+    orderings, floor = tables[0], tables[1]  # one seed a side: a direction, never a verdict
     assert orderings[0].startswith("| claim |") and len(orderings) == 4, orderings  # 1 < 0 (µ), 1 ≈ 0 (ppl dev)
     assert all(line.endswith("| **cannot tell** |") for line in orderings[2:])
+    assert floor[0] == "| setting | on the floor | seeds' µ |" and floor[2].startswith("| 1 lang-pos | 1 of 1 (100%")
     assert after[-4:] == ["", f"Language identification per layer (2 settings): {report}/table1.md and "
                               f"{report}/language_id.png", "", f"site: {report}/index.html"]
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0", "1"]
