@@ -163,8 +163,8 @@ def _manifest(path: Path) -> Spec:
     others = set(names[1:])
     for key, given in (("dictionary", dictionary if isinstance(dictionary, dict) else {}), ("links", table("links"))):
         if set(given) - others:
-            raise MinimultError(f"{where}: [{key}] names {sorted(set(given) - others)[0]!r}; its entries pair the first "
-                                f"language ({first}) with another: {', '.join(names[1:])}")
+            raise MinimultError(f"{where}: [{key}] names {sorted(set(given) - others)[0]!r}; its entries pair the "
+                                f"first language ({first}) with another: {', '.join(names[1:])}")
     base = m.get("links_base")
     if base is not None and base not in (0, 1):
         raise MinimultError(f"{where}: links_base must be 0 or 1 (where a Pharaoh file's word indices start)")

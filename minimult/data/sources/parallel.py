@@ -161,13 +161,15 @@ class Parallel(Source):
                 "pairs": len(corpus), **corpus.stats,
                 "languages": {lang: {"words": sum(map(len, corpus.language(k))),
                                      "types": len({w for s in corpus.language(k) for w in s}),
-                                     "pieces": int(len(encoded[k].ids)), "unk_rate": float(np.mean(encoded[k].ids == 1))}
+                                     "pieces": int(len(encoded[k].ids)),
+                                     "unk_rate": float(np.mean(encoded[k].ids == 1))}
                               for k, lang in enumerate(names)}}
             if split == "dev":
                 for k, lang in enumerate(names[1:], 1):
                     if lang in spec.links:
                         links = self._dev_links(spec, lang, corpus, k)
-                        np.save(tmp / f"dev_{lang}_gold.npy", _sure_gold(encoded[0], encoded[k], corpus.verse_ids, links))
+                        np.save(tmp / f"dev_{lang}_gold.npy",
+                                _sure_gold(encoded[0], encoded[k], corpus.verse_ids, links))
                         write_links(tmp / f"links-dev-{lang}.links",
                                     [(int(v), int(a), int(b), "S" if s else "P")
                                      for v, a, b, s in zip(links.verse_ids, links.a, links.b, links.sure)],
@@ -219,8 +221,8 @@ class Parallel(Source):
             entries = []
             for a, b in read_dictionary(spec.dictionary[lang], lang, spec):
                 ia, ib = first.index.get(a), mine.index.get(b)
-                if ia is not None and ib is not None and ia >= N_SPECIAL and ib >= N_SPECIAL \
-                        and not any(v.continuation and w.startswith(v.continuation) for v, w in ((first, a), (mine, b))):
+                continued = any(v.continuation and w.startswith(v.continuation) for v, w in ((first, a), (mine, b)))
+                if ia is not None and ib is not None and ia >= N_SPECIAL and ib >= N_SPECIAL and not continued:
                     entries.append((ia, ib))
             entries = list(dict.fromkeys(entries))
         else:
@@ -245,8 +247,8 @@ class Parallel(Source):
 
         if self.shares_vocabulary(data_cfg):
             return torch.arange(N_SPECIAL, len(prepared.vocab))
-        return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k))) + k * data_cfg.vocab_size
-                          for k in range(data_cfg.n_langs)])
+        return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k)))
+                          + k * data_cfg.vocab_size for k in range(data_cfg.n_langs)])
 
     def display(self, prepared, data_cfg, ids) -> list[str]:
         """Each id as its language's piece (one shared vocabulary: that vocabulary's)."""
