@@ -208,7 +208,7 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
         run = Run.open(resume)
         with locked(run):
             meta = run_train([run], resume=True, log=echo, nproc=nproc, stop_after=stop_after)[0]
-        echo(_stopped_text(run, meta) or f"run folder: {run.path}")
+        echo(_stopped_text(run, meta) or f"done: {run.path}")
         return
     overrides = _overrides(train_options=True)
     if launched is not None:

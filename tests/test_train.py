@@ -252,6 +252,7 @@ def test_cli_stop_after_stops_with_a_checkpoint_and_resume_goes_on_as_if_never_s
     assert_one_line_error(cli("pretrain", "--resume", str(part), "--stop-after", "3"), "has trained 5 steps already")
     proc = cli("pretrain", "--resume", str(part))
     assert proc.returncode == 0 and "stopped" not in proc.stdout, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"done: {part}"  # as a run that was never stopped ends
     a, b = (load_checkpoint(d / "checkpoint.pt") for d in (full, part))
     assert a["step"] == b["step"] == total and b["complete"] and read_json(part / "run.json")["status"] == "complete"
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
