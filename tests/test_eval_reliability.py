@@ -346,3 +346,17 @@ def test_links_are_refused_only_when_the_scored_language_is_reordered(tmp_path):
                 checked_file(run, str(links))
         else:
             assert checked_file(run, str(links)) == str(links)
+
+
+def test_evals_first_line_says_how_many_dev_sentences_it_reads_and_perplexity_only_when_it_runs(runs):
+    """The tiny corpus has fewer dev sentences than asked for: the line says how many are read; under `--only`
+    without perplexity it says nothing about perplexity (issue 63, minor)."""
+    done, _ = runs
+    lines = []
+    evaluate_run(done, log=lines.append, write=False, only=["retrieval"], dev_sentences=5000)
+    first = next(l for l in lines if l.startswith("eval: ") and "dev sentences" in l)
+    n = int(first.split()[1].replace(",", ""))
+    assert n < 5000 and "perplexity" not in first, first
+    lines.clear()
+    evaluate_run(done, log=lines.append, write=False, only=["retrieval", "perplexity"], ppl_sentences=20)
+    assert any(l.startswith(f"eval: {n:,} dev sentences") and "perplexity on 20 sequences" in l for l in lines), lines

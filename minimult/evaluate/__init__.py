@@ -111,8 +111,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     ctx = context(run, model, layers, dev_sentences=dev_sentences or run.cfg.data.dev_sentences,
                   ppl_sentences=ppl_sentences, timings=timings, precision=check_precision(precision),
                   inputs=inputs, log=log, attention=attention)
-    log(f"eval: {ctx.dev_sentences:,} dev sentences, layers {', '.join(map(str, layers))}, "
-        f"perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split")
+    ppl = "" if only and "perplexity" not in only else \
+        f", perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split"
+    log(f"eval: {ctx.dev[0].num_sentences:,} dev sentences, layers {', '.join(map(str, layers))}{ppl}")
     scores = evaluate_model(ctx, log, only=only)
     if only and not scores.get("layers") and not any(k != "layers" for k in scores):
         raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
