@@ -235,7 +235,10 @@ xx = "xx.dev.txt"
                            ('first = "de"\n[languages]\nen = "a"\nxx = "b"\n', "first = 'de' is not one of"),
                            ('dev_share = 2\n[languages]\nen = "a"\nxx = "b"\n', "dev_share must be a number"),
                            ('[languages]\nen = "a"\nxx = "b"\n[dev]\nen = "c"\n', "[dev] names en; it needs a file"),
-                           ('[languages]\nen = "a"\nxx = "b"\n[links]\nen = "l"\n', "[links] names 'en'")):
+                           ('[languages]\nen = "a"\nxx = "b"\n[links]\nen = "l"\n', "[links] names 'en'"),
+                           # wrong types were accepted (issue 63, minor): a number as dictionary, true as links_base
+                           ('dictionary = 5\n[languages]\nen = "a"\nxx = "b"\n', "dictionary = 5: give \"identical\""),
+                           ('links_base = true\n[languages]\nen = "a"\nxx = "b"\n', "links_base must be 0 or 1")):
         with pytest.raises(MinimultError, match=fragment.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")) as e:
             parse_spec(manifest(tmp_path, text))
         assert "\n" not in str(e.value)

@@ -155,7 +155,7 @@ def _manifest(path: Path) -> Spec:
     if "lowercase" in m and not isinstance(m["lowercase"], bool):
         raise MinimultError(f"{where}: lowercase must be true or false")
     dictionary = m.get("dictionary")
-    if isinstance(dictionary, str) and dictionary != "identical":
+    if (isinstance(dictionary, str) and dictionary != "identical") or not isinstance(dictionary, (str, dict, type(None))):
         raise MinimultError(f"{where}: dictionary = {dictionary!r}: give \"identical\" or a [dictionary] table of "
                             f"word<TAB>word files per language")
     if isinstance(dictionary, dict):
@@ -166,7 +166,7 @@ def _manifest(path: Path) -> Spec:
             raise MinimultError(f"{where}: [{key}] names {sorted(set(given) - others)[0]!r}; its entries pair the "
                                 f"first language ({first}) with another: {', '.join(names[1:])}")
     base = m.get("links_base")
-    if base is not None and base not in (0, 1):
+    if base is not None and (isinstance(base, bool) or base not in (0, 1)):
         raise MinimultError(f"{where}: links_base must be 0 or 1 (where a Pharaoh file's word indices start)")
     return Spec(tuple(names), tuple(files[n] for n in names), tuple(dev[n] for n in names) if dev else None,
                 float(share), lowercase=bool(m.get("lowercase", False)), dictionary=dictionary or None,
