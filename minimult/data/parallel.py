@@ -155,7 +155,8 @@ def _manifest(path: Path) -> Spec:
     if "lowercase" in m and not isinstance(m["lowercase"], bool):
         raise MinimultError(f"{where}: lowercase must be true or false")
     dictionary = m.get("dictionary")
-    if (isinstance(dictionary, str) and dictionary != "identical") or not isinstance(dictionary, (str, dict, type(None))):
+    if not isinstance(dictionary, (str, dict, type(None))) or (isinstance(dictionary, str)
+                                                               and dictionary != "identical"):
         raise MinimultError(f"{where}: dictionary = {dictionary!r}: give \"identical\" or a [dictionary] table of "
                             f"word<TAB>word files per language")
     if isinstance(dictionary, dict):
