@@ -136,6 +136,19 @@ def budget(presets, mods, settings, json_path, readme):
                             f"comma-separated")
     if json_path:
         check_writable_file(json_path, "--json")
+    if readme:  # the README's table keeps every preset it lists: a narrower --preset would drop rows
+        from minimult.data.corpus import text_lines
+        from minimult.report.readme import markers
+
+        begin, end = markers(b.MARKER)
+        lines = text_lines(Path(readme).read_text(encoding="utf-8"))
+        block = lines[lines.index(begin) + 1:lines.index(end)] if begin in lines and end in lines else []
+        listed = [row.split("|")[1].strip() for row in block[2:] if row.startswith("|")]
+        dropped = [p for p in listed if p in PRESETS and p not in names]
+        if dropped:
+            every = ",".join(dict.fromkeys(p for p in listed + names if p in PRESETS))
+            raise MinimultError(f"--readme {readme}: its budget table lists {', '.join(dropped)} too; give --preset "
+                                f"{every} (or leave --readme out to print the table only)")
     rows = []
     for preset in names:
         cfg, active = resolve(preset, parse_overrides(settings), mods)

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from conftest import TINY_SETTINGS
+from conftest import ROOT, TINY_SETTINGS
 from minimult.cli import main
 from minimult.config import resolve
 from minimult.errors import MinimultError
@@ -186,6 +186,17 @@ def test_budget_without_a_preset_is_refused_and_the_readme_kept(tmp_path, preset
     readme.write_text("intro\n<!-- BEGIN budget -->\n| preset | ... |\n| quick | 1 |\n<!-- END budget -->\n")
     before = readme.read_bytes()
     one_error_line(cli("budget", "--preset", presets, "--readme", readme), "names no preset")
+    assert readme.read_bytes() == before
+
+
+def test_budget_readme_with_fewer_presets_than_its_table_lists_is_refused(tmp_path):
+    """`budget --preset paper --readme README.md` would replace the README's four preset rows with one: refused,
+    naming the presets to give, before anything is computed (issue 63, minor)."""
+    readme = tmp_path / "README.md"
+    readme.write_bytes((ROOT / "README.md").read_bytes())
+    before = readme.read_bytes()
+    one_error_line(cli("budget", "--preset", "paper", "--readme", readme),
+                   "lists quick, paper-b256, quick-b256 too; give --preset paper,quick,paper-b256,quick-b256")
     assert readme.read_bytes() == before
 
 
