@@ -42,6 +42,19 @@ def _separate_and_stacked(tmp_path, specs, **overrides):
     return cfgs, separate, stacked
 
 
+
+def padded_item(g: torch.Generator, B: int, T: int, nsp: bool = False) -> dict:
+    """A random (B, T) batch as `Bert.mlm_loss` takes it: rows of 3..T real tokens (row 0 full), padding 0, every
+    third real token selected; with `nsp`, random next-sentence labels (drawn last, from the same generator)."""
+    lengths = torch.randint(3, T + 1, (B,), generator=g)
+    lengths[0] = T
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    ids = torch.randint(5, 40, (B, T), generator=g).masked_fill(~mask, 0)
+    selected = mask.flatten().nonzero().squeeze(1)[::3]
+    out = {"input_ids": ids, "position_ids": torch.arange(T).expand(B, T), "token_type_ids": torch.zeros_like(ids),
+           "attention_mask": mask, "selected": selected, "targets": ids.flatten()[selected]}
+    return {**out, "nsp_labels": torch.randint(0, 2, (B,), generator=g)} if nsp else out
+
 def test_stacked_runs_equal_separate_runs(tmp_path):
     # different seeds (other batches, padding, masking and dropout draws) and different mods
     specs = [(None, 0), ("shift-special", 0), ("no-random", 42)]
@@ -82,14 +95,7 @@ def test_stacked_losses_are_each_models_own_loss_with_nsp():
     g = torch.Generator().manual_seed(1)
 
     def item(B, T):
-        lengths = torch.randint(3, T + 1, (B,), generator=g)
-        lengths[0] = T
-        mask = torch.arange(T)[None, :] < lengths[:, None]
-        ids = torch.randint(5, 40, (B, T), generator=g).masked_fill(~mask, 0)
-        selected = mask.flatten().nonzero().squeeze(1)[::3]
-        return {"input_ids": ids, "position_ids": torch.arange(T).expand(B, T), "token_type_ids": torch.zeros_like(ids),
-                "attention_mask": mask, "selected": selected, "targets": ids.flatten()[selected],
-                "nsp_labels": torch.randint(0, 2, (B,), generator=g)}
+        return padded_item(g, B, T, nsp=True)
 
     items = [item(6, 9), item(4, 12)]
     torch.manual_seed(0)
@@ -182,13 +188,7 @@ def test_gpu_formulation_computes_the_same_on_cpu(monkeypatch, heads):
     g = torch.Generator().manual_seed(0)
 
     def item(B, T):
-        lengths = torch.randint(3, T + 1, (B,), generator=g)
-        lengths[0] = T
-        mask = torch.arange(T)[None, :] < lengths[:, None]
-        ids = torch.randint(5, 40, (B, T), generator=g).masked_fill(~mask, 0)
-        selected = mask.flatten().nonzero().squeeze(1)[::3]
-        return {"input_ids": ids, "position_ids": torch.arange(T).expand(B, T), "token_type_ids": torch.zeros_like(ids),
-                "attention_mask": mask, "selected": selected, "targets": ids.flatten()[selected]}
+        return padded_item(g, B, T)
 
     items = [item(6, 9), item(4, 12)]
     torch.manual_seed(0)

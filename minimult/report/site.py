@@ -41,7 +41,7 @@ from markupsafe import Markup
 
 from minimult.data.cache import cache_root
 from minimult.errors import MinimultError
-from minimult.runs import write_json
+from minimult.runs import flat, write_json
 from minimult.config import PRESETS
 from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
@@ -630,14 +630,10 @@ def _curve_points(rows: list[dict]) -> dict[str, list]:
     return {k: v for k, v in out.items() if v}
 
 
-def _flat(config: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in config.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
-    return out
+def _flat(config: dict) -> dict:
+    """`runs.flat` with every value the page's JSON can compare as it is: lists (mask.probs) as their JSON text."""
+    return {k: v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+            for k, v in flat(config).items()}
 
 
 def _run_row(folder: Folder, d: Path, run: Run | None, context: dict) -> dict:
