@@ -180,8 +180,7 @@ def places(sections_by_folder: dict[str, list[Section]]) -> list[Place]:
         for s in sections:
             if s.manifest is None:
                 continue
-            grid = s.manifest.name.removesuffix(".sweep.json")
-            out += [Place(g, folder, grid) for g in s.groups]
+            out += [Place(g, folder, s.grid) for g in s.groups]
     return out
 
 
@@ -443,7 +442,7 @@ def section_claims(claims: list[Claim], section: Section) -> list[Claim]:
     budget)."""
     if section.manifest is None:
         return []
-    grid = section.manifest.name.removesuffix(".sweep.json")
+    grid = section.grid
     return [c for c in claims if not c.a.constant and not c.b.constant and c.a.grid == grid and c.b.grid == grid]
 
 

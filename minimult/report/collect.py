@@ -78,6 +78,11 @@ class Section:
     # without a results.json; "not started")
     pending: list[dict] = field(default_factory=list)
 
+    @property
+    def grid(self) -> str | None:
+        """The grid its sweep manifest names (`table1` for table1.sweep.json); None for runs of no sweep."""
+        return self.manifest.name.removesuffix(".sweep.json") if self.manifest else None
+
 
 def read_object(path: Path) -> dict | None:
     """A JSON object from `path`; None when it is missing, unreadable or not an object."""

@@ -106,8 +106,7 @@ def table1_sections(sections_by_folder: dict[str, list[Section]]) -> list[Sectio
     found = {}
     for sections in sections_by_folder.values():
         for s in sections:
-            grid = s.manifest.name.removesuffix(".sweep.json") if s.manifest else ""
-            if grid == "table1" and s.preset in RECIPES and s.preset not in found:
+            if s.grid == "table1" and s.preset in RECIPES and s.preset not in found:
                 found[s.preset] = s
     return [found[p] for p in RECIPES if p in found]
 

@@ -118,7 +118,7 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         base = baseline_for(section, sections)
         base_values = {k: [run_values(r, top)[k] for r in base.runs] for k in keys} if base else None
         rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
-        grid = section.manifest.name.removesuffix(".sweep.json") if section.manifest else None
+        grid = section.grid
         label = base.label if base else None
         if base is not None and not any(g is base for g in section.groups):  # borrowed: it may have trained otherwise
             label += f" (from the section {next(s.title for s in sections if any(g is base for g in s.groups))})"
