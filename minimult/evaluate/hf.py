@@ -50,7 +50,7 @@ from minimult.data.layout import Layout
 from minimult.data.sources.shift import one_piece_sides
 from minimult.data.sources.unicode import shift_text
 from minimult.errors import MinimultError
-from minimult.evaluate.links import LinkFile
+from minimult.evaluate.links import LinkFile, words_per_sentence
 from minimult.evaluate.registry import text_evaluators
 from minimult.evaluate.representations import Context
 from minimult.evaluate.segments import with_segment
@@ -189,23 +189,18 @@ def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool, unico
 
 def check_words(side: Side, lines: list[str], path) -> None:
     """Link files count whitespace words: refuse a line where the tokenizer leaves a word without pieces."""
-    have = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1]) if len(side.ids) else \
-        np.zeros(len(lines), np.int64)
-    have[side.lengths == 0] = 0  # reduceat gives an empty line its neighbour's count
+    have = words_per_sentence(side)
     for i, line in enumerate(lines):
         if have[i] != len(line.split()):
             raise MinimultError(f"{path}:{i + 1}: the tokenizer gives pieces to {have[i]} of the line's "
                                 f"{len(line.split())} words, so link indices cannot address them")
 
 
-def recorded_languages(model: HFBert) -> dict:
-    """`minimult_languages` of a minimult export ({} for any other checkpoint)."""
-    return getattr(model.hf.config, "minimult_languages", None) or {}
-
-
-def recorded_training(model: HFBert) -> dict:
-    """`minimult_training` of a minimult export (how far and how its run trained; {} for any other)."""
-    return getattr(model.hf.config, "minimult_training", None) or {}
+def recorded(model: HFBert, key: str) -> dict:
+    """What a minimult export records in its config under `key` ({} for any other checkpoint):
+    `minimult_languages` (each language's tokenizer, layout and word order) or `minimult_training` (how far and
+    how its run trained)."""
+    return getattr(model.hf.config, key, None) or {}
 
 
 def recorded_layout(spec: dict, lang: int) -> Layout:
@@ -230,14 +225,10 @@ def in_order(side: Side, name: str, spec: dict, directory) -> Side:
 
 
 def language_tokenizers(directory, record: dict, langs) -> list:
-    """The tokenizers of the named languages (an export keeps a language's own in its sub-folder)."""
+    """The tokenizers of the named languages (`check_langs` first; an export keeps a language's own in its
+    sub-folder)."""
     from transformers import AutoTokenizer  # lazy: an optional dependency (the test extra), ~1.3 s to import
 
-    unknown = [l for l in langs if l not in record]
-    if unknown:
-        known = ", ".join(record) or "none (not a minimult export that records them)"
-        raise MinimultError(f"--langs {','.join(langs)}: {directory} has no language {unknown[0]!r}; its "
-                            f"languages: {known}")
     out = []
     for lang in langs:
         sub = Path(directory) / record[lang]["tokenizer"]
@@ -281,7 +272,7 @@ def check_langs(directory, record: dict, langs) -> None:
 def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=None, directory=None, log=None):
     """(sides, layouts, dictionary sides or None, language names) for the pair; with `shift` on a minimult
     export, every language the run had (`shifted_languages`)."""
-    record = recorded_languages(model)
+    record = recorded(model, "minimult_languages")
     if langs:
         if shift:
             raise MinimultError("--shift and --langs: --shift makes B the id-shifted copy of A; --langs names the "
@@ -326,11 +317,7 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
     max_len = model.hf.config.max_position_embeddings
     layouts = [Layout(k, k * offset, pad=tokenizer.pad_token_id, cls=tokenizer.cls_token_id,
                       sep=tokenizer.sep_token_id, mask=tokenizer.mask_token_id, max_len=max_len) for k in range(2)]
-    dictionary = None
-    if shift:
-        special = set(tokenizer.all_special_ids)
-        en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
-        dictionary = one_piece_sides([en, en + offset])
+    dictionary = shifted_dictionary(tokenizer, [0, offset]) if shift else None
     return sides, layouts, dictionary, ("en", "fake")
 
 
@@ -355,9 +342,15 @@ def shifted_languages(tokenizer, model: HFBert, record: dict, lines, directory):
                             f"tokenizer's {V:,} ids at the recorded offsets")
     sides = [in_order(_side(tokenizer, lines, k, layout.id_offset, True), name, record[name], directory)
              for k, (name, layout) in enumerate(zip(names, layouts))]
+    return sides, layouts, shifted_dictionary(tokenizer, [l.id_offset for l in layouts]), tuple(names)
+
+
+def shifted_dictionary(tokenizer, offsets) -> list[Side]:
+    """The dictionary of id-shifted copies: every non-special id of the tokenizer, one entry per id, at each
+    language's id offset."""
     special = set(tokenizer.all_special_ids)
-    en = np.array([i for i in range(V) if i not in special], dtype=np.int32)
-    return sides, layouts, one_piece_sides([en + layout.id_offset for layout in layouts]), tuple(names)
+    en = np.array([i for i in range(len(tokenizer)) if i not in special], dtype=np.int32)
+    return one_piece_sides([en + offset for offset in offsets])
 
 
 def pair_inputs(lines: int, link_file, link_base: int | None) -> dict:
@@ -386,7 +379,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     if top >= rows:  # would be an IndexError deep in the embedding lookup
         raise MinimultError(f"{directory}: the tokenizer writes id {top:,} but the model's embedding table has "
                             f"{rows:,} rows: this tokenizer does not belong to these weights")
-    record, training = recorded_languages(model), recorded_training(model)
+    record, training = recorded(model, "minimult_languages"), recorded(model, "minimult_training")
     if training and not training.get("complete"):
         status = str(training.get("status") or "")
         total = training.get("total_steps")

@@ -35,20 +35,27 @@ from minimult.data.links import link_format, read_links, word_first_pieces
 from minimult.errors import MinimultError
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
-from minimult.evaluate.representations import encode_sides, truncate
+from minimult.evaluate.representations import truncate
+
+
+def words_per_sentence(side) -> np.ndarray:
+    """(S,) int64: how many words (pieces that begin one) each of `side`'s S sentences has."""
+    if not len(side.ids):
+        return np.zeros(side.num_sentences, np.int64)
+    counts = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1])
+    counts[side.lengths == 0] = 0  # reduceat gives an empty sentence its neighbour's count
+    return counts
 
 
 def word_vectors(vectors: torch.Tensor, side) -> list[torch.Tensor]:
-    """Per sentence, (W, H) mean of each word's piece vectors (the words inside the window)."""
+    """vectors (P, H), the pieces of `side` -> per sentence, (W, H): the mean of each word's piece vectors (the
+    words inside the window)."""
     word = torch.as_tensor(np.cumsum(side.word_starts) - 1, device=vectors.device)
     n_words = int(side.word_starts.sum())
     sums = torch.zeros(n_words, vectors.shape[1], device=vectors.device).index_add_(0, word, vectors)
     counts = torch.bincount(word, minlength=n_words).clamp(min=1)[:, None]
     pooled = sums / counts
-    per_sentence = np.add.reduceat(side.word_starts.astype(np.int64), side.offsets[:-1]) \
-        if len(side.ids) else np.zeros(side.num_sentences, np.int64)
-    per_sentence[side.lengths == 0] = 0
-    cuts = np.concatenate([[0], np.cumsum(per_sentence)])
+    cuts = np.concatenate([[0], np.cumsum(words_per_sentence(side))])
     return [pooled[cuts[i]:cuts[i + 1]] for i in range(side.num_sentences)]
 
 
@@ -135,9 +142,7 @@ def run(ctx) -> dict:
         row_of = {int(v): i for i, v in enumerate(verse_ids)}
         index = np.array([row_of[int(v)] for v in chosen])
         cut = [truncate(s.subset(index), ctx.max_len - 2) for s in sides]
-        kept = [{int(v): int(n)
-                 for v, n in zip(chosen, np.add.reduceat(c.word_starts.astype(np.int64), c.offsets[:-1]))}
-                for c in cut] if len(cut[0].ids) else [{}, {}]
+        kept = [{int(v): int(n) for v, n in zip(chosen, words_per_sentence(c))} for c in cut]
     inside = np.array([a < kept[0].get(int(v), 0) and b < kept[1].get(int(v), 0)
                        for v, a, b in zip(links.verse_ids, links.a, links.b)], dtype=bool)
     sure = {(int(v), int(a), int(b))
@@ -154,7 +159,7 @@ def run(ctx) -> dict:
             ctx.log(f"note: links: {scored.path} has no sure links inside the model's window (only possible ones, "
                     f"P): recall and F1 have nothing to score, stored as null; precision and AER are scored")
         with ctx.phase("forward_links"):
-            vectors = encode_sides(ctx.model, cut, ctx.layouts, ctx.layers, ctx.device, ctx.attention, ctx.precision)
+            vectors = ctx.encode(cut)
         layers = {}
         for l in ctx.layers:
             with ctx.phase("links"):

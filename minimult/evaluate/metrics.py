@@ -91,10 +91,15 @@ def alignment_prf(src: torch.Tensor, src_offsets, tgt: torch.Tensor, tgt_offsets
     n_pred = int((pred >= 0).sum())
     n_gold = link_keys.numel()
     n_correct = int((pred[link_keys // width] == link_keys % width).sum()) if n_gold else 0  # (piece, b) predicted
-    precision = n_correct / n_pred if n_pred else 0.0
-    recall = n_correct / n_gold if n_gold else 0.0
+    return dict(_prf(n_correct, n_pred, n_correct, n_gold), n_pred=n_pred, n_gold=n_gold, n_correct=n_correct)
+
+
+def _prf(precise: int, predicted: int, recalled: int, gold: int) -> dict:
+    """{precision: precise / predicted, recall: recalled / gold, f1: their harmonic mean}, 0 where undefined."""
+    precision = precise / predicted if predicted else 0.0
+    recall = recalled / gold if gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return dict(precision=precision, recall=recall, f1=f1, n_pred=n_pred, n_gold=n_gold, n_correct=n_correct)
+    return dict(precision=precision, recall=recall, f1=f1)
 
 
 def _p1(queries: torch.Tensor, keys: torch.Tensor, chunk: int) -> float:
@@ -181,11 +186,8 @@ def link_scores(predicted: set, sure: set, possible: set) -> dict:
     AER is 1 then."""
     possible = possible | sure
     a_s, a_p = len(predicted & sure), len(predicted & possible)
-    precision = a_p / len(predicted) if predicted else 0.0
-    recall = a_s / len(sure) if sure else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     aer = 1 - (a_s + a_p) / (len(predicted) + len(sure)) if predicted or sure else 1.0
-    return dict(precision=precision, recall=recall, f1=f1, aer=aer, predicted=len(predicted), sure=len(sure),
+    return dict(_prf(a_p, len(predicted), a_s, len(sure)), aer=aer, predicted=len(predicted), sure=len(sure),
                 possible=len(possible))
 
 

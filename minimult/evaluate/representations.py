@@ -174,6 +174,11 @@ class Context:
         """`phase(self.timings, name)`: the block's wall and CPU seconds go to timings[name]."""
         return phase(self.timings, name)
 
+    def encode(self, sides: list[Side]) -> list[dict[int, torch.Tensor]]:
+        """Per side {layer: (P, H) float32}: `encode_sides` of `sides` with this evaluation's model, layers,
+        device, attention and precision."""
+        return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention, self.precision)
+
     @cached_property
     def dev(self) -> list[Side]:
         """The dev sentences of both languages, cut to the model's window; how many were cut is counted
@@ -209,8 +214,7 @@ class Context:
         alignment, retrieval and word order)."""
         sides = self.dev
         with self.phase("forward_dev"):
-            return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention,
-                                self.precision)
+            return self.encode(sides)
 
     def pair(self, k: int) -> "PairContext":
         """English and language k: what a pairwise evaluator sees when the run has more than two languages."""
@@ -221,8 +225,7 @@ class Context:
         """Per language {layer: (D, H) float32}: each dictionary entry's vector, as `dev_vectors`'."""
         sides = self.dictionary_sides
         with self.phase("forward_dictionary"):
-            return encode_sides(self.model, sides, self.layouts, self.layers, self.device, self.attention,
-                                self.precision)
+            return self.encode(sides)
 
 
 def _english_and_k(name: str) -> property:
@@ -247,6 +250,7 @@ class PairContext:
     # the parent's per-language lists restricted to [English, language k]
     dev = _english_and_k("dev")
     dev_vectors = _english_and_k("dev_vectors")
+    links = Context.links  # the gold links of the pair's dev sentences: language k's against English
 
     @cached_property
     def dictionary_sides(self) -> list[Side]:
@@ -262,14 +266,7 @@ class PairContext:
         if self.parent.pair_dictionary is None:
             return [self.parent.dictionary_vectors[0], self.parent.dictionary_vectors[self.k]]
         with self.phase("forward_dictionary"):
-            return encode_sides(self.model, self.dictionary_sides, self.layouts, self.layers, self.device,
-                                self.attention, self.precision)
-
-    @cached_property
-    def links(self) -> np.ndarray:
-        """(K, 3) int: the gold links of the pair's dev sentences (sentence, English position, language k's)."""
-        with self.phase("data"):
-            return gold_links(self.dev[1])
+            return self.encode(self.dictionary_sides)
 
 
 def context(run, model, layers, **options) -> Context:
