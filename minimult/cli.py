@@ -38,9 +38,9 @@ def data_options(f):
         click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None, cls=DerivedHelp,
                      derived_help=cli_help.sources),
         click.option("--files", default=None, metavar="NAME=PATH,...|MANIFEST.toml",
-                     help="The parallel source's files (data.files; implies --source parallel): line-aligned or "
-                          "keyed (ID<TAB>text), the first name the first language, or a TOML manifest with dev files, "
-                          "tokenization, dictionaries and link files (docs/corpora.md)."),
+                     help="The parallel source's files (data.parallel.files; implies --source parallel): "
+                          "line-aligned or keyed (ID<TAB>text), the first name the first language, or a TOML manifest "
+                          "with dev files, tokenization, dictionaries and link files (docs/corpora.md)."),
         click.option("--langs", "n_langs", type=int, default=None, metavar="N",
                      help="Languages in the run, English included (data.n_langs, default 2): shift gives N-1 "
                           "Fake-Englishes, en-es with 3 adds Fake-English to English and Spanish."),
@@ -73,7 +73,8 @@ def _overrides(train_options: bool = False) -> dict:
     keys = set(valid_keys())
     named = lambda section: {f"{section}.{name}": v for name, v in params.items()  # noqa: E731
                              if v is not None and f"{section}.{name}" in keys}
-    return {**named("data"), **parse_overrides(params["settings"]), **(named("train") if train_options else {})}
+    return {**named("data"), **named("data.parallel"), **parse_overrides(params["settings"]),
+            **(named("train") if train_options else {})}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

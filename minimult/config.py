@@ -24,9 +24,8 @@ from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.layout import layouts, model_sizes
 from minimult.data.masking import MaskConfig
 from minimult.data.vocab import TOKENIZERS
-from minimult.knn.config import KnnConfig
 from minimult.model_config import ModelConfig, solve_sizes
-from minimult.mods import canonical, parse_mods
+from minimult.mods import canonical, parse_mods, registered
 from minimult.registry import Registry
 
 
@@ -38,7 +37,7 @@ class DataConfig:
     dev_sentences: int = 10_000
     vocab_size: int = 2048  # per language, specials included
     # the language source (minimult.data.sources): shift | unicode | en-es | parallel. Named `fake` before
-    # real languages came (still read as an alias: ALIASES); the stored form keeps that name (`comparable`)
+    # real languages came (still read: OLD_KEYS); the stored form keeps that name (`comparable`)
     source: str = "shift"
     n_langs: int = 2  # languages in the run, the first language first; the source names them (Source.languages)
     # pieces per sequence incl. [CLS]/[SEP]; positions per language. Longer sentences are cut to fit and
@@ -49,9 +48,21 @@ class DataConfig:
     # one vocabulary trained over every language's text, one id block for all (K et al.'s word-piece
     # overlap); false: each language its own vocabulary at its own id offset (what the source supports)
     shared_vocab: bool = False
-    # the parallel source's files: `NAME=PATH,NAME=PATH,...` (line-aligned or keyed, the first name the first
-    # language) or a TOML manifest (docs/corpora.md); "" for every other source
-    files: str = ""
+    # A source with settings of its own brings them as a section of `data` (`Source.settings`), added below by
+    # `with_sections`: data.parallel.files, the parallel source's files.
+
+    # keys of older versions -> their names now (`legacy`; `comparable` writes them back for hashes): the source
+    # was `fake` before real languages came, the parallel source's files `files` before sources had sections
+    OLD_KEYS: typing.ClassVar = {"fake": "source", "files": "parallel.files"}
+
+    @classmethod
+    def legacy(cls, values: dict) -> dict:
+        """`values` (this section's settings from a config.json, a grid file or --set) with old keys under their
+        names now (`OLD_KEYS`); where both are given, the name now wins."""
+        out = json.loads(json.dumps(values))
+        for old, new in cls.OLD_KEYS.items():
+            _move(out, old, new)
+        return out
 
     @property
     def fake(self) -> str:
@@ -152,9 +163,6 @@ class TrainConfig:
                                 "row's vectors depend on the width of its whole batch")
 
 
-# sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a
-# resume matches checkpoints and the report groups runs without them
-EVALUATION_SECTIONS = ("transfer",)
 # settings that say how a run executes, not which run it is (their fields' metadata is EXECUTION): left out
 # where a sweep matches run folders, a resume matches checkpoints and the report groups runs (and of a run's
 # fingerprint, which they would otherwise change for every run made before they existed)
@@ -222,35 +230,50 @@ class TransferConfig:
         return out
 
 
+# sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a resume
+# matches checkpoints and the report groups runs without them. Each is an evaluator's own settings (its
+# `Evaluator.settings`, tests/test_registries.py checks they agree), defined here because config cannot import
+# the evaluators (they import torch, and config)
+EVALUATION = {"transfer": TransferConfig}
+EVALUATION_SECTIONS = tuple(EVALUATION)
+
+
+def with_sections(cls, sections, *more):
+    """`cls` (a frozen settings dataclass) extended by a section per (name, frozen dataclass) in `sections` (the
+    settings components bring: `Source.settings`, `Mod.settings`), each at its defaults, then by the fields
+    `more` ((name, type, default)): a run config's sections composed from the registered components."""
+    fields = [(name, tp, field(default_factory=tp)) for name, tp in sections]
+    fields += [(name, tp, field(default=default)) for name, tp, default in more]
+    return dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True,
+                                      namespace={"__module__": __name__, "__doc__": cls.__doc__})
+
+
+DataConfig = with_sections(DataConfig, [s.settings for s in sources.REGISTRY.values() if s.settings])
+
+
 @dataclass(frozen=True)
 class RunConfig:
+    """The run's settings: the stages' sections, then (`with_sections`, below) the sections the registered mods
+    bring (knn-replace's `knn`) and the evaluation sections (`transfer`), the canonical mods and the preset."""
+
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    knn: KnnConfig = field(default_factory=KnnConfig)
-    transfer: TransferConfig = field(default_factory=TransferConfig)
-    mods: str = "original"  # canonical mod list, filled in by `resolve`
-    preset: str = "paper"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
-        def build(tp, values, section=""):
-            known = {f.name: f for f in dataclasses.fields(tp)}
-            kwargs = {}
-            for k, v in sorted(values.items(), key=lambda kv: f"{section}{kv[0]}" in ALIASES):  # new names win
-                k = ALIASES.get(f"{section}{k}", f"{section}{k}").removeprefix(section)
-                if k in kwargs:
-                    continue
-                if k not in known:
-                    continue  # a key from a newer/older version: ignore rather than fail to load
-                hint = typing.get_type_hints(tp)[k]
-                kwargs[k] = build(hint, v, f"{k}.") if dataclasses.is_dataclass(hint) else (
-                    tuple(v) if isinstance(v, list) else v)
-            return tp(**kwargs)
+        """A stored config (config.json, a checkpoint's): old keys read through each section's `legacy`; a key
+        this version does not know (from a newer or older one) is ignored rather than failing to load."""
+        def build(tp, values):
+            values = tp.legacy(values) if hasattr(tp, "legacy") else values
+            hints = typing.get_type_hints(tp)
+            return tp(**{f.name: build(hints[f.name], values[f.name]) if dataclasses.is_dataclass(hints[f.name])
+                         else tuple(values[f.name]) if isinstance(values[f.name], list) else values[f.name]
+                         for f in dataclasses.fields(tp) if f.name in values})
 
         return build(cls, d)
 
@@ -258,25 +281,54 @@ class RunConfig:
         return json.dumps(self.to_dict(), indent=2)
 
 
-# old setting names still read (in overrides, grid files and stored config.json) -> their current names
-ALIASES = {"data.fake": "data.source"}
+RunConfig = with_sections(RunConfig, [*(m.settings for m in registered() if m.settings), *EVALUATION.items()],
+                          ("mods", str, "original"),  # canonical mod list, filled in by `resolve`
+                          ("preset", str, "paper"))
+
+# keys added since runs were made, left out of what hashes read (`comparable`) while at these values, which
+# is how those runs trained
+UNHASHED_DEFAULTS = {"data.files": "", "mask.mixes": "text"}
 
 
 def comparable(config: dict) -> dict:
-    """A config dict (`RunConfig.to_dict()`) in the form it had before `data.source`, `data.files` and
-    `mask.mixes`: the source under its old name `fake`, `files` and `mixes` left out while at their default.
-    What hashes of a run's settings read, so a run made before the rename keeps its fingerprint (the report's
-    setting names)."""
+    """A config dict (`RunConfig.to_dict()`) in the form it had before `data.source`, `data.parallel.files` and
+    `mask.mixes`: every section's keys under their old names (its `OLD_KEYS`), `files` and `mixes` left out while
+    at their default (UNHASHED_DEFAULTS). What hashes of a run's settings read, so a run made before these
+    changes keeps its fingerprint (the report's setting names); tests/test_config_hashes.py checks every
+    committed run's."""
     out = json.loads(json.dumps(config))
-    data = out.get("data")
-    if isinstance(data, dict):
-        if "source" in data:
-            data["fake"] = data.pop("source")
-        if data.get("files", None) == "":
-            data.pop("files")
-    if isinstance(out.get("mask"), dict) and out["mask"].get("mixes", None) == "text":
-        out["mask"].pop("mixes")  # the default from before mask.mixes existed
+    hints = typing.get_type_hints(RunConfig)
+    for section in dataclasses.fields(RunConfig):
+        if isinstance(out.get(section.name), dict):
+            for old, new in getattr(hints[section.name], "OLD_KEYS", {}).items():
+                _move(out[section.name], new, old)
+    for key, default in UNHASHED_DEFAULTS.items():
+        section, _, name = key.partition(".")
+        if isinstance(out.get(section), dict) and name in out[section] and out[section][name] == default:
+            out[section].pop(name)
     return out
+
+
+def _move(d: dict, src: str, dst: str) -> None:
+    """The value at dotted path `src` of `d` moved to `dst`, in place, unless `dst` holds one (then it is dropped)."""
+    value = _take(d, src)
+    if value is not dataclasses.MISSING:
+        *path, name = dst.split(".")
+        for k in path:
+            d = d.setdefault(k, {})
+        d.setdefault(name, value)
+
+
+def _take(d: dict, path: str):
+    """Removes and returns the value at dotted `path` of `d` (MISSING: none); a section left empty goes too."""
+    head, _, rest = path.partition(".")
+    if not rest:
+        return d.pop(head, dataclasses.MISSING)
+    inner = d.get(head)
+    value = _take(inner, rest) if isinstance(inner, dict) else dataclasses.MISSING
+    if inner == {}:
+        d.pop(head)
+    return value
 
 
 # Presets: overrides applied to the defaults before the user's own and before the mods.
@@ -328,31 +380,48 @@ def _coerce(value, tp, key: str):
 
 
 def valid_keys() -> list[str]:
-    out = []
-    for section in dataclasses.fields(RunConfig):
-        if dataclasses.is_dataclass(section.default_factory if section.default_factory is not
-                                    dataclasses.MISSING else None):
-            tp = section.default_factory
-            out += [f"{section.name}.{f.name}" for f in dataclasses.fields(tp)]
-    return out
+    """Every key `--set` takes: `section.name`, and `section.sub.name` in a component's section within a section
+    (data.parallel.files)."""
+    def keys(tp, prefix: str) -> list[str]:
+        hints = typing.get_type_hints(tp)
+        return [k for f in dataclasses.fields(tp) for k in (keys(hints[f.name], f"{prefix}{f.name}.")
+                if dataclasses.is_dataclass(hints[f.name]) else [f"{prefix}{f.name}"])]
+
+    return [k for k in keys(RunConfig, "") if "." in k]
 
 
 def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
-    """Apply dotted-key overrides, checking every key and value."""
-    hints = typing.get_type_hints(RunConfig)
-    changes: dict[str, dict] = {}
+    """Apply dotted-key overrides (old keys read through the sections' `legacy`), checking every key and value."""
+    nested: dict = {}
     for key, value in overrides.items():
-        key = ALIASES.get(key, key)
-        section, _, name = key.partition(".")
-        tp = hints.get(section)
-        if not dataclasses.is_dataclass(tp) or name not in {f.name for f in dataclasses.fields(tp)}:
+        *path, name = key.split(".")
+        d = nested
+        for k in path:
+            d = d.setdefault(k, {})
+        d[name] = value
+    if "data" in nested:  # what a source derives from its own settings (parallel: data.n_langs from its files)
+        data = DataConfig.legacy(nested["data"])
+        nested["data"] = sources.get(data.get("source", cfg.data.source)).derive(cfg.data, data)
+    return _replaced(cfg, nested, "")
+
+
+def _replaced(obj, changes: dict, prefix: str):
+    """`obj` (a settings dataclass) with `changes` ({name: value or {name: ...} for a section}) applied: one
+    replace per section, so its checks see all of its new values at once, in whatever order they came."""
+    tp = type(obj)
+    changes = tp.legacy(changes) if hasattr(tp, "legacy") else changes
+    hints, names = typing.get_type_hints(tp), {f.name for f in dataclasses.fields(tp)}
+    values = {}
+    for name, value in changes.items():
+        key, hint = f"{prefix}{name}", hints.get(name) if name in names else None
+        section = dataclasses.is_dataclass(hint)
+        if hint is None or section != isinstance(value, dict) or not (section or prefix):
+            while isinstance(value, dict) and value:  # the key as given: its first setting's
+                name, value = next(iter(value.items()))
+                key += f".{name}"
             raise MinimultError(f"unknown setting {key!r}; valid settings: {', '.join(valid_keys())}")
-        changes.setdefault(section, {})[name] = _coerce(value, typing.get_type_hints(tp)[name], key)
-    if "data" in changes:  # what a source derives from its own settings (parallel: data.n_langs from the files)
-        changes["data"] = sources.get(changes["data"].get("source", cfg.data.source)).derive(cfg.data, changes["data"])
-    # one replace per section: its checks see all of its new values at once, in whatever order they came
-    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **values)
-                                       for section, values in changes.items()})
+        values[name] = _replaced(getattr(obj, name), value, f"{key}.") if section else _coerce(value, hint, key)
+    return dataclasses.replace(obj, **values)
 
 
 def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:

@@ -435,9 +435,8 @@ class Run:
         where the vocabulary stayed the same."""
         recorded = self.meta.get("data_sha256")
         if recorded and recorded != prepared.data_hash:
-            files = " or ".join(dict.fromkeys(str(f)
-                                              for f in (self.cfg.data.train, self.cfg.data.dev, self.cfg.data.files)
-                                              if f))
+            data = self.cfg.data
+            files = " or ".join(dict.fromkeys(str(f) for f in (data.train, data.dev, data.parallel.files) if f))
             then = "since it started" if doing == "resume" else "since it trained"
             raise MinimultError(f"the prepared corpus at {prepared.path} ({prepared.data_hash[:12]}) is not the text "
                                 f"this run trained on ({recorded[:12]}, run.json): {files} changed {then}; refusing to "

@@ -246,7 +246,8 @@ xx = "xx.dev.txt"
 
 def test_settings_that_do_not_fit_the_files_are_one_line(lines):
     files = inline(lines)
-    for more, fragment in (({"data.n_langs": 2}, "data.files names 3 languages (en, xx, yy); got data.n_langs=2"),
+    for more, fragment in (({"data.n_langs": 2},
+                            "data.parallel.files names 3 languages (en, xx, yy); got data.n_langs=2"),
                            ({"data.train": "x.txt"}, "--train-file and --dev-file do not apply"),
                            ({"data.files": ""}, "reads the files named by --files")):
         with pytest.raises(MinimultError, match=fragment.replace("(", r"\(").replace(")", r"\)")) as e:
@@ -373,7 +374,7 @@ mods = "inv-order=yy"
     assert [t.mods for t in tasks] == ["original", "inv-order=yy"]
     for t in tasks:
         assert t.config["data"]["n_langs"] == 3 and t.config["data"]["source"] == "parallel"
-        assert t.config["data"]["files"] == ",".join(f"{n}={lines[n]}" for n in ("en", "xx", "yy"))
+        assert t.config["data"]["parallel"]["files"] == ",".join(f"{n}={lines[n]}" for n in ("en", "xx", "yy"))
 
 
 # ---------------------------------------------------------------------------------------------

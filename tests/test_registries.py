@@ -96,6 +96,23 @@ def test_one_registry_helper_for_every_kind():
             registry.add(next(iter(registry)), None)
 
 
+def test_a_components_own_settings_are_a_section_of_the_run_config():
+    """Each component's `settings` (section, dataclass) is a section of the run config at its defaults, whose
+    keys --set takes: a source's within `data` (data.parallel.files), a mod's and an evaluator's at the top (knn,
+    transfer). The evaluation sections config lists (it cannot import the evaluators) are the evaluators'."""
+    from minimult.config import EVALUATION, RunConfig, valid_keys
+
+    cfg, keys = RunConfig(), set(valid_keys())
+    owners = [(cfg.data, "data.", s) for s in SOURCES.values()] + [(cfg, "", c) for c in (*MODS.values(),
+                                                                                          *EVALUATORS.values())]
+    for within, prefix, component in owners:
+        if component.settings:
+            section, settings = component.settings
+            assert getattr(within, section) == settings(), component.name
+            assert {f"{prefix}{section}.{f.name}" for f in dataclasses.fields(settings)} <= keys, component.name
+    assert {e.settings for e in EVALUATORS.values() if e.settings} == set(EVALUATION.items())
+
+
 def test_units_per_word_covers_every_tokenizer():
     """The sweep's cost model measures every tokenizer's units per word (an unknown one would count as wordpiece)."""
     from minimult.data.vocab import TOKENIZERS

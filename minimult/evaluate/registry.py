@@ -107,6 +107,9 @@ class Evaluator:
     # the names of the evaluator options its `inputs` reads (links': `link_file`, `link_base`, eval's --links and
     # --link-base): `evaluate_run` takes them as keyword arguments and refuses a name no evaluator declares
     options: tuple[str, ...] = ()
+    # (section, frozen dataclass): its own settings, cfg.<section>, an evaluation section of the run config
+    # (config.EVALUATION, which cannot import the evaluators: tests/test_registries.py checks the two agree)
+    settings: tuple[str, type] | None = None
 
     def lines(self, results: dict) -> list[str]:
         """Its lines in `minimult eval`'s printout: `describe`'s, or its scalar columns that have a value."""

@@ -409,7 +409,7 @@ register(Evaluator(
     "transfer", "zero-shot transfer on the New Testament part task (or a task directory): first-language accuracy, "
     "zero-shot accuracy and ∆",
     version=2,  # 2: any number of languages (∆ per language), task directories; the NT numbers are unchanged
-    order=97, run=evaluate, standalone=True, combine=combine, inputs=inputs,
+    order=97, run=evaluate, standalone=True, combine=combine, inputs=inputs, settings=("transfer", TransferConfig),
     columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
              Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
              Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆")),

@@ -13,6 +13,9 @@ A mod acts only through hooks that the stages call (all optional):
 - `build(data, sides, cfg, value, log) -> dict`: what training needs built for it, passed to the
   masking step by name (knn-replace: `{"neighbours": table}`).
 
+A mod with settings of its own brings them: `settings = (section, frozen dataclass)` becomes that section of
+the run config (knn-replace's `knn`: `cfg.knn.dim`, `--set knn.dim=100`).
+
 Each module of this package holds one family of mods and registers them on import; importing
 `minimult.mods` imports them all, so there is no second list to keep in sync. `order` fixes the
 canonical order of mods in run names and results. Adding a mod = one file (copy `word_order.py`)
@@ -60,6 +63,7 @@ class Mod:
     # why a run with it wants a GPU ("": it does not): the registry-wide test (tests/test_registries.py) skips
     # it on a CPU with this reason, and the gate (experiments/gate.py) trains it on fewer sentences
     needs_gpu: str = ""
+    settings: tuple[str, type] | None = None  # (section, frozen dataclass): its own settings, cfg.<section>
 
     def spec(self, value) -> str:
         return self.name if self.parse is None or value is None else f"{self.name}={value}"

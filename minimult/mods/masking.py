@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from minimult.data.masking import MIXES, NEIGHBOUR, RANDOM
 from minimult.errors import MinimultError
 from minimult.mods import Mod, positive_int, register, set_section
+
+SEED_DICTIONARIES = ("unsupervised", "identical", "dictionary")
+
+
+@dataclass(frozen=True)
+class KnnConfig:
+    """knn-replace's settings (the `knn` section: `--set knn.dim=...`); k itself is the mod's value
+    (`knn-replace=k`)."""
+
+    dim: int = 300  # fastText dimension of the static embeddings
+    # where VecMap's self-learning starts: "unsupervised" (the similarity-distribution seed, the paper's),
+    # "identical" (pieces spelled alike in both languages) or "dictionary" (the source's translation
+    # dictionary: en-es's silver pairs, the identity for Fake-English)
+    seed_dictionary: str = "unsupervised"
+
+    def __post_init__(self):
+        if self.dim < 1:
+            raise MinimultError(f"knn.dim must be >= 1, got {self.dim}")
+        if self.seed_dictionary not in SEED_DICTIONARIES:
+            raise MinimultError(f"knn.seed_dictionary must be one of {', '.join(SEED_DICTIONARIES)}, got "
+                                f"{self.seed_dictionary!r}")
 
 
 def _neighbours(data, sides, cfg, k, log):
@@ -46,4 +69,4 @@ register(Mod("knn-replace", "30% of selected tokens replaced by one of their k n
              "another language (mix 0.5, 0.1, 0.1, 0.3)", 1, order=40, group="masking mix",
              parse=positive_int, default=1, build=_neighbours, provides=("neighbours",),
              configure=lambda cfg, k: _mix(cfg, "knn-replace"),
-             overridable=("mask.probs",), check=_knn_share))
+             overridable=("mask.probs",), check=_knn_share, settings=("knn", KnnConfig)))

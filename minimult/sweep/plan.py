@@ -90,8 +90,9 @@ def _absolute_files(values: dict) -> dict:
     for key in ("data.train", "data.dev"):
         if key in out and isinstance(out[key], str) and Path(out[key]).is_file():
             out[key] = str(Path(out[key]).resolve())
-    if isinstance(out.get("data.files"), str):  # the parallel source's NAME=PATH list or manifest
-        out["data.files"] = absolute(out["data.files"])
+    for key in ("data.parallel.files", "data.files"):  # the parallel source's NAME=PATH list or manifest (old key)
+        if isinstance(out.get(key), str):
+            out[key] = absolute(out[key])
     return out
 
 

@@ -12,7 +12,8 @@ A `Source` owns, for its languages (0 = the first language, English in the built
 - optionally its own corpora (`corpora`, with `cache_key` naming what they are read from; `check`
   refuses settings that do not apply) and how its ids are shown (`display`),
 - how any text in one of its languages becomes that language's ids (`words`, `encode`: a labelled task's
-  sentences for `minimult transfer --task`).
+  sentences for `minimult transfer --task`),
+- optionally settings of its own (`settings`: a section of `data`, as parallel's `data.parallel.files`).
 
 Sources register on import of their module; this package imports every module in it, so adding a
 source is one file (copy `shift.py`) plus its test. `data.source` in the config (`--source`; its old
@@ -52,7 +53,10 @@ class Source:
     max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
     shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
     corpus: str | None = None  # how messages name the training corpus when it is not data.train's (en-es)
-    reads_files: bool = False  # whether data.files applies (the parallel source's language files)
+    reads_files: bool = False  # whether it reads the user's language files (data.parallel.files: the parallel source)
+    # (section, frozen dataclass): settings of its own, a section of `data` (config.with_sections); another
+    # source's settings set away from their defaults are refused
+    settings: tuple[str, type] | None = None
     pair_dictionaries: bool = False  # a dictionary per language pair (`pair_dictionary`), not one for all
 
     def languages(self, n_langs: int) -> tuple[str, ...]:
@@ -62,7 +66,7 @@ class Source:
 
     def names(self, data_cfg) -> tuple[str, ...]:
         """The names of a run's languages, the first language first (a source whose names come from its
-        settings, as parallel's from data.files, overrides this; the others name them by number)."""
+        settings, as parallel's from its files, overrides this; the others name them by number)."""
         return self.languages(data_cfg.n_langs)
 
     def corpus_name(self, data_cfg) -> str:
@@ -89,9 +93,11 @@ class Source:
                                 f"vocabulary's ids moved into blocks of their own (--source unicode learns one "
                                 f"vocabulary over English and a shifted script; --source en-es and parallel can "
                                 f"share one)")
-        if data_cfg.files and not self.reads_files:
-            raise MinimultError(f"--files (data.files) names the parallel source's language files; --source "
-                                f"{self.name} does not read them (use --source parallel)")
+        for other in REGISTRY.values():
+            if other is not self and other.settings and getattr(data_cfg, other.settings[0]) != other.settings[1]():
+                raise MinimultError(f"data.{other.settings[0]} holds the {other.name} source's settings (--files: its "
+                                    f"language files); --source {self.name} does not read them (use --source "
+                                    f"{other.name})")
 
     def text_inputs(self, data_cfg) -> dict[str, dict]:
         """Per language name: `tokenizer`, the run folder's sub-folder holding that language's tokenizer.json

@@ -1,5 +1,6 @@
 """The user's own languages: N >= 2 named files of parallel text (`--source parallel --files en=a.txt,el=b.txt`
-or a TOML manifest; reading: `minimult.data.parallel`, formats and limits: docs/corpora.md).
+or a TOML manifest; reading: `minimult.data.parallel`, formats and limits: docs/corpora.md). Its settings are
+the `data.parallel` section (`ParallelConfig`: `data.parallel.files`; `data.files` still reads).
 
 The first language's sentences are the prepared corpus's (`train.npz`, `dev.npz`, the root vocabulary);
 every other language keeps its encoded text (`train_NAME.npz`, `dev_NAME.npz`) and, with a vocabulary of
@@ -19,6 +20,7 @@ vocabularies), one per language pair. Each pair's id is its line number (line-al
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,26 +39,36 @@ from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
 
 
+@dataclass(frozen=True)
+class ParallelConfig:
+    """The parallel source's settings: the section `data.parallel` of a run's config."""
+
+    # the languages' files (--files): `NAME=PATH,NAME=PATH,...` (line-aligned or keyed, the first name the first
+    # language) or a TOML manifest (docs/corpora.md). Its old key `data.files` still reads (DataConfig.legacy)
+    files: str = ""
+
+
 @lru_cache(maxsize=32)
 def _spec(files: str, stamp: float) -> Spec:
     return parse_spec(files)
 
 
 def spec_of(data_cfg) -> Spec:
-    """The parsed data.files (a manifest is read again when it changes)."""
-    path = Path(data_cfg.files.strip())
-    stamp = path.stat().st_mtime if is_manifest(data_cfg.files) and path.is_file() else 0.0
-    return _spec(data_cfg.files, stamp)
+    """The parsed data.parallel.files (a manifest is read again when it changes)."""
+    files = data_cfg.parallel.files
+    path = Path(files.strip())
+    return _spec(files, path.stat().st_mtime if is_manifest(files) and path.is_file() else 0.0)
 
 
 class Parallel(Source):
     name = "parallel"
-    description = "your own parallel files: N named languages, line-aligned or keyed (--files, data.files)"
+    description = "your own parallel files: N named languages, line-aligned or keyed (--files, data.parallel.files)"
     verse_sentences = True  # a sentence is one pair's line: link files address pairs by id
     alignment_gold = "gold"
     max_langs = None
     shared_option = True
     reads_files = True
+    settings = ("parallel", ParallelConfig)
     pair_dictionaries = True  # a dictionary per language pair (Context.pair_dictionary)
 
     def languages(self, n_langs: int) -> tuple[str, ...]:
@@ -67,8 +79,9 @@ class Parallel(Source):
 
     def derive(self, current, changes: dict) -> dict:
         """--files alone sets data.n_langs to the number of languages it names."""
-        if changes.get("files") and "n_langs" not in changes:
-            return {**changes, "n_langs": len(parse_spec(changes["files"]).languages)}
+        files = (changes.get("parallel") or {}).get("files")
+        if files and "n_langs" not in changes:
+            return {**changes, "n_langs": len(parse_spec(files).languages)}
         return changes
 
     def corpus_name(self, data_cfg) -> str:
@@ -77,11 +90,12 @@ class Parallel(Source):
     def check(self, data_cfg) -> None:
         spec = spec_of(data_cfg)
         if (data_cfg.train, data_cfg.dev) != (DEFAULT_TRAIN, DEFAULT_DEV):
-            raise MinimultError("--source parallel reads the files named by --files (data.files); --train-file and "
-                                "--dev-file do not apply (dev files or dev_share go into a manifest)")
+            raise MinimultError("--source parallel reads the files named by --files (data.parallel.files); "
+                                "--train-file and --dev-file do not apply (dev files or dev_share go into a manifest)")
         if data_cfg.n_langs != len(spec.languages):
-            raise MinimultError(f"data.files names {len(spec.languages)} languages ({', '.join(spec.languages)}); got "
-                                f"data.n_langs={data_cfg.n_langs} (leave --langs out: the files set it)")
+            raise MinimultError(f"data.parallel.files names {len(spec.languages)} languages "
+                                f"({', '.join(spec.languages)}); got data.n_langs={data_cfg.n_langs} (leave --langs "
+                                f"out: the files set it)")
 
     def cache_key(self, data_cfg, key: dict) -> dict:
         key = {**key, "train": "parallel", "dev": "parallel", "version": self.version,
@@ -275,4 +289,4 @@ def _sure_gold(first, other, pair_ids, links) -> np.ndarray:
 
 register(Parallel())
 
-__all__ = ["Parallel", "absolute", "spec_of"]
+__all__ = ["Parallel", "ParallelConfig", "absolute", "spec_of"]
