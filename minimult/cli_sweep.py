@@ -64,8 +64,7 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
     grid = load_grid(grid_file)
     try:
         summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address,
-                            root, parse_overrides(settings), log=click.echo,
-                            only=_ids(only), stack=stack,
+                            root, parse_overrides(settings), log=click.echo, only=_ids(only), stack=stack,
                             progress_every=status_every, nproc=nproc)
     except KeyboardInterrupt:
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)

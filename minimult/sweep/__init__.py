@@ -23,11 +23,9 @@ and `progress` (status lines). The data are prepared (cached) once in this proce
 so workers only read the cache. A failing run is reported with its error line and the others go on; each run's
 own log is `sweep.log` in its folder; every `progress_every` seconds the sweep prints where each running run
 is and roughly how long the sweep has left (`minimult.sweep.progress`). The sweep writes
-`<root>/<grid>.sweep.json` (settings -> run folders) for `minimult report`.
-
-Settings a grid marks `needs_gpu = true` (overparam: BERT-base sizes, about a day per quick-preset
-run on one CPU core) are left out on a machine without CUDA, with a line saying so, unless `only`
-names them; with a Ray `address` they are kept (the cluster may have GPUs).
+`<root>/<grid>.sweep.json` (settings -> run folders) for `minimult report`. Settings a grid marks `needs_gpu`
+are left out on a machine without CUDA unless `only` names them (`plan.triage`; with a Ray `address` they
+are kept: the cluster may have GPUs).
 """
 
 from __future__ import annotations
@@ -223,9 +221,8 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     outcomes.sort(key=lambda o: order[o.task.run_dir])
     summary = Summary(outcomes, root, manifest)
     log(summary.line())
-    for o in summary.failed:
-        log(f"  failed: {o.task.name}: {o.message}")
-    for o in summary.outcomes:
-        if o.status == BUSY:
-            log(f"  busy: {o.task.name}: {o.message}")
+    for status in ("failed", BUSY):
+        for o in summary.outcomes:
+            if o.status == status:
+                log(f"  {status}: {o.task.name}: {o.message}")
     return summary

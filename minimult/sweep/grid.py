@@ -87,8 +87,7 @@ class Grid:
         if unknown:
             raise MinimultError(f"{self.path}: no setting with ID {', '.join(unknown)}; IDs: {', '.join(known)}")
         by_id = {s.id: s for s in self.settings}
-        return Grid(self.path, self.title, tuple(by_id[i] for i in wanted), self.seeds,
-                    self.preset, self.overrides, self.preset_overrides, self.paper_source)
+        return dataclasses.replace(self, settings=tuple(by_id[i] for i in wanted))
 
 
 # A grid file's keys are the fields of `Grid` and `Setting` (`path` is the file's own) and free text that is read
@@ -137,17 +136,9 @@ def parse_seeds(text) -> tuple[int, ...]:
     if not isinstance(text, (str, list, tuple)):
         raise bad
     items = [s.strip() for s in text.split(",")] if isinstance(text, str) else list(text)
-    seeds = []
-    for s in items:
-        if isinstance(s, str) and s.isdigit():
-            seeds.append(int(s))
-        elif isinstance(s, int) and not isinstance(s, bool) and s >= 0:
-            seeds.append(s)
-        else:
-            raise bad
-    seeds = tuple(seeds)
-    if not seeds:
+    if not items or not all(s.isdigit() if isinstance(s, str) else type(s) is int and s >= 0 for s in items):
         raise bad
+    seeds = tuple(int(s) for s in items)
     if len(set(seeds)) != len(seeds):
         raise MinimultError(f"seed given twice in {text!r}")
     return seeds
@@ -165,12 +156,14 @@ def load_grid(path: str | Path) -> Grid:
         raise MinimultError(f"{path}: unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     seeds = parse_seeds(data.get("seeds", [0]))
     overrides = _flatten(data.get("overrides", {}), f"{path}: [overrides]")
-    preset_overrides = {}
-    for name, table in _flatten_presets(data.get("preset_overrides", {}), path).items():
-        if name not in PRESETS:
-            raise MinimultError(f"{path}: [preset_overrides.{name}]: unknown preset; valid presets: "
-                                f"{', '.join(PRESETS)}")
-        preset_overrides[name] = table
+    table = data.get("preset_overrides", {})
+    if not isinstance(table, dict):
+        raise MinimultError(f"{path}: preset_overrides must be tables like [preset_overrides.quick]")
+    preset_overrides = {name: _flatten(values, f"{path}: [preset_overrides.{name}]") for name, values in table.items()}
+    unknown = [name for name in preset_overrides if name not in PRESETS]
+    if unknown:
+        raise MinimultError(f"{path}: [preset_overrides.{unknown[0]}]: unknown preset; valid presets: "
+                            f"{', '.join(PRESETS)}")
 
     raw_settings = data.get("settings")
     if not isinstance(raw_settings, list) or not raw_settings:
@@ -241,8 +234,3 @@ def _check_every_preset(grid: Grid) -> None:
             except MinimultError as e:
                 raise MinimultError(f"{grid.path}: setting {setting.id} (preset {p}): {e}") from None
 
-
-def _flatten_presets(table, path) -> dict:
-    if not isinstance(table, dict):
-        raise MinimultError(f"{path}: preset_overrides must be tables like [preset_overrides.quick]")
-    return {name: _flatten(values, f"{path}: [preset_overrides.{name}]") for name, values in table.items()}

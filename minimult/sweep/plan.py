@@ -60,12 +60,8 @@ class Summary:
         return sum(o.status == status for o in self.outcomes)
 
     @property
-    def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.status == "failed"]
-
-    @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.count("failed")
 
     def line(self) -> str:
         left_out = self.count(LEFT_OUT)
@@ -77,10 +73,6 @@ class Summary:
 
 def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
     return f"{setting_id}-{mods.replace(',', '+').replace('=', '')}-s{seed}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Planning (in the parent).
 
 
 def _absolute_files(values: dict) -> dict:
