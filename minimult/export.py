@@ -31,6 +31,7 @@ a destination.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -92,6 +93,24 @@ def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in out.items()}
 
 
+@contextlib.contextmanager
+def quiet_transformers(reports: bool = False):
+    """transformers without its progress bars and, with `reports`, without its log lines below errors (such as
+    its load report), restored after the block: the caller says what matters in one line."""
+    from transformers.utils import logging as hf_logging  # lazy: an optional dependency (the test extra)
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    if reports:
+        hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_block: int | None = None,
           languages: dict | None = None, training: dict | None = None):
     """A `transformers.BertForMaskedLM` (float32, CPU, eval mode) holding a copy of `model`'s weights;
@@ -117,9 +136,8 @@ def to_hf(model: Bert, cfg: ModelConfig, attn_implementation: str = "eager", id_
         layer_norm_eps=cfg.layer_norm_eps,
         tie_word_embeddings=True,
         attn_implementation=attn_implementation,
-        **({"minimult_id_block": id_block} if id_block else {}),
-        **({"minimult_languages": languages} if languages else {}),
-        **({"minimult_training": training} if training else {}),
+        **{key: value for key, value in (("minimult_id_block", id_block), ("minimult_languages", languages),
+                                         ("minimult_training", training)) if value},
     )
     hf = BertForMaskedLM(hf_cfg)
     hf.load_state_dict(_hf_state_dict(model, cfg), strict=True)
@@ -304,16 +322,8 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
     clean_stale_temps(out_dir)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}{TMP_INFIX}{os.getpid()}-"))
     try:
-        # lazy: an optional dependency (the test extra), ~1.3 s to import
-        from transformers.utils import logging as hf_logging
-
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # its "Writing model shards" bar: the export says what it did in one line
-        try:
+        with quiet_transformers():  # its "Writing model shards" bar: the export says what it did in one line
             to_hf(model, cfg, id_block=id_block, languages=languages, training=training).save_pretrained(tmp)
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
         if vocab_file is not None:
             subs = sorted({spec["tokenizer"] for spec in (languages or {}).values()} - {""})
             # the run's own tokenizer (so AutoTokenizer gives the run's ids), then each language's

@@ -54,6 +54,7 @@ from minimult.evaluate.links import LinkFile, words_per_sentence
 from minimult.evaluate.registry import text_evaluators
 from minimult.evaluate.representations import Context
 from minimult.evaluate.segments import with_segment
+from minimult.export import quiet_transformers
 from minimult.model import pick_device
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
@@ -123,22 +124,15 @@ def load(directory) -> tuple[object, HFBert]:
     if not any((d / f).is_file() for f in TOKENIZER_FILES):
         raise MinimultError(f"{d} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): --hf evaluates a checkpoint "
                             f"with its own tokenizer")
-    # lazy: an optional dependency (the test extra), ~1.3 s to import
-    from transformers import AutoTokenizer, BertForMaskedLM
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoTokenizer, BertForMaskedLM  # lazy: an optional dependency (the test extra), ~1.3 s
 
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()  # its load report: check_weights says what matters in one line
-    hf_logging.disable_progress_bar()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(d))
-        model, info = BertForMaskedLM.from_pretrained(str(d), attn_implementation="eager", output_loading_info=True)
+        with quiet_transformers(reports=True):  # its load report: check_weights says what matters in one line
+            tokenizer = AutoTokenizer.from_pretrained(str(d))
+            model, info = BertForMaskedLM.from_pretrained(str(d), attn_implementation="eager",
+                                                          output_loading_info=True)
     except (OSError, ValueError, KeyError) as e:
         raise MinimultError(f"cannot load {d} with transformers: {str(e).splitlines()[0]}") from None
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
     check_weights(d, model, info)
     if not tokenizer.is_fast:
         raise MinimultError(f"{d}: --hf needs a fast tokenizer (tokenizer.json) for word boundaries")
@@ -279,12 +273,10 @@ def pair_data(tokenizer, model: HFBert, a_lines, b_lines, shift: bool, langs=Non
                                 "languages the two files are written in (en,fake reads B as Fake-English too)")
         check_langs(directory, record, langs)
         tokenizers = language_tokenizers(directory, record, langs)
-        specs = [record[l] for l in langs]
-        layouts = [recorded_layout(spec, k) for k, spec in enumerate(specs)]
-        sides = [in_order(_side(t, lines, k, layout.id_offset, False, spec.get("unicode_shift", False)), name, spec,
-                          directory)
-                 for k, (t, lines, layout, spec, name) in enumerate(zip(tokenizers, (a_lines, b_lines), layouts, specs,
-                                                                         langs))]
+        layouts = [recorded_layout(record[name], k) for k, name in enumerate(langs)]
+        sides = [in_order(_side(t, lines, k, layout.id_offset, False, record[name].get("unicode_shift", False)), name,
+                          record[name], directory)
+                 for k, (t, lines, name, layout) in enumerate(zip(tokenizers, (a_lines, b_lines), langs, layouts))]
         return sides, layouts, None, tuple(langs)
     own = [l for l, spec in record.items() if spec["tokenizer"]]
     if own and shift:

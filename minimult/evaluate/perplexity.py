@@ -95,20 +95,21 @@ def run(ctx) -> dict:
     """'train' scores what each language trained on; where a mod trained the languages on different parts
     (no-parallel), 'train_parallel' also scores the whole parallel training corpus, as the paper did."""
     out = {}
-    for split in ctx.ppl_splits:  # a forward pass of its own: the inputs are masked
-        sides = ctx.views(split)
-        with ctx.phase(f"perplexity_{split}"):
+
+    def score(name: str, sides, per_language: bool) -> None:  # a forward pass of its own: the inputs are masked
+        with ctx.phase(f"perplexity_{name}"):
             scored = mlm_perplexity(ctx.model, sides, ctx.layouts, ctx.random_ids, ctx.device, ctx.ppl_sentences,
                                     attention=ctx.attention)
-        out[split] = scored["perplexity"]
-        out[f"{split}_languages"] = dict(zip(ctx.languages, scored["languages"]))  # the same masks, per language
-        out[f"{split}_word"] = out[split] ** units_per_word(sides, ctx.layouts)
+        out[name] = scored["perplexity"]
+        if per_language:  # the same masks, per language
+            out[f"{name}_languages"] = dict(zip(ctx.languages, scored["languages"]))
+        out[f"{name}_word"] = out[name] ** units_per_word(sides, ctx.layouts)
+
+    for split in ctx.ppl_splits:
+        sides = ctx.views(split)
+        score(split, sides, True)
         if split == "train" and not _same(parallel := ctx.views("train-parallel"), sides):
-            with ctx.phase("perplexity_train_parallel"):
-                out["train_parallel"] = mlm_perplexity(ctx.model, parallel, ctx.layouts, ctx.random_ids,
-                                                       ctx.device, ctx.ppl_sentences,
-                                                       attention=ctx.attention)["perplexity"]
-            out["train_parallel_word"] = out["train_parallel"] ** units_per_word(parallel, ctx.layouts)
+            score("train_parallel", parallel, False)
     return {"perplexity": out}
 
 

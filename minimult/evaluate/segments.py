@@ -66,14 +66,10 @@ def segment_vector(model, value: str) -> torch.Tensor | None:
     rows = table.detach()
     if value in ("1s", "avg") and len(rows) < 2:
         raise MinimultError(f"--segment {value}: the segment table has {len(rows)} row(s)")
-    if value == "0s":
-        return rows[0].clone()
-    if value == "1s":
-        return rows[1].clone()
-    if value == "avg":
-        return (rows[0] + rows[1]) / 2
-    if value == "null":
-        return torch.zeros_like(rows[0])
+    fixed = {"0s": lambda: rows[0].clone(), "1s": lambda: rows[1].clone(), "avg": lambda: (rows[0] + rows[1]) / 2,
+             "null": lambda: torch.zeros_like(rows[0])}
+    if value in fixed:
+        return fixed[value]()
     seed = int(value.partition(":")[2])
     return truncated_normal(rows.shape[1], model.cfg.init_std, seed).to(rows.device, rows.dtype)
 
