@@ -35,7 +35,7 @@ from minimult.data.links import link_format, read_links, word_first_pieces
 from minimult.errors import MinimultError
 from minimult.evaluate import metrics
 from minimult.evaluate.registry import Column, Evaluator, register
-from minimult.evaluate.representations import truncate
+from minimult.evaluate.representations import group_means, truncate
 
 
 def words_per_sentence(side) -> np.ndarray:
@@ -50,11 +50,7 @@ def words_per_sentence(side) -> np.ndarray:
 def word_vectors(vectors: torch.Tensor, side) -> list[torch.Tensor]:
     """vectors (P, H), the pieces of `side` -> per sentence, (W, H): the mean of each word's piece vectors (the
     words inside the window)."""
-    word = torch.as_tensor(np.cumsum(side.word_starts) - 1, device=vectors.device)
-    n_words = int(side.word_starts.sum())
-    sums = torch.zeros(n_words, vectors.shape[1], device=vectors.device).index_add_(0, word, vectors)
-    counts = torch.bincount(word, minlength=n_words).clamp(min=1)[:, None]
-    pooled = sums / counts
+    pooled = group_means(vectors, np.cumsum(side.word_starts) - 1, int(side.word_starts.sum()))
     cuts = np.concatenate([[0], np.cumsum(words_per_sentence(side))])
     return [pooled[cuts[i]:cuts[i + 1]] for i in range(side.num_sentences)]
 

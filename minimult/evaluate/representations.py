@@ -106,11 +106,17 @@ def encode_sides(model: Bert, sides: list[Side], layouts, layers, device, attent
     return [piece_vectors(model, s, layouts, layers, device, precision_=precision_) for s in sides]
 
 
+def group_means(vectors: torch.Tensor, group: np.ndarray, n: int) -> torch.Tensor:
+    """vectors (P, H) float32, group (P,) int in 0..n-1 -> (n, H): the mean of each group's rows (zeros for an
+    empty group)."""
+    index = torch.as_tensor(group, device=vectors.device)
+    sums = torch.zeros(n, vectors.shape[1], device=vectors.device).index_add_(0, index, vectors)
+    return sums / torch.bincount(index, minlength=n).clamp(min=1)[:, None]
+
+
 def sentence_vectors(vectors: torch.Tensor, side: Side) -> torch.Tensor:
     """vectors (P, H) float, the pieces of `side`'s S sentences in order -> (S, H): each sentence's mean."""
-    sent = torch.as_tensor(np.repeat(np.arange(side.num_sentences), side.lengths), device=vectors.device)
-    sums = torch.zeros(side.num_sentences, vectors.shape[1], device=vectors.device).index_add_(0, sent, vectors)
-    return sums / torch.as_tensor(np.maximum(side.lengths, 1), device=vectors.device, dtype=sums.dtype)[:, None]
+    return group_means(vectors, np.repeat(np.arange(side.num_sentences), side.lengths), side.num_sentences)
 
 
 def gold_links(second: Side) -> np.ndarray:
