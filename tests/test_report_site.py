@@ -136,12 +136,12 @@ def test_a_run_figure_is_drawn_again_only_when_what_it_shows_changed(swept, tmp_
     what it was drawn from); a run that logged more is drawn again."""
     import shutil
 
-    from minimult.report.collect import Run, _eval_rows, read_object
+    from minimult.report.collect import Run, eval_rows, read_object
     from minimult.report.figures import FIGURE_KEY, run_figure
 
     d = tmp_path / RUNS[0]
     shutil.copytree(swept.root / RUNS[0], d, ignore=shutil.ignore_patterns("*.pt"))
-    load = lambda: Run(d, read_object(d / "results.json"), read_object(d / "config.json"), _eval_rows(d))  # noqa: E731
+    load = lambda: Run(d, read_object(d / "results.json"), read_object(d / "config.json"), eval_rows(d))  # noqa: E731
     png = tmp_path / "run.png"
     run_figure(load(), png)
     first, drawn = png.stat().st_mtime_ns, png.read_bytes()

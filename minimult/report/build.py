@@ -115,7 +115,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     printed = md  # what `minimult report` prints: a section may print a line instead of its markdown (the probe)
     computed = {part.name: part.compute(sections, top) for part in report_parts()}
     for part in report_parts():
-        pieces = part.markdown(computed[part.name], top)
+        pieces = part.pieces(computed[part.name], top)
         for piece in pieces:
             md = md.rstrip("\n") + "\n\n" + piece
         for piece in ([part.printed(computed[part.name], out)] if part.printed and pieces else pieces):

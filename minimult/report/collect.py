@@ -93,7 +93,7 @@ def read_object(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _eval_rows(path: Path) -> list[dict]:
+def eval_rows(path: Path) -> list[dict]:
     """The evaluations logged during training (`--eval-every`); other and damaged lines are skipped."""
     return [row for row in log_rows(path) if isinstance(row.get("eval"), dict)]
 
@@ -170,7 +170,7 @@ def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = 
             if left_out is not None:
                 left_out.append((d, why))
             continue
-        runs.append(Run(d, results, config, _eval_rows(d)))
+        runs.append(Run(d, results, config, eval_rows(d)))
     return runs, unevaluated
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from minimult.report.collect import Section
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, mean_std
+from minimult.report.tables import aggregate, mean_std, table_lines
 
 
 def rows(sections: list[Section], top: str) -> list[dict]:
@@ -37,16 +37,14 @@ def markdown(link_rows: list[dict], top: str) -> str:
     lines = [f"## Word alignment against link files ({' and '.join(kinds)}) and retrieval", "",
              "Words pooled from their pieces, mutual argmax of cosine similarity (`eval --links`); the diagonal "
              "aligner uses word order alone; ρ at layer " + top + " in each direction. Mean ± std over runs (seeds).",
-             "",
-             "| setting | n | " + " | ".join(f"links F1 L{l}" for l in layers) +
-             f" | AER L{top} | diagonal F1 | ρ en→L1 L{top} | ρ L1→en L{top} |",
-             "|---|--:|" + "--:|" * (len(layers) + 4)]
-    for r in link_rows:
-        lines.append(f"| {r['setting']} | {r['n']} | " + " | ".join(mean_std(r["f1"][l]) for l in layers) +
-                     f" | {mean_std(r['aer'])} | {mean_std(r['diagonal_f1'])} | {mean_std(r['retrieval_forward'])} | "
-                     f"{mean_std(r['retrieval_backward'])} |")
+             ""]
+    head = ["setting", "n", *(f"links F1 L{l}" for l in layers), f"AER L{top}", "diagonal F1", f"ρ en→L1 L{top}",
+            f"ρ L1→en L{top}"]
+    lines += table_lines(head, "l" + "r" * (len(head) - 1), (
+        [r["setting"], r["n"], *(mean_std(r["f1"][l]) for l in layers)]
+        + [mean_std(r[k]) for k in ("aer", "diagonal_f1", "retrieval_forward", "retrieval_backward")]
+        for r in link_rows))
     return "\n".join(lines) + "\n"
 
 
-register(Part("links", order=40, keys=("links",), compute=rows,
-              markdown=lambda link_rows, top: [markdown(link_rows, top)] if link_rows else []))
+register(Part("links", order=40, keys=("links",), compute=rows, markdown=markdown))

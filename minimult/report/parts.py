@@ -28,8 +28,8 @@ class Part:
     """One section of the report beyond Table 1.
 
     `compute(sections, top) -> data`: from the report's sections of settings and its top layer ("8");
-    `markdown(data, top) -> [text, ...]`: its parts of table1.md (and of the site's page), none when it has
-    nothing to show; `keys`: its keys of report.json, by default `{keys[0]: data}` (`stored`) and read back from
+    `markdown(data, top) -> text or [text, ...]`: its parts of table1.md (and of the site's page), "" or none when
+    it has nothing to show; `keys`: its keys of report.json, by default `{keys[0]: data}` (`stored`) and read back from
     a report.json by `restore` (default: that key, None where an older report.json lacks it);
     `figure(data, top, out) -> path or None`: its PNG, named `figure_file` (which the site shows beside its last
     markdown part); `printed(data, out) -> text`: what `minimult report` prints instead of its markdown."""
@@ -38,12 +38,17 @@ class Part:
     order: int  # where it stands in table1.md and on the site, lower first (never renumber: pick between)
     keys: tuple[str, ...]
     compute: Callable[[list, str], Any]
-    markdown: Callable[[Any, str], list[str]]
+    markdown: Callable[[Any, str], str | list[str]]
     figure: Callable[[Any, str, Path], Path | None] | None = None
     figure_file: str | None = None
     printed: Callable[[Any, Path], str] | None = None
     stored: Callable[[Any], dict] | None = None
     restore: Callable[[dict], Any] | None = None
+
+    def pieces(self, data, top: str) -> list[str]:
+        """Its parts of table1.md, each a non-empty text."""
+        text = self.markdown(data, top)
+        return [piece for piece in ([text] if isinstance(text, str) else text) if piece]
 
     def report_keys(self, data) -> dict:
         """Its keys of report.json."""

@@ -15,6 +15,7 @@ import numpy as np
 from minimult.report.collect import Section
 from minimult.report.figures import already_drawn, pyplot, save_figure
 from minimult.report.parts import Part, register
+from minimult.report.tables import table_lines
 
 
 def curves(sections: list[Section]) -> dict[str, list[dict]]:
@@ -40,15 +41,13 @@ def probe_table(by_label: dict[str, dict | list[dict]]) -> str:
         return ""
     groups = {k: v if isinstance(v, list) else [v] for k, v in by_label.items()}
     layers = max((ps[0]["layers"] for ps in groups.values()), key=len)
-    lines = ["| setting | probe | n | " + " | ".join(f"L{l}" for l in layers) + " |",
-             "|---|---|--:|" + "--:|" * len(layers)]
+    rows = []
     for label, probes in groups.items():
         for kind in ("sentence", "token"):
-            ls, mean = _mean(probes, kind)
-            cells = dict(zip(ls, mean))
-            lines.append(f"| {label} | {kind} | {len(probes)} | "
-                         + " | ".join(f"{cells[l]:.3f}" if l in cells else "" for l in layers) + " |")
-    return "\n".join(lines) + "\n"
+            cells = dict(zip(*_mean(probes, kind)))
+            rows.append([label, kind, len(probes), *(f"{cells[l]:.3f}" if l in cells else "" for l in layers)])
+    return "\n".join(table_lines(["setting", "probe", "n", *(f"L{l}" for l in layers)], "llr" + "r" * len(layers),
+                                 rows)) + "\n"
 
 
 def markdown(by_label: dict[str, list[dict]]) -> str:
@@ -110,6 +109,6 @@ def _printed(by_label: dict[str, list[dict]], out: Path) -> str:
 
 
 register(Part("probe", order=60, keys=("probe",), compute=lambda sections, top: curves(sections),
-              markdown=lambda by_label, top: [markdown(by_label)] if by_label else [],
+              markdown=lambda by_label, top: markdown(by_label),
               figure=lambda by_label, top, out: probe_figure(by_label, out / "language_id.png"),
               figure_file="language_id.png", printed=_printed))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 
-from minimult.report.claims import (FAILS, HOLDS, UNKNOWN, Claim, comparison_text, orderings, paper_text, seeds_text,
-                                    side_text)
+from minimult.report.claims import (FAILS, HOLDS, UNKNOWN, Claim, comparison_text, orderings, ours_text, paper_text,
+                                    seeds_text)
 from minimult.report.collect import Section
 from minimult.report.parts import Part, register
-from minimult.report.tables import finite
+from minimult.report.tables import finite, table_lines
 
 FLOOR = 0.05  # µ below this: the run kept no multilinguality to speak of
 ROBUST, SPLIT = "robust", "split"
@@ -66,18 +66,17 @@ def floor_markdown(sections: list[Section]) -> str:
     ids = list(dict.fromkeys(i for rs in rates for i in rs))
     if not ids:
         return ""
-    head = " | ".join(recipe_name(s) for s in sections)
     lines = [f"Seeds on the floor (µ < {FLOOR}) of every lang-pos setting, with a Wilson 95% interval for the share "
-             f"and each seed's µ:", "", f"| setting | {head} |", "|---|" + "---|" * len(sections)]
-    for i in ids:
-        label = next(rs[i]["label"] for rs in rates if i in rs)
-        cells = []
-        for rs in rates:
-            r = rs.get(i)
-            cells.append("–" if r is None else floor_text(r) + ": " + ", ".join(
-                f"s{seed} {mu:.3f}" for seed, mu in sorted(r["mu"].items())))
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+             f"and each seed's µ:", ""]
+    rows = ([next(rs[i]["label"] for rs in rates if i in rs)]
+            + ["–" if i not in rs else f"{floor_text(rs[i])}: {_seeds_mu(rs[i])}" for rs in rates] for i in ids)
+    return "\n".join(lines + table_lines(["setting", *map(recipe_name, sections)], "l" * (len(sections) + 1),
+                                         rows)) + "\n"
+
+
+def _seeds_mu(rate: dict) -> str:
+    """`s0 0.012, s1 0.431`: each seed's µ (seeds as numbers or, from report.json, as text)."""
+    return ", ".join(f"s{seed} {mu:.3f}" for seed, mu in sorted(rate["mu"].items(), key=lambda kv: int(kv[0])))
 
 
 def _floor_part(sections: list[Section], top: str) -> list[dict]:
@@ -90,10 +89,9 @@ def _floor_markdown(data: list[dict], top: str) -> list[str]:
     for d in data or []:
         head = f"## {d['section']}: lang-pos seeds on the floor\n\n"
         lines = [f"Seeds whose µ stays below {FLOOR} (kept no multilinguality), with a Wilson 95% interval for "
-                 f"the share and each seed's µ:", "", "| setting | on the floor | seeds' µ |", "|---|---|---|"]
-        for r in d["rows"]:
-            mus = ", ".join(f"s{seed} {mu:.3f}" for seed, mu in sorted(r["mu"].items(), key=lambda kv: int(kv[0])))
-            lines.append(f"| {r['label']} | {floor_text(r)} | {mus} |")
+                 f"the share and each seed's µ:", ""]
+        lines += table_lines(["setting", "on the floor", "seeds' µ"], "lll",
+                             ([r["label"], floor_text(r), _seeds_mu(r)] for r in d["rows"]))
         out.append(head + "\n".join(lines) + "\n")
     return out
 
@@ -145,17 +143,11 @@ def both_markdown(rows: list[dict], sections: list[Section]) -> str:
     names = [recipe_name(s) for s in sections]
     counts = {v: sum(r["verdict"] == v for r in rows) for v in (ROBUST, SPLIT, FAILS, UNKNOWN)}
     lines = [f"{counts[ROBUST]} robust (hold under every recipe), {counts[SPLIT]} split, {counts[FAILS]} do not hold, "
-             f"{counts[UNKNOWN]} cannot tell (rule: docs/claims.md; 2 seeds a side at least).", "",
-             "| claim | compared | paper | " + " | ".join(f"{n}: ours (seeds) | verdict" for n in names)
-             + " | overall |",
-             "|---|---|---|" + "---|---|" * len(names) + "---|"]
-    for r in rows:
-        cells = []
-        for row in r["recipes"]:
-            if row is None:
-                cells += ["–", "–"]
-            else:
-                cells += [f"{side_text(row['a'])} vs {side_text(row['b'])} ({seeds_text(row)})", row["verdict"]]
-        lines.append(f"| {r['claim']} | {r['compared']} | {paper_text(r['paper'])} | " + " | ".join(cells)
-                     + f" | **{r['verdict']}** |")
+             f"{counts[UNKNOWN]} cannot tell (rule: docs/claims.md; 2 seeds a side at least).", ""]
+    head = ["claim", "compared", "paper", *(f"{n}: ours (seeds) | verdict" for n in names), "overall"]
+    lines += table_lines(head, "l" * (4 + 2 * len(names)), (
+        [r["claim"], r["compared"], paper_text(r["paper"])]
+        + [cell for row in r["recipes"] for cell in (["–", "–"] if row is None else
+                                                     [f"{ours_text(row)} ({seeds_text(row)})", row["verdict"]])]
+        + [f"**{r['verdict']}**"] for r in rows))
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ import numpy as np
 from minimult.report.collect import Run, Section
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, cell_text, table_columns
+from minimult.report.tables import aggregate, cell_text, table_columns, table_lines
 
 ORDER = ("original", "0s", "1s", "avg", "null")
 
@@ -56,12 +56,10 @@ def markdown(alt_rows: list[dict], top: str) -> str:
         return ""
     cols = [(c, l) for c, l in table_columns(top) if c.group != "perplexity"]
     head = ["setting", "segment", "n"] + [c.heading(l) for c, l in cols]
-    lines = ["## Segment alternations at inference (van der Goot et al. 2022)", "",
-             "| " + " | ".join(head) + " |", "|---|---|--:|" + "--:|" * len(cols)]
-    for r in alt_rows:
-        cells = [cell_text(r["metrics"][c.key(l)], c) for c, l in cols]
-        lines.append(f"| {r['setting']} | {r['segment']} | {r['n']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = ([r["setting"], r["segment"], r["n"], *(cell_text(r["metrics"][c.key(l)], c) for c, l in cols)]
+            for r in alt_rows)
+    lines = ["## Segment alternations at inference (van der Goot et al. 2022)", ""]
+    return "\n".join(lines + table_lines(head, "ll" + "r" * (len(head) - 2), rows)) + "\n"
 
 
 def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
@@ -88,6 +86,5 @@ def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
     return save_figure(fig, plt, Path(out) / "segment_alternations.png", 120)
 
 
-register(Part("segments", order=20, keys=("segment_alternations",), compute=rows,
-              markdown=lambda alt_rows, top: [markdown(alt_rows, top)] if alt_rows else [],
-              figure=figure, figure_file="segment_alternations.png"))
+register(Part("segments", order=20, keys=("segment_alternations",), compute=rows, markdown=markdown, figure=figure,
+              figure_file="segment_alternations.png"))

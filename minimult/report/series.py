@@ -36,7 +36,7 @@ from minimult.registry import Registry
 from minimult.report.collect import UNLEARNED_MARGIN, Group, Section, current_config, full_transfer, unlearned
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, baseline_for, mean_std
+from minimult.report.tables import aggregate, baseline_for, mean_std, table_lines
 from minimult.runs import flat
 
 # Fields that a size solver derives (they follow the series' own field) and sections that do not
@@ -233,6 +233,10 @@ def _rho(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.2f}"
 
 
+def _x_text(x) -> str:
+    return x if isinstance(x, str) else f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
 def markdown(found: list[dict]) -> str:
     if not found:
         return ""
@@ -246,13 +250,10 @@ def markdown(found: list[dict]) -> str:
         lines += [f"### {axis.name} ({s['table']}; {s['section']}{at})", "",
                   f"K et al.: {s['claim']}. Here: µ rank correlation {_rho(s['spearman_mu'])}, "
                   f"∆ {_rho(s['spearman_delta'])} over the {_trained(s['points'])} settings with a trained run "
-                  f"(their direction: {axis.expect}).", "",
-                  f"| {axis.label} | setting | n | parameters | µ | ∆ |", "|--:|---|--:|--:|--:|--:|"]
-        for p in s["points"]:
-            x = p["x"] if isinstance(p["x"], str) else (f"{p['x']:,}" if isinstance(p["x"], int) else f"{p['x']:g}")
-            params = f"{p['parameters']:,}" if p["parameters"] else "–"
-            mu, delta = (mean_std(p[k], missing="–") for k in ("mu", "delta"))
-            lines.append(f"| {x} | {p['setting']} | {p['n']} | {params} | {mu} | {delta} |")
+                  f"(their direction: {axis.expect}).", ""]
+        lines += table_lines([axis.label, "setting", "n", "parameters", "µ", "∆"], "rlrrrr", (
+            [_x_text(p["x"]), p["setting"], p["n"], f"{p['parameters']:,}" if p["parameters"] else "–",
+             *(mean_std(p[k], missing="–") for k in ("mu", "delta"))] for p in s["points"]))
         lines += [f"\nµ and ∆ of {p['setting']} leave out seed(s) {', '.join(map(str, p['unlearned_seeds']))}"
                   f"{' (every seed: no point)' if len(p['unlearned_seeds']) == p['n'] else ''}: fine-tuned English "
                   f"accuracy at the majority baseline (+{UNLEARNED_MARGIN}), so pretraining learned nothing (stuck "
@@ -305,5 +306,5 @@ def figure(found: list[dict], out: Path) -> Path | None:
 
 
 register(Part("series", order=50, keys=("k_et_al",), compute=lambda sections, top: series(sections),
-              markdown=lambda found, top: [markdown(found)] if found else [],
+              markdown=lambda found, top: markdown(found),
               figure=lambda found, top, out: figure(found, out), figure_file="k_et_al.png"))

@@ -46,11 +46,12 @@ from minimult.config import PRESETS
 from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
 from minimult.report.build import build_report, load, portable
-from minimult.report.collect import Group, REPOSITORY, Run, Section, log_rows, never_trained, training_seconds
+from minimult.report.collect import (Group, REPOSITORY, Run, Section, eval_rows, never_trained, read_object,
+                                     training_seconds)
 from minimult.report.figures import file_slug, run_figure, section_figure
 from minimult.report.parts import report_parts
-from minimult.report.tables import (cell_text, mu_top, pending_line, run_values, section_footer, section_table,
-                                    table_columns)
+from minimult.report.tables import (mu_top, number_cells, number_headings, pending_line, run_values, section_footer,
+                                    section_table, table_columns)
 
 RESULTS = REPOSITORY / "experiments" / "results"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -133,10 +134,6 @@ def markdown_html(text: str):
     return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.+_-]+", "_", text).strip("_")[:80] or "x"
-
-
 # ---------------------------------------------------------------------------------------------
 # What one folder's pages show.
 
@@ -151,11 +148,11 @@ class Folder:
     shown: Callable = str  # `build.portable`: a value with this machine's paths made relative
 
     def run_page(self, path: Path) -> str:
-        return f"runs/{slug(path.name)}.html"
+        return f"runs/{file_slug(path.name)}.html"
 
     def run_files(self, path: Path) -> str:
         """The folder (relative to the folder's page) holding the run's config.json, results.json, metrics.jsonl."""
-        return f"runs/{slug(path.name)}"
+        return f"runs/{file_slug(path.name)}"
 
 
 def _figure(out: Path, name: str) -> str | None:
@@ -165,15 +162,11 @@ def _figure(out: Path, name: str) -> str | None:
 def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     """A Table 1 section as the page's table: the markdown table's cells (tables.section_table), each
     setting linking to its runs."""
-    cols = table_columns(top)
-    (first, first_layer), rest = cols[0], cols[1:]
-    head = [first.heading(first_layer), f"p ({first.heading(first_layer)})"] + [c.heading(l) for c, l in rest]
-    head = [(h, term_anchor(h)) for h in head]
+    head = [(h, term_anchor(h)) for h in number_headings(top)]
     rows = []
     for g, row in zip(section.groups, agg["rows"]):
-        m, paper, k0 = row["metrics"], row.get("paper", {}), first.key(first_layer)
-        cells = [_split(cell_text(m[k0], first, paper.get(k0))), (p_shown(m[k0]["p_vs_original"]), "")]
-        cells += [_split(cell_text(m[c.key(l)], c, paper.get(c.key(l)))) for c, l in rest]
+        cells = number_cells(row, top, paper_std=False)
+        cells = [_split(cells[0]), (p_shown(cells[1]), ""), *map(_split, cells[2:])]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": [{"seed": r.seed, "href": folder.run_page(r.path), "flag": never_trained(r)}
                               for r in g.runs], "cells": cells})
@@ -184,7 +177,7 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
     training, seeds = (_figure(folder.out, section_figure(kind, section.title)) for kind in ("training", "seeds"))
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
             "notes": notes, "training": training, "seeds": seeds,
-            "anchor": "s-" + slug(section.title.split(":")[0])}
+            "anchor": "s-" + file_slug(section.title.split(":")[0])}
 
 
 def _pending(section: Section) -> str:
@@ -210,7 +203,7 @@ def _split(cell: str) -> tuple[str, str]:
 
 
 def _anchor(section: Section, g: Group) -> str:
-    return "g-" + slug(f"{section.title.split(':')[0]}-{g.id or g.name}")
+    return "g-" + file_slug(f"{section.title.split(':')[0]}-{g.id or g.name}")
 
 
 def _parts(folder: Folder) -> list[dict]:
@@ -219,7 +212,7 @@ def _parts(folder: Folder) -> list[dict]:
     r, top, out = folder.report, folder.report["top_layer"], folder.out
     parts = []
     for part in report_parts():
-        pieces = part.markdown(part.from_report(r), top)
+        pieces = part.pieces(part.from_report(r), top)
         figure = _figure(out, part.figure_file) if part.figure_file else None
         parts += [{"markdown": piece, "figure": figure if i == len(pieces) - 1 else None}
                   for i, piece in enumerate(pieces)]
@@ -243,7 +236,7 @@ def _settings(folder: Folder) -> list[dict]:
 
 def status_text(d: Path) -> str:
     """Where an unevaluated run stands, from its run.json (what training last wrote there), never a fixed phrase."""
-    meta = _read(d / "run.json")
+    meta = read_object(d / "run.json") or {}
     status = str(meta.get("status") or "unknown (no run.json status)")
     steps, total = meta.get("steps"), meta.get("total_steps")
     at = f", step {number(steps)} of {number(total)}" if steps is not None and total else ""
@@ -270,14 +263,6 @@ def _other_runs(folder: Folder) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------
 # Run pages.
-
-
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _layer_table(layers: dict) -> dict | None:
@@ -321,12 +306,12 @@ def _budget(d: Path, meta: dict, config: dict, results: dict) -> dict:
 
 
 def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, flags: list[str]) -> dict:
-    config = run.config if run else _read(d / "config.json")
+    config = run.config if run else read_object(d / "config.json") or {}
     results = run.results if run else {}
-    meta = _read(d / "run.json")
-    pseudo = run or Run(d, {}, config, [row for row in _log_rows(d) if isinstance(row.get("eval"), dict)])
+    meta = read_object(d / "run.json") or {}
+    pseudo = run or Run(d, {}, config, eval_rows(d))
     (folder.out / "runs").mkdir(exist_ok=True)
-    target = folder.out / "runs" / f"{slug(d.name)}.png"
+    target = folder.out / "runs" / f"{file_slug(d.name)}.png"
     with figure_cache(d, [target]):
         figure = run_figure(pseudo, target)
     headline = None
@@ -346,16 +331,12 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     versions = results.get("mod_versions") or meta.get("mod_versions") or {}
     files = _copy_run_files(d, folder.out / folder.run_files(d), folder.shown)
     return folder.shown({"name": d.name, "folder": folder.name, "setting": group.label if group else "", "flags": flags,
-            "files": [f"{slug(d.name)}/{f}" for f in files],
+            "files": [f"{file_slug(d.name)}/{f}" for f in files],
             "mods": mods, "mod_versions": versions, "seed": results.get("seed", meta.get("seed")),
             "budget": _budget(d, meta, config, results), "figure": figure.name if figure else None,
             "headline": headline, "blocks": blocks, "config": config,
             "environment": results.get("environment") or meta.get("environment") or {},
             "vocab": results.get("vocab_sha256") or meta.get("vocab_sha256") or ""})
-
-
-def _log_rows(d: Path) -> list[dict]:
-    return log_rows(d)
 
 
 def _copy_run_files(d: Path, dest: Path, shown) -> list[str]:
@@ -440,7 +421,7 @@ def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Fo
     out.mkdir(parents=True, exist_ok=True)
     home = None
     if prebuilt is None:  # the same inputs' report, built for an earlier site: its files, not drawn again
-        home = cache_root() / "site-reports" / f"{slug(root.resolve().name)}-{report_key(root)}"
+        home = cache_root() / "site-reports" / f"{file_slug(root.resolve().name)}-{report_key(root)}"
         if (home / "report.json").is_file():
             prebuilt, home = home, None
     if prebuilt is not None:  # the same root's report, made already: its files, not a second rendering
@@ -466,7 +447,7 @@ def _declared_headline(folders: list[Folder], headline: str | None) -> Folder | 
     """The folder a manifest declares (`"headline": true`), else the one named `headline`, else the only one."""
     for f in folders:
         for manifest in sorted(f.root.glob("*.sweep.json")):
-            if _read(manifest).get("headline") is True:
+            if (read_object(manifest) or {}).get("headline") is True:
                 return f
     named = [f for f in folders if f.root.resolve().name == headline]
     if named:
@@ -495,7 +476,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     names: set[str] = set()
     roots = list(map(Path, roots))
     for k, root in enumerate(roots):
-        name = slug(root.resolve().name)
+        name = file_slug(root.resolve().name)
         while name in names:
             name += "-2"
         names.add(name)
@@ -637,7 +618,7 @@ def _flat(config: dict) -> dict:
 
 
 def _run_row(folder: Folder, d: Path, run: Run | None, context: dict) -> dict:
-    rows = run.metrics_rows if run else [row for row in _log_rows(d) if isinstance(row.get("eval"), dict)]
+    rows = run.metrics_rows if run else eval_rows(d)
     results = run.results if run else {}
     mu = results.get("mu")
     ppl = results.get("perplexity", {}).get("dev") if isinstance(results.get("perplexity"), dict) else None
@@ -645,7 +626,7 @@ def _run_row(folder: Folder, d: Path, run: Run | None, context: dict) -> dict:
             "href": f"{folder.name}/{folder.run_page(d)}",
             "mods": str(context["mods"] or "original"), "preset": str(context["budget"].get("preset", "")),
             "seed": "" if context["seed"] is None else context["seed"], "setting": context["setting"],
-            "status": str(_read(d / "run.json").get("status", "")) if not results else "evaluated",
+            "status": str((read_object(d / "run.json") or {}).get("status", "")) if not results else "evaluated",
             "mu": mu if isinstance(mu, (int, float)) else None,
             "ppl_dev": ppl if isinstance(ppl, (int, float)) else None,
             "flag": "; ".join(context["flags"]), "curves": _curve_points(rows), "config": context["config"] and

@@ -215,24 +215,38 @@ def p_text(p: float | None) -> str:
     return "" if p is None else f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
+def table_lines(head: list[str], align: str, rows) -> list[str]:
+    """A markdown table: the heading, the alignment row (`align`, a letter per column: "l" left, "r" right), then
+    one line per row of cells."""
+    return (["| " + " | ".join(head) + " |", "|" + "".join("--:|" if a == "r" else "---|" for a in align)]
+            + ["| " + " | ".join(map(str, cells)) + " |" for cells in rows])
+
+
+def number_headings(top: str) -> list[str]:
+    """The headings of a section table's numbers: the first column (µ), its p against the baseline, the others."""
+    head = [c.heading(l) for c, l in table_columns(top)]
+    return [head[0], f"p ({head[0]})", *head[1:]]
+
+
+def number_cells(row: dict, top: str, paper_std: bool = True) -> list:
+    """A row's cells under `number_headings` (the p a number or None); `paper_std`: the paper's std beside its
+    number where it gives one."""
+    m, paper = row["metrics"], row.get("paper", {})
+    cells = [cell_text(m[c.key(l)], c, paper.get(c.key(l)), paper.get(c.key(l) + STD) if paper_std else None)
+             for c, l in table_columns(top)]
+    return [cells[0], m[column_keys(top)[0]]["p_vs_original"], *cells[1:]]
+
+
 def section_table(sec: dict, top: str) -> list[str]:
     """One aggregated section as markdown lines: the table (when it has rows), what its parenthesised
     published numbers are (when it has some), then one "No row: ..." line per reason settings were left
     out. This is what the README's table markers hold."""
-    cols = table_columns(top)
-    (first, first_layer), rest = cols[0], cols[1:]
-    head = ["ID", "setting", "n", first.heading(first_layer), f"p ({first.heading(first_layer)})"]
-    head += [c.heading(l) for c, l in rest]
-    lines = []
-    if sec["rows"]:
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|")
+    cols, head, rows = table_columns(top), ["ID", "setting", "n", *number_headings(top)], []
     for row in sec["rows"]:
-        m, k0, paper = row["metrics"], first.key(first_layer), row.get("paper", {})
-        cells = [row["id"], row["setting"], str(m[k0]["n"]),
-                 cell_text(m[k0], first, paper.get(k0), paper.get(k0 + STD)), p_text(m[k0]["p_vs_original"])]
-        cells += [cell_text(m[c.key(l)], c, paper.get(c.key(l)), paper.get(c.key(l) + STD)) for c, l in rest]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = number_cells(row, top)
+        n = row["metrics"][cols[0][0].key(cols[0][1])]["n"]
+        rows.append([row["id"], row["setting"], str(n), cells[0], p_text(cells[1]), *cells[2:]])
+    lines = table_lines(head, "ll" + "r" * (len(head) - 2), rows) if rows else []
     if _shows_paper(sec, [c.key(l) for c, l in cols]):
         source = (sec.get("paper_source") or "").rstrip(". ")
         stds = " (± its standard deviation over seeds, where it gives one)" if _shows_paper(

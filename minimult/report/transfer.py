@@ -14,7 +14,7 @@ import numpy as np
 from minimult.report.collect import Section
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, mean_std
+from minimult.report.tables import aggregate, mean_std, table_lines
 
 
 def _task(t: dict) -> str:
@@ -48,14 +48,12 @@ def markdown(transfer_rows: list[dict]) -> str:
     if not transfer_rows:
         return ""
     lines = ["## Zero-shot transfer (Wu & Dredze 2019; K et al. 2020)", "",
-             "Test-split accuracy; ∆ = first language (English) − zero-shot; mean ± std over runs (seeds).", "",
-             "| setting | task | mode | n | first-language acc | zero-shot language | zero-shot acc | ∆ | majority | "
-             "bag of words (first language) |",
-             "|---|---|---|--:|--:|---|--:|--:|--:|--:|"]
-    for r in transfer_rows:
-        lines.append(f"| {r['setting']} | {r['task']} | {r['mode']} | {r['n']} | {mean_std(r['en'])} | "
-                     f"{r['language'] or '–'} | {mean_std(r['zero_shot'])} | {mean_std(r['delta'])} | "
-                     f"{r['majority']:.3f} | {r['bag_of_words']:.3f} |")
+             "Test-split accuracy; ∆ = first language (English) − zero-shot; mean ± std over runs (seeds).", ""]
+    head = ["setting", "task", "mode", "n", "first-language acc", "zero-shot language", "zero-shot acc", "∆",
+            "majority", "bag of words (first language)"]
+    lines += table_lines(head, "lllrrlrrrr", (
+        [r["setting"], r["task"], r["mode"], r["n"], mean_std(r["en"]), r["language"] or "–", mean_std(r["zero_shot"]),
+         mean_std(r["delta"]), f"{r['majority']:.3f}", f"{r['bag_of_words']:.3f}"] for r in transfer_rows))
     return "\n".join(lines) + "\n"
 
 
