@@ -16,6 +16,11 @@ from minimult.cli_help import DerivedHelp
 from minimult.errors import MinimultError, fail_cleanly as _fail_cleanly
 
 
+def note(line: str) -> None:
+    """A progress line: to stderr, so that stdout holds only the command's results."""
+    click.echo(line, err=True)
+
+
 def _sources() -> list[str]:
     from minimult.data.sources import REGISTRY
 
@@ -103,7 +108,7 @@ def prepare(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset,
     from minimult.data.run_data import RunData
 
     cfg, active = resolve(preset, _overrides(), mods)
-    data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
+    data = RunData(cfg, active, log=note)
     click.echo(summary(data.prepared, cfg.data.max_len))
     if examples:
         sides = data.train_views
@@ -153,7 +158,7 @@ def budget(presets, mods, settings, json_path, readme):
     rows = []
     for preset in names:
         cfg, active = resolve(preset, parse_overrides(settings), mods)
-        rows.append(b.budget(cfg, active, log=lambda s: click.echo(s, err=True)))
+        rows.append(b.budget(cfg, active, log=note))
     table = b.markdown(rows)
     click.echo(table)
     if json_path:
@@ -194,24 +199,15 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
 
     Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
     train the one run together: rank 0 makes the run folder, holds its lock and writes."""
-    from contextlib import nullcontext
-
     from minimult import distributed
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
     from minimult.runs import Run
 
-    def run_train(*args, **kwargs):  # torch loads here, after the arguments were checked (seconds)
-        from minimult.train import train
-
-        return train(*args, **kwargs)
-
     launched = distributed.from_env()  # one of torchrun's ranks, or None
     if nproc is not None:
         distributed.check_nproc(nproc, launched)
-    main_rank = launched is None or launched.main
-    echo = click.echo if main_rank else (lambda *a, **k: None)
-    locked = (lambda run: run.locked()) if main_rank else (lambda run: nullcontext())
+    echo = click.echo if launched is None or launched.main else (lambda *a, **k: None)
     if resume:  # every option given but those a resume takes would be ignored
         ctx = click.get_current_context()
         given = [p.opts[0] for p in ctx.command.params if p.name not in ("resume", "nproc", "stop_after")
@@ -220,9 +216,11 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given)} "
                                 f"would be ignored, so it is refused")
         run = Run.open(resume)
-        with locked(run):
-            meta = run_train([run], resume=True, log=echo, nproc=nproc, stop_after=stop_after)[0]
-        echo(_stopped_text(run, meta) or f"done: {run.path}")
+        from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
+
+        with run.locked():  # by rank 0 alone under torchrun
+            meta = train([run], resume=True, log=echo, nproc=nproc, stop_after=stop_after)[0]
+        echo(_stopped_text(run, meta))
         return
     overrides = _overrides(train_options=True)
     if launched is not None:
@@ -232,37 +230,35 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     if epochs is not None and epochs < 1:
         raise MinimultError(f"--epochs must be at least 1 (got {epochs}); for a never-trained baseline use "
                             f"--mods untrained")
-    if out is not None:  # never a run inside a run or an export (its files would read as theirs)
-        from minimult.runs import lab_folder
+    if out is not None:  # never a run inside a run or an export
+        from minimult.runs import check_own_folder
 
-        inside = lab_folder(out)
-        if inside is not None and inside[0] != Path(out).absolute():
-            raise MinimultError(f"--out {out} lies inside {inside[0]}, which is {inside[1]}; give a folder of its own")
-        if inside is not None and inside[1] != "a run folder":
-            raise MinimultError(f"--out {out} is {inside[1]}; give a folder of its own")
+        check_own_folder(out, f"--out {out}", run_ok=True)
     cfg, active = resolve(preset, overrides, mods)
+    from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
+
     with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
-        run = distributed.created_once(
-            launched, lambda: Run.create(cfg, active, out, log=lambda s: click.echo(s, err=True)), Run.open)
+        run = distributed.created_once(launched, lambda: Run.create(cfg, active, out, log=note), Run.open)
         echo(f"run folder: {run.path}")
-        with locked(run):
-            meta = run_train([run], log=echo, stop_after=stop_after)[0]
-    echo(_stopped_text(run, meta) or f"done: {run.path}")
+        with run.locked():
+            meta = train([run], log=echo, stop_after=stop_after)[0]
+    echo(_stopped_text(run, meta))
 
 
 def _stopped_text(run, meta: dict) -> str:
-    """What to say when --stop-after ended a run before its last update ("" when it is complete)."""
+    """The last line of pretrain: done, or where --stop-after ended the run before its last update."""
     if meta.get("status") == "complete":
-        return ""
+        return f"done: {run.path}"
     return (f"stopped at step {meta.get('steps')} of {meta.get('total_steps')}: {run.path} "
             f"(continue with: minimult pretrain --resume {run.path})")
 
 
-def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, values,
-                 json_path, langs=None, link_file=None, only=None, link_base=None):
+def _hf_evaluation(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, langs,
+                   link_file, only, link_base):
+    """`eval --hf DIR --pair A B`'s options, checked, as a function that evaluates one segment alternation
+    and prints its line."""
     from minimult.evaluate.hf import evaluate_hf
     from minimult.evaluate.registry import summary_parts
-    from minimult.runs import write_json
 
     if run or not hf_dir or not pair:
         raise MinimultError("--hf DIR --pair A B evaluates a HuggingFace checkpoint (no RUN); --pair, --shift and "
@@ -277,21 +273,17 @@ def _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences,
         names = [l.strip() for l in langs.split(",") if l.strip()]
         if len(names) != 2:
             raise MinimultError(f"--langs {langs!r}: name the pair's two languages, e.g. --langs en,es")
-    every = []
-    for value in values:
+
+    def evaluate_segment(value) -> dict:
         results = evaluate_hf(hf_dir, *pair, shift=shift, layers=_layers(layers) if layers else None, segment=value,
-                              precision=precision, device=device, log=lambda s: click.echo(s, err=True),
-                              langs=names, link_file=link_file, only=only, link_base=link_base)
-        every.append(results)
+                              precision=precision, device=device, log=note, langs=names, link_file=link_file,
+                              only=only, link_base=link_base)
         parts = summary_parts(results)
         click.echo(f"{hf_dir} (segment {value}, {results['dev_sentences']:,} pairs)"
                    + (": " + ", ".join(parts) if parts else ""))
-        if link_file is not None:
-            from minimult.evaluate.links import table as links_table
+        return results
 
-            click.echo(links_table(results["links"]))
-    if json_path:
-        write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
+    return evaluate_segment
 
 
 @main.command()
@@ -306,7 +298,7 @@ def export(run, hf_dir, force):
     failed run is exported with a note, and the export records how far it trained)."""
     from minimult.api import export as export_run
 
-    out = export_run(run, hf_dir, force=force, log=lambda s: click.echo(s, err=True))
+    out = export_run(run, hf_dir, force=force, log=note)
     click.echo(f"exported {Path(run)} to {out}")
 
 
@@ -373,6 +365,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
              shift, langs, only, link_file, link_base, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
+    from contextlib import nullcontext
+
     from minimult.runs import Run, check_run_dir, check_writable_file, latest_run, write_json
 
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
@@ -401,35 +395,43 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if hf:
         if attention:
             raise MinimultError("--attention applies to runs of this lab, not to --hf checkpoints")
-        return _evaluate_hf(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision,
-                            parse_segments(segments), json_path, langs, link_file, names, link_base)
-    if run is None:
-        run = latest_run()
-        click.echo(f"evaluating the most recent run: {run}")
-    values = parse_segments(segments)
-    if link_file is not None:
-        names = names or ("links",)
-    opened = Run.open(run)
-    every = []
-    with opened.locked():
-        for value in values:
+        values = parse_segments(segments)
+        evaluate_segment = _hf_evaluation(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device,
+                                          precision, langs, link_file, names, link_base)
+        holding = nullcontext()
+    else:
+        if run is None:
+            run = latest_run()
+            click.echo(f"evaluating the most recent run: {run}")
+        values = parse_segments(segments)
+        if link_file is not None:
+            names = names or ("links",)
+        opened = Run.open(run)
+        holding = opened.locked()
+
+        def evaluate_segment(value) -> dict:
             before = read_results(opened.path / "results.json") if (opened.path / "results.json").is_file() else {}
             results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
-                                   log=lambda s: click.echo(s, err=True), precision=precision, segment=value,
-                                   only=names, link_file=link_file, attention=attention, link_base=link_base)
-            every.append(results)
+                                   log=note, precision=precision, segment=value, only=names, link_file=link_file,
+                                   attention=attention, link_base=link_base)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
             click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
             if layers and not names:
                 click.echo(_layers_note(opened, results, before))
+            return results
+    every = []
+    with holding:
+        for value in values:
+            every.append(evaluate_segment(value))
             if link_file is not None:
                 from minimult.evaluate.links import table as links_table
 
-                click.echo(links_table(results["links"]))
+                click.echo(links_table(every[-1]["links"]))
     if json_path:
         write_json(Path(json_path), every[0] if len(every) == 1 else {"segments": values, "results": every})
-    click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
+    if not hf:
+        click.echo(f"results: {Path(run) / 'results.json'} ({sum(r['eval_seconds'] for r in every):.1f} s)")
 
 
 def _layers_note(run, results: dict, before: dict) -> str:
@@ -497,7 +499,7 @@ def probe(run, device, json_path, png):
         _check_figure(png)
     opened = Run.open(run or latest_run())
     with opened.locked():
-        results = evaluate_run(opened, device=device, log=lambda s: click.echo(s, err=True), only=("probe",))
+        results = evaluate_run(opened, device=device, log=note, only=("probe",))
     click.echo(probe_table({opened.path.name: results["probe"]}))
     if json_path:
         write_json(Path(json_path), results["probe"])
@@ -554,7 +556,7 @@ def transfer(run, modes, layer, task_dir, settings, device, threads, json_path):
     opened = Run.open(run)
     cfg = override(opened.cfg, overrides).transfer
     with opened.locked():
-        results = transfer_run(opened, cfg, device, log=lambda s: click.echo(s, err=True))
+        results = transfer_run(opened, cfg, device, log=note)
     click.echo(f"{opened.path} (mods: {opened.cfg.mods}, seed {opened.cfg.train.seed})")
     click.echo(table(results["transfer"]))
     if json_path:
@@ -579,7 +581,7 @@ def neighbours(train, dev, source, files, n_langs, shared_vocab, tokenizer, pres
 
     overrides = {**_overrides(), "train.seed": seed}
     cfg, active = resolve(preset, overrides, with_knn_replace(mods))
-    data = RunData(cfg, active, log=lambda s: click.echo(s, err=True))
+    data = RunData(cfg, active, log=note)
     prepared, sides = data.prepared, data.train_views
     knn = next(a for a in active if a.mod.build is not None)
     table = knn.mod.build(data, sides, cfg, knn.value, click.echo)["neighbours"]
@@ -641,32 +643,22 @@ def verses(out, train_verses, dev_verses, force):
     the silver links of the dev verses (Pharaoh) and corpus.toml naming them (--files OUT/corpus.toml), and
     OUT/gospels, a task directory (which Gospel a verse is from) for minimult transfer --task."""
     from minimult.data.sources.en_es import write_files
+    from minimult.runs import check_own_folder
 
     if train_verses < 0 or dev_verses < 2:
         raise MinimultError("--train-verses must be >= 0 (0 = all) and --dev-verses >= 2")
-    _check_output_folder(Path(out), "verses", force)
-    counts = write_files(Path(out), train_verses or None, dev_verses, progress=lambda s: click.echo(s, err=True))
+    folder = Path(out)  # checked before anything is read or written
+    if folder.exists() and not folder.is_dir():
+        raise MinimultError(f"verses: {folder} is a file, not a folder")
+    check_own_folder(folder, f"verses: {folder}")
+    if not force and folder.is_dir() and any(folder.iterdir()):
+        raise MinimultError(f"verses: {folder} is not empty (a corpus.toml or dictionary edited by hand would be "
+                            f"overwritten): give a new folder, or --force to replace what verses writes there")
+    counts = write_files(folder, train_verses or None, dev_verses, progress=note)
     click.echo(f"wrote {counts['train_verses']:,} training and {counts['dev_verses']:,} dev verse pairs, "
                f"{counts['dictionary_pairs']:,} dictionary pairs, {counts['silver_dev_links']:,} silver dev links and "
                f"a task of {counts['gospel_verses']:,} Gospel verses to {out}; train with --files "
-               f"{Path(out) / 'corpus.toml'}, transfer with --task {Path(out) / 'gospels'}")
-
-
-def _check_output_folder(out: Path, command: str, force: bool = False) -> None:
-    """Refuse an output folder of `command` that is a file, a run or export folder or inside one, or (without
-    `force`) a folder that holds files already, before anything is read or written."""
-    from minimult.runs import lab_folder
-
-    if out.exists() and not out.is_dir():
-        raise MinimultError(f"{command}: {out} is a file, not a folder")
-    inside = lab_folder(out)
-    if inside is not None:
-        folder, what = inside
-        where = "is" if folder == out.absolute() else f"lies inside {folder}, which is"
-        raise MinimultError(f"{command}: {out} {where} {what}; give a folder of its own")
-    if not force and out.is_dir() and any(out.iterdir()):
-        raise MinimultError(f"{command}: {out} is not empty (a corpus.toml or dictionary edited by hand would be "
-                            f"overwritten): give a new folder, or --force to replace what {command} writes there")
+               f"{folder / 'corpus.toml'}, transfer with --task {folder / 'gospels'}")
 
 
 @main.command(name="mods")

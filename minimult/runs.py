@@ -26,6 +26,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable
 
+from minimult import distributed
 from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
 from minimult.data.cache import atomic_write_text
 from minimult.data.run_data import RunData
@@ -159,6 +160,17 @@ def lab_folder(path: str | Path) -> tuple[Path, str] | None:
     return None
 
 
+def check_own_folder(path: str | Path, what: str, run_ok: bool = False) -> None:
+    """Refuse `path` where it is a run folder (unless `run_ok`) or an export, or lies inside one (`lab_folder`): its
+    files would read as theirs. `what` opens the error line (`--out PATH`)."""
+    inside = lab_folder(path)
+    if inside is None or (run_ok and inside == (Path(path).absolute(), "a run folder")):
+        return
+    folder, kind = inside
+    where = "is" if folder == Path(path).absolute() else f"lies inside {folder}, which is"
+    raise MinimultError(f"{what} {where} {kind}; give a folder of its own")
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -286,17 +298,24 @@ def read_weights(run_dir: Path, names) -> dict | None:
         return None
 
 
+def log_lines(path: Path):
+    """(line, row) of every line of a metrics log that holds a JSON object; damaged lines are skipped."""
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            yield line, row
+
+
 def logged_seconds(path: Path, up_to_step: int | None = None) -> float | None:
     """Training seconds by a metrics log's `elapsed_s` (None without one), over every stretch: where the
     clock restarted (a run resumed by a version whose checkpoints did not carry the seconds), the stretch
     before adds its last value. `up_to_step`: only the rows at or before it."""
     before = last = None
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            row = json.loads(line)
-            x = row.get("elapsed_s")
-        except (json.JSONDecodeError, AttributeError):
-            continue
+    for _, row in log_lines(path):
+        x = row.get("elapsed_s")
         if not isinstance(x, (int, float)) or (up_to_step is not None and row.get("step", 0) > up_to_step):
             continue
         if last is not None and x < last:
@@ -307,20 +326,8 @@ def logged_seconds(path: Path, up_to_step: int | None = None) -> float | None:
 
 def truncate_log(path: Path, step: int) -> None:
     """Drop metric lines logged after the checkpoint we resume from (they will be logged again)."""
-    if not path.is_file():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                keep.append(line)
-        except json.JSONDecodeError:
-            continue
-    atomic_write_text(path, "".join(k + "\n" for k in keep))
-
-
-# ---------------------------------------------------------------------------------------------
-# The Run.
+    if path.is_file():
+        atomic_write_text(path, "".join(line + "\n" for line, row in log_lines(path) if row.get("step", 0) <= step))
 
 
 class Run:
@@ -333,8 +340,6 @@ class Run:
         self.mods = from_canonical(cfg.mods) if mods is None else mods
         self._data = data
         self.trained: dict | None = None  # how far the loaded checkpoint trained (`load_model`)
-
-    # --- creating and opening ---
 
     @classmethod
     def create(cls, cfg, mods, out: str | Path | None = None, log: Callable[[str], None] = print) -> "Run":
@@ -376,16 +381,12 @@ class Run:
     def name(self) -> str:
         return self.path.name
 
-    # --- data ---
-
     @property
     def data(self):
         """The run's languages: prepared corpus (cached), views, layouts, dictionary."""
         if self._data is None:
             self._data = RunData(self.cfg, self.mods)
         return self._data
-
-    # --- files ---
 
     @property
     def checkpoint_path(self) -> Path:
@@ -405,7 +406,12 @@ class Run:
     @contextlib.contextmanager
     def locked(self):
         """Hold the run's lock while writing to it; another holder means one clear error, not two
-        writers (two resumes would both write the checkpoint and the log)."""
+        writers (two resumes would both write the checkpoint and the log). Of torchrun's ranks only the
+        first, the one that writes, holds it; the others train the same run beside it."""
+        launched = distributed.from_env()
+        if launched is not None and not launched.main:
+            yield self
+            return
         try:
             lock = try_lock(self.path)
         except OSError as e:
