@@ -188,20 +188,34 @@ def text_lines(text: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
+def read_text(path: str | Path, *, not_utf8: str, folder: str | None = None, missing: str | None = None,
+              nul: str | None = None, nul_within: int | None = None) -> str:
+    """The text of a UTF-8 file (a byte-order mark dropped: it would stick to the first word). Each check fails
+    as one error line, the template given formatted with `path` (and `line`, the line of the byte at fault):
+    `folder`, `missing` (None: not checked), `nul` (a NUL byte, within the first `nul_within` bytes when
+    given: a binary file) and `not_utf8` (also `reason` and `byte`, where decoding failed)."""
+    path = Path(path)
+    if folder is not None and path.is_dir():
+        raise MinimultError(folder.format(path=path))
+    if missing is not None and not path.is_file():
+        raise MinimultError(missing.format(path=path))
+    data = path.read_bytes()
+    line_of = lambda byte: data[:byte].count(b"\n") + 1  # noqa: E731
+    at = data.find(b"\x00", 0, nul_within)
+    if nul is not None and at >= 0:
+        raise MinimultError(nul.format(path=path, line=line_of(at)))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise MinimultError(not_utf8.format(path=path, line=line_of(e.start), reason=e.reason, byte=e.start)) from None
+
+
 def read_lines(path: str | Path) -> list[str]:
     """Non-empty lines of a UTF-8 text file; a clear error for missing, empty or binary files."""
     path = Path(path)
-    if path.is_dir():
-        raise MinimultError(f"corpus file {path} is a folder, not a file")
-    if not path.is_file():
-        raise MinimultError(f"corpus file not found: {path}")
-    data = path.read_bytes()
-    if b"\x00" in data[:65536]:
-        raise MinimultError(f"corpus file is binary, not UTF-8 text: {path}")
-    try:
-        text = data.decode("utf-8-sig")  # a byte-order mark would stick to the first word
-    except UnicodeDecodeError as e:
-        raise MinimultError(f"corpus file is not valid UTF-8 ({e.reason} at byte {e.start}): {path}") from None
+    text = read_text(path, folder="corpus file {path} is a folder, not a file", missing="corpus file not found: {path}",
+                     nul="corpus file is binary, not UTF-8 text: {path}", nul_within=65536,
+                     not_utf8="corpus file is not valid UTF-8 ({reason} at byte {byte}): {path}")
     lines = [line.strip() for line in text_lines(text) if line.strip()]
     if not lines:
         raise MinimultError(f"corpus file is empty: {path}")

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from minimult.data.cache import atomic_write_text
-from minimult.data.corpus import text_lines
+from minimult.data.corpus import read_text, text_lines
 from minimult.errors import MinimultError
 
 KINDS = ("S", "P")
@@ -75,21 +75,16 @@ class Links:
 
 def write_links(path: Path, rows, header: str = "") -> None:
     """rows: (verse id, a, b, 'S' | 'P'); `header` lines are written as `# ` comments first."""
-    lines = [f"# {h}" for h in header.splitlines()]
-    lines += [f"{v}\t{a}\t{b}\t{k}" for v, a, b, k in rows]
-    atomic_write_text(Path(path), "\n".join(lines) + "\n")
+    _write(path, header, [f"{v}\t{a}\t{b}\t{k}" for v, a, b, k in rows])
+
+
+def _write(path: Path, header: str, lines: list[str]) -> None:
+    atomic_write_text(Path(path), "\n".join([f"# {h}" for h in header.splitlines()] + lines) + "\n")
 
 
 def _text(path) -> str:
-    path = Path(path)
-    if path.is_dir():
-        raise MinimultError(f"link file {path} is a folder, not a file")
-    if not path.is_file():
-        raise MinimultError(f"link file not found: {path}")
-    try:
-        return path.read_bytes().decode("utf-8-sig")  # read_text would split at a lone "\r"
-    except UnicodeDecodeError as e:
-        raise MinimultError(f"link file is not UTF-8 text ({e.reason} at byte {e.start}): {path}") from None
+    return read_text(path, folder="link file {path} is a folder, not a file", missing="link file not found: {path}",
+                     not_utf8="link file is not UTF-8 text ({reason} at byte {byte}): {path}")
 
 
 def says_silver(path) -> bool:
@@ -188,8 +183,7 @@ def write_pharaoh(path: Path, rows, pairs: int, base: int = 0, header: str = "")
     per = [[] for _ in range(pairs)]
     for pair, a, b, kind in rows:
         per[int(pair) - 1].append(f"{int(a) + base}{'-' if kind == 'S' else '?'}{int(b) + base}")
-    lines = [f"# {h}" for h in header.splitlines()] + [" ".join(links) for links in per]
-    atomic_write_text(Path(path), "\n".join(lines) + "\n")
+    _write(path, header, [" ".join(links) for links in per])
 
 
 def word_first_pieces(word_starts: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:

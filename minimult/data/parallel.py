@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from minimult.data.corpus import MAX_LINE_CHARS, Corpus, normalise, text_lines, words as nltk_words
+from minimult.data.corpus import MAX_LINE_CHARS, Corpus, normalise, read_text, text_lines, words as nltk_words
 from minimult.errors import MinimultError
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a language's name: also its tokenizer's sub-folder
@@ -204,21 +204,11 @@ class ParallelCorpus(Corpus):
 
 def _lines(path: Path, lang: str) -> list[str]:
     """The file's lines (trailing empty lines dropped), or one error line naming the file and the line."""
-    if path.is_dir():
-        raise MinimultError(f"{path} is a folder, not a file (language {lang})")
-    if not path.is_file():
-        raise MinimultError(f"file not found: {path} (language {lang})")
-    data = path.read_bytes()
-    line_of = lambda byte: data[:byte].count(b"\n") + 1  # noqa: E731
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        raise MinimultError(f"{path}:{line_of(nul)}: a NUL byte: a binary file, not UTF-8 text (language {lang})")
-    try:
-        text = data.decode("utf-8-sig")  # a byte-order mark would stick to the first word
-    except UnicodeDecodeError as e:
-        raise MinimultError(f"{path}:{line_of(e.start)}: not UTF-8 ({e.reason} at byte {e.start}) "
-                            f"(language {lang})") from None
-    lines = text_lines(text)
+    of = f" (language {lang})"  # a language's name holds no braces: the templates stay templates
+    lines = text_lines(read_text(path, folder="{path} is a folder, not a file" + of,
+                                 missing="file not found: {path}" + of,
+                                 nul="{path}:{line}: a NUL byte: a binary file, not UTF-8 text" + of,
+                                 not_utf8="{path}:{line}: not UTF-8 ({reason} at byte {byte})" + of))
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
@@ -388,14 +378,9 @@ def _dictionaries(spec: Spec):
 def read_dictionary(path: Path, lang: str, spec: Spec) -> list[tuple[str, str]]:
     """(first-language word, language-`lang` word) pairs of a `word<TAB>word` file (lines starting with #
     and blank lines skipped), lowercased with the corpus; a malformed line is one error naming it."""
-    if path.is_dir():
-        raise MinimultError(f"dictionary {path} is a folder, not a file (language {lang})")
-    if not path.is_file():
-        raise MinimultError(f"dictionary file not found: {path} (language {lang})")
-    try:
-        text = path.read_bytes().decode("utf-8-sig")  # read_text would split at a lone "\r"
-    except UnicodeDecodeError as e:
-        raise MinimultError(f"dictionary {path} is not UTF-8 ({e.reason} at byte {e.start})") from None
+    text = read_text(path, folder=f"dictionary {{path}} is a folder, not a file (language {lang})",
+                     missing=f"dictionary file not found: {{path}} (language {lang})",
+                     not_utf8="dictionary {path} is not UTF-8 ({reason} at byte {byte})")
     out = []
     for i, line in enumerate(text_lines(text), 1):
         if not line.strip() or line.startswith("#"):

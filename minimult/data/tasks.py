@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.data.corpus import text_lines
+from minimult.data.corpus import read_text, text_lines
 from minimult.data.languages import Side, truncate
 from minimult.errors import MinimultError
 
@@ -132,13 +132,8 @@ class FileTask:
 def _task_lines(path, words) -> tuple[list[str], list[list[str]]]:
     """(labels, word lists) of a `label<TAB>text` file; blank lines are skipped, anything else malformed is
     one error line naming the file and the line."""
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise MinimultError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     labels, sentences = [], []
-    for i, line in enumerate(text_lines(text), 1):
+    for i, line in enumerate(text_lines(read_text(path, not_utf8="{path}: not UTF-8 ({reason} at byte {byte})")), 1):
         if not line.strip():
             continue
         label, tab, rest = line.partition("\t")
@@ -189,7 +184,8 @@ def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
     for part, p in needed[1:]:
         for i, label in enumerate(read[part][0]):
             if label not in index:
-                line = _line_of(p, i)
+                lines = text_lines(read_text(p, not_utf8=""))  # read above: UTF-8
+                line = [n for n, text in enumerate(lines, 1) if text.strip()][i]
                 raise MinimultError(f"{p}:{line}: label {label!r} is not among train.tsv's labels "
                                     f"({', '.join(classes)})")
     digest = hashlib.sha256()
@@ -198,12 +194,6 @@ def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
     return FileTask(f"task {d.name}", TASK_VERSION, classes, str(d.resolve()), digest.hexdigest(),
                     {part: s for part, (_, s) in read.items()},
                     {part: np.array([index[y] for y in ys], dtype=np.int64) for part, (ys, _) in read.items()})
-
-
-def _line_of(path, i: int) -> int:
-    """The line number of the i-th labelled (non-blank) line of a task file."""
-    lines = text_lines(path.read_bytes().decode("utf-8-sig"))
-    return [n for n, line in enumerate(lines, 1) if line.strip()][i]
 
 
 def task_data(task, sides: list[Side], limit: int | None) -> list[dict[str, tuple[Side, np.ndarray]]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+from minimult.data.corpus import text_lines
 from minimult.errors import MinimultError
 from minimult.registry import Registry
 
@@ -191,7 +192,7 @@ def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[V
     data = path.read_bytes()
     if hashlib.sha256(data).hexdigest() != index.get(path.name, {}).get("sha256"):
         raise MinimultError(f"the shipped vocabulary {path} does not match its sha256 in {SHIPPED / 'index.json'}")
-    return from_pieces(data.decode("utf-8").splitlines(), size), path
+    return from_pieces(text_lines(data.decode("utf-8")), size), path
 
 
 def ship_vocab(vocab: Vocab, sentences: list[list[str]], source: str, description: str) -> Path:
