@@ -57,12 +57,9 @@ class DataConfig:
 
     @classmethod
     def legacy(cls, values: dict) -> dict:
-        """`values` (this section's settings from a config.json, a grid file or --set) with old keys under their
-        names now (`OLD_KEYS`); where both are given, the name now wins."""
-        out = json.loads(json.dumps(values))
-        for old, new in cls.OLD_KEYS.items():
-            _move(out, old, new)
-        return out
+        """`values` (this section's, from a config.json, a grid file or --set) with old keys under their names
+        now (`OLD_KEYS`; where both are given, the name now wins)."""
+        return _nested(_renamed(_flat(values), cls.OLD_KEYS))
 
     @property
     def fake(self) -> str:
@@ -171,12 +168,7 @@ EXECUTION_SETTINGS = tuple(f"train.{f.name}" for f in dataclasses.fields(TrainCo
 
 def without_execution(config: dict) -> dict:
     """A config dict (`RunConfig.to_dict()`) without the EXECUTION_SETTINGS (a copy)."""
-    out = json.loads(json.dumps(config))
-    for key in EXECUTION_SETTINGS:
-        section, _, name = key.partition(".")
-        if isinstance(out.get(section), dict):
-            out[section].pop(name, None)
-    return out
+    return _nested({k: v for k, v in _flat(config).items() if k not in EXECUTION_SETTINGS})
 
 
 @dataclass(frozen=True)
@@ -230,10 +222,9 @@ class TransferConfig:
         return out
 
 
-# sections that say how a finished run is evaluated, not how it trains: a sweep matches run folders, a resume
-# matches checkpoints and the report groups runs without them. Each is an evaluator's own settings (its
-# `Evaluator.settings`, tests/test_registries.py checks they agree), defined here because config cannot import
-# the evaluators (they import torch, and config)
+# sections that say how a finished run is evaluated, not how it trains (a sweep matches run folders, a resume
+# checkpoints and the report groups runs without them): evaluators' own settings (`Evaluator.settings`), listed
+# here as config cannot import the evaluators (they import torch, and config); test_registries checks the two
 EVALUATION = {"transfer": TransferConfig}
 EVALUATION_SECTIONS = tuple(EVALUATION)
 
@@ -277,58 +268,51 @@ class RunConfig:
 
         return build(cls, d)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
 
 RunConfig = with_sections(RunConfig, [*(m.settings for m in registered() if m.settings), *EVALUATION.items()],
                           ("mods", str, "original"),  # canonical mod list, filled in by `resolve`
                           ("preset", str, "paper"))
 
-# keys added since runs were made, left out of what hashes read (`comparable`) while at these values, which
-# is how those runs trained
-UNHASHED_DEFAULTS = {"data.files": "", "mask.mixes": "text"}
-
 
 def comparable(config: dict) -> dict:
     """A config dict (`RunConfig.to_dict()`) in the form it had before `data.source`, `data.parallel.files` and
-    `mask.mixes`: every section's keys under their old names (its `OLD_KEYS`), `files` and `mixes` left out while
-    at their default (UNHASHED_DEFAULTS). What hashes of a run's settings read, so a run made before these
-    changes keeps its fingerprint (the report's setting names); tests/test_config_hashes.py checks every
-    committed run's."""
-    out = json.loads(json.dumps(config))
-    hints = typing.get_type_hints(RunConfig)
-    for section in dataclasses.fields(RunConfig):
-        if isinstance(out.get(section.name), dict):
-            for old, new in getattr(hints[section.name], "OLD_KEYS", {}).items():
-                _move(out[section.name], new, old)
-    for key, default in UNHASHED_DEFAULTS.items():
-        section, _, name = key.partition(".")
-        if isinstance(out.get(section), dict) and name in out[section] and out[section][name] == default:
-            out[section].pop(name)
-    return out
+    `mask.mixes`: keys under their old names (`DataConfig.OLD_KEYS`), `files` and `mixes` left out while at their
+    default (how runs made before them trained). What hashes of a run's settings read, so a run made before these
+    changes keeps its fingerprint (the report's setting names): tests/test_config_hashes.py checks the committed
+    runs'."""
+    old = {f"data.{new}": f"data.{old}" for old, new in DataConfig.OLD_KEYS.items()}
+    flat = _renamed(_flat(json.loads(json.dumps(config))), old)
+    for key, default in (("data.files", ""), ("mask.mixes", "text")):
+        if flat.get(key, default) == default:
+            flat.pop(key, None)
+    return _nested(flat)
 
 
-def _move(d: dict, src: str, dst: str) -> None:
-    """The value at dotted path `src` of `d` moved to `dst`, in place, unless `dst` holds one (then it is dropped)."""
-    value = _take(d, src)
-    if value is not dataclasses.MISSING:
-        *path, name = dst.split(".")
+def _renamed(flat: dict, names: dict[str, str]) -> dict:
+    """`flat` (dotted keys) with the keys `names` renames under their new names (a setting given under both
+    names: the new name's value)."""
+    for old, new in names.items():
+        if old in flat:
+            flat.setdefault(new, flat.pop(old))
+    return flat
+
+
+def _flat(values: dict, prefix: str = "") -> dict:
+    """{"parallel": {"files": x}} -> {"parallel.files": x} (an empty section stays, {})"""
+    return {key: v for k, value in values.items() for key, v in
+            (_flat(value, f"{prefix}{k}.").items() if isinstance(value, dict) and value else [(prefix + k, value)])}
+
+
+def _nested(flat: dict) -> dict:
+    """{"parallel.files": x} -> {"parallel": {"files": x}}"""
+    out: dict = {}
+    for key, value in flat.items():
+        *path, name = key.split(".")
+        d = out
         for k in path:
             d = d.setdefault(k, {})
-        d.setdefault(name, value)
-
-
-def _take(d: dict, path: str):
-    """Removes and returns the value at dotted `path` of `d` (MISSING: none); a section left empty goes too."""
-    head, _, rest = path.partition(".")
-    if not rest:
-        return d.pop(head, dataclasses.MISSING)
-    inner = d.get(head)
-    value = _take(inner, rest) if isinstance(inner, dict) else dataclasses.MISSING
-    if inner == {}:
-        d.pop(head)
-    return value
+        d[name] = value
+    return out
 
 
 # Presets: overrides applied to the defaults before the user's own and before the mods.
@@ -380,48 +364,30 @@ def _coerce(value, tp, key: str):
 
 
 def valid_keys() -> list[str]:
-    """Every key `--set` takes: `section.name`, and `section.sub.name` in a component's section within a section
-    (data.parallel.files)."""
-    def keys(tp, prefix: str) -> list[str]:
-        hints = typing.get_type_hints(tp)
-        return [k for f in dataclasses.fields(tp) for k in (keys(hints[f.name], f"{prefix}{f.name}.")
-                if dataclasses.is_dataclass(hints[f.name]) else [f"{prefix}{f.name}"])]
-
-    return [k for k in keys(RunConfig, "") if "." in k]
+    """Every key `--set` takes: `section.name`, and `data.parallel.files` in a source's section within `data`."""
+    return [key for key in _flat(RunConfig().to_dict()) if "." in key]
 
 
 def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
     """Apply dotted-key overrides (old keys read through the sections' `legacy`), checking every key and value."""
-    nested: dict = {}
-    for key, value in overrides.items():
-        *path, name = key.split(".")
-        d = nested
-        for k in path:
-            d = d.setdefault(k, {})
-        d[name] = value
-    if "data" in nested:  # what a source derives from its own settings (parallel: data.n_langs from its files)
-        data = DataConfig.legacy(nested["data"])
-        nested["data"] = sources.get(data.get("source", cfg.data.source)).derive(cfg.data, data)
-    return _replaced(cfg, nested, "")
+    changes = _nested(overrides)
+    if "data" in changes:  # its old keys, then what a source derives from its settings (parallel: n_langs from files)
+        data = DataConfig.legacy(changes["data"])
+        changes["data"] = sources.get(data.get("source", cfg.data.source)).derive(cfg.data, data)
+    valid = valid_keys()
+    unknown = [key for key in _flat(changes) if key not in valid]
+    if unknown:
+        raise MinimultError(f"unknown setting {unknown[0]!r}; valid settings: {', '.join(valid)}")
+    return _replaced(cfg, changes)
 
 
-def _replaced(obj, changes: dict, prefix: str):
-    """`obj` (a settings dataclass) with `changes` ({name: value or {name: ...} for a section}) applied: one
+def _replaced(obj, changes: dict, prefix: str = ""):
+    """`obj` (a settings dataclass) with `changes` ({name: value, or {name: ...} for a section}) applied: one
     replace per section, so its checks see all of its new values at once, in whatever order they came."""
-    tp = type(obj)
-    changes = tp.legacy(changes) if hasattr(tp, "legacy") else changes
-    hints, names = typing.get_type_hints(tp), {f.name for f in dataclasses.fields(tp)}
-    values = {}
-    for name, value in changes.items():
-        key, hint = f"{prefix}{name}", hints.get(name) if name in names else None
-        section = dataclasses.is_dataclass(hint)
-        if hint is None or section != isinstance(value, dict) or not (section or prefix):
-            while isinstance(value, dict) and value:  # the key as given: its first setting's
-                name, value = next(iter(value.items()))
-                key += f".{name}"
-            raise MinimultError(f"unknown setting {key!r}; valid settings: {', '.join(valid_keys())}")
-        values[name] = _replaced(getattr(obj, name), value, f"{key}.") if section else _coerce(value, hint, key)
-    return dataclasses.replace(obj, **values)
+    hints = typing.get_type_hints(type(obj))
+    return dataclasses.replace(obj, **{
+        name: _replaced(getattr(obj, name), value, f"{prefix}{name}.") if isinstance(value, dict)
+        else _coerce(value, hints[name], prefix + name) for name, value in changes.items()})
 
 
 def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:

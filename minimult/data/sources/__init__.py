@@ -53,9 +53,9 @@ class Source:
     max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
     shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
     corpus: str | None = None  # how messages name the training corpus when it is not data.train's (en-es)
-    reads_files: bool = False  # whether it reads the user's language files (data.parallel.files: the parallel source)
+    reads_files: bool = False  # whether it reads the user's language files (the parallel source's)
     # (section, frozen dataclass): settings of its own, a section of `data` (config.with_sections); another
-    # source's settings set away from their defaults are refused
+    # source's settings away from their defaults are refused
     settings: tuple[str, type] | None = None
     pair_dictionaries: bool = False  # a dictionary per language pair (`pair_dictionary`), not one for all
 
@@ -95,9 +95,8 @@ class Source:
                                 f"share one)")
         for other in REGISTRY.values():
             if other is not self and other.settings and getattr(data_cfg, other.settings[0]) != other.settings[1]():
-                raise MinimultError(f"data.{other.settings[0]} holds the {other.name} source's settings (--files: its "
-                                    f"language files); --source {self.name} does not read them (use --source "
-                                    f"{other.name})")
+                raise MinimultError(f"data.{other.settings[0]} holds the {other.name} source's settings; --source "
+                                    f"{self.name} does not read them (use --source {other.name})")
 
     def text_inputs(self, data_cfg) -> dict[str, dict]:
         """Per language name: `tokenizer`, the run folder's sub-folder holding that language's tokenizer.json
@@ -157,8 +156,9 @@ class Source:
         return prepared.vocab.display(ids)
 
     def vocab_size(self, data_cfg) -> int:
-        """Entries of the trained vocabulary (and the stride of `Vocab.display`)."""
-        return data_cfg.vocab_size
+        """Entries of the trained vocabulary (and the stride of `Vocab.display`); one shared by choice
+        (data.shared_vocab) has n_langs x vocab_size, the ids the own vocabularies have together."""
+        return data_cfg.vocab_size * (data_cfg.n_langs if self.shared_option and data_cfg.shared_vocab else 1)
 
     def id_offset(self, lang: int, data_cfg) -> int:
         return 0 if self.shares_vocabulary(data_cfg) else lang * data_cfg.vocab_size

@@ -114,12 +114,6 @@ class Parallel(Source):
 
     # --- vocabularies and ids ---
 
-    def vocab_size(self, data_cfg) -> int:
-        return data_cfg.vocab_size * (data_cfg.n_langs if self.shares_vocabulary(data_cfg) else 1)
-
-    def id_offset(self, lang: int, data_cfg) -> int:
-        return 0 if self.shares_vocabulary(data_cfg) else lang * data_cfg.vocab_size
-
     def training_text(self, train, data_cfg):
         if not self.shares_vocabulary(data_cfg):
             return train.sentences
