@@ -56,7 +56,6 @@ class Side(Ragged):
 
     def unigram_resample(self, rng: np.random.Generator) -> "Side":
         """Each sentence replaced by as many words drawn from the side's unigram word distribution."""
-        word_index = np.cumsum(self.word_starts) - 1  # piece -> word number
         word_bounds = np.append(np.flatnonzero(self.word_starts), len(self.ids))
         words = [tuple(self.ids[a:b]) for a, b in zip(word_bounds[:-1], word_bounds[1:])]
         types, inverse = np.unique(np.array([hash(w) for w in words]), return_inverse=True)

@@ -100,12 +100,11 @@ def _build(cfg, progress: Callable[[str], None]):
         vocab, where = source.shipped(text, size, cfg) if cfg.tokenizer == "wordpiece" else (None, None)
         if where is not None:
             progress(f"using the shipped vocabulary {where}")
-        elif cfg.tokenizer == "wordpiece":
-            progress(f"training a WordPiece vocabulary of {size} (none is shipped for this text: HF's trainer "
-                     f"breaks ties in hash order, so another build may differ; see corpora/vocabularies) ...")
-            vocab = source.train_vocab(train, cfg)
         else:
-            progress(f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
+            progress(f"training a WordPiece vocabulary of {size} (none is shipped for this text: HF's trainer "
+                     f"breaks ties in hash order, so another build may differ; see corpora/vocabularies) ..."
+                     if cfg.tokenizer == "wordpiece" else
+                     f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
             vocab = source.train_vocab(train, cfg)
         stats.update(source.write_extra(vocab, train, dev, tmp, cfg) or {})
         vocab.save(tmp)
@@ -119,14 +118,12 @@ def _build(cfg, progress: Callable[[str], None]):
         # every vocabulary the data uses (en-es: Spanish's own under es/), so a rebuilt cache whose ids differ
         # anywhere is refused, not read; a single vocabulary's hash is its file's, as it always was
         stats["vocab_sha256"] = vocab_digest(tmp)
-        stats["train"]["pieces"] = int(len(enc_train.ids))
-        stats["train"]["median_pieces"] = float(np.median(enc_train.lengths))
-        stats["train"]["max_pieces"] = int(enc_train.lengths.max())
-        stats["dev"]["pieces"] = int(len(enc_dev.ids))
-        stats["dev"]["unk_rate"] = float(np.mean(enc_dev.ids == 1)) if len(enc_dev.ids) else 0.0
+        stats["train"].update(pieces=int(len(enc_train.ids)), median_pieces=float(np.median(enc_train.lengths)),
+                              max_pieces=int(enc_train.lengths.max()))
+        stats["dev"].update(pieces=int(len(enc_dev.ids)),
+                            unk_rate=float(np.mean(enc_dev.ids == 1)) if len(enc_dev.ids) else 0.0)
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
-        for name in ("train", "dev"):  # the words, for fastText and for reading
-            c = train if name == "train" else dev
+        for name, c in (("train", train), ("dev", dev)):  # the words, for fastText and for reading
             (tmp / f"{name}.words.txt").write_text("\n".join(" ".join(s) for s in c.sentences) + "\n",
                                                    encoding="utf-8")
     return build

@@ -164,14 +164,15 @@ def verse_words(markup: str, punkt=None) -> tuple[list[str], list[frozenset[str]
 def language_verses(language: str, testament: str, limit: int | None = None) -> dict[int, tuple[list, list]]:
     """{verse id: (words, Strong's numbers per word)} of the verses with words, in order; sentences
     are found by a Punkt model trained on the testament's stripped verses (as `corpus.split_verses`)."""
+    return _read(language, testament, limit)[2]
+
+
+def _read(language: str, testament: str, limit: int | None = None) -> tuple[dict[int, str], object, dict]:
+    """(every verse's stripped text, the Punkt model trained on them, `language_verses`)."""
     raw = module_verses(language, testament, limit)
-    punkt = train_punkt([strip_markup(t)[0] for t in raw.values() if t.strip()])
-    out = {}
-    for vid, markup in raw.items():
-        w, n = verse_words(markup, punkt)
-        if w:
-            out[vid] = (w, n)
-    return out
+    plain = {v: strip_markup(t)[0] for v, t in raw.items()}
+    punkt = train_punkt([t for t in plain.values() if t.strip()])
+    return plain, punkt, {v: w for v, w in ((v, verse_words(t, punkt)) for v, t in raw.items()) if w[0]}
 
 
 def silver_links(en: list[frozenset[str]], es: list[frozenset[str]]) -> list[tuple[int, int, str]]:
@@ -243,10 +244,7 @@ def corpus_stats(testaments=("new", "old")) -> list[dict]:
         texts = {}
         row = {"testament": testament, "languages": {}}
         for lang in MODULES:
-            raw = module_verses(lang, testament)
-            plain = {v: strip_markup(t)[0] for v, t in raw.items()}
-            punkt = train_punkt([t for t in plain.values() if t.strip()])
-            texts[lang] = {v: w for v, w in ((v, verse_words(t, punkt)) for v, t in raw.items()) if w[0]}
+            plain, punkt, texts[lang] = _read(lang, testament)
             words = [w for ws, _ in texts[lang].values() for w in ws]
             row["languages"][lang] = {
                 "module": MODULES[lang], "verses": len(texts[lang]),

@@ -169,10 +169,15 @@ def vocab_key(sentences: list[list[str]], size: int, source: str) -> str:
 def from_pieces(pieces: list[str], size: int) -> Vocab:
     """The WordPiece tokenizer of a vocabulary list (a WordPiece model is its vocabulary: this encodes
     exactly as the tokenizer that was trained to it)."""
-    tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
-                                           max_input_chars_per_word=100))
+    return Vocab(_tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
+                                             max_input_chars_per_word=100)), size)
+
+
+def _tokenizer(model) -> Tokenizer:
+    """A tokenizer of `model` for word-tokenized input: split at whitespace only."""
+    tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return Vocab(tokenizer, size)
+    return tokenizer
 
 
 def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[Vocab | None, Path | None]:
@@ -222,8 +227,7 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     caches the vocabulary and records its hash.
     """
     _check_size(size)
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # input is already word-tokenized
+    tokenizer = _tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=list(SPECIALS),
                                         show_progress=False, min_frequency=1)
     tokenizer.train_from_iterator(sorted(" ".join(s) for s in sentences), trainer=trainer)
@@ -268,9 +272,7 @@ def train_word(sentences: list[list[str]], size: int = 2048) -> Vocab:
     _check_size(size)
     counts = Counter(w for s in sentences for w in s)
     entries = list(SPECIALS) + [w for w in _by_frequency(counts) if w not in SPECIALS][: size - N_SPECIAL]
-    tokenizer = Tokenizer(models.WordLevel({p: i for i, p in enumerate(entries)}, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return Vocab(tokenizer, size)
+    return Vocab(_tokenizer(models.WordLevel({p: i for i, p in enumerate(entries)}, unk_token="[UNK]")), size)
 
 
 # data.tokenizer -> how its vocabulary is made (sentences, size) -> Vocab

@@ -35,12 +35,13 @@ from minimult.data.links import word_first_pieces, write_links, write_pharaoh
 from minimult.data.sources import Source, register
 from minimult.data.sources.shift import one_piece_sides, shifted_side
 from minimult.data.sources.unicode import shift_piece, shift_text, unicode_side
-from minimult.data.tasks import SPLITS, verse_split
+from minimult.data.tasks import verse_split
 from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_wordpiece
 from minimult.errors import MinimultError
 
 LANGUAGES = ("en", "es")
 MIN_DICTIONARY_COUNT = 3  # sure links a word pair needs to be a dictionary entry
+SILVER = "silver links: shared Strong's numbers between KJV and RV1909 words (minimult.data.sword)"
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class AlignedCorpus(Corpus):
 
 
 def aligned_corpus(name: str, testament: str, limit: int | None) -> AlignedCorpus:
+    """The first `limit` aligned verses of one testament ('new' | 'old'), each a sentence in both languages."""
     texts = {lang: sword.language_verses(lang, testament) for lang in LANGUAGES}
     keep, report = sword.aligned_verses(texts["en"], texts["es"])
     keep = keep[:limit] if limit else keep
@@ -61,6 +63,14 @@ def aligned_corpus(name: str, testament: str, limit: int | None) -> AlignedCorpu
              "left_out": report}
     return AlignedCorpus(name, [en[v][0] for v in keep], keep, [es[v][0] for v in keep],
                          [sword.silver_links(en[v][1], es[v][1]) for v in keep], stats)
+
+
+def aligned_corpora(train_verses: int | None, dev_verses: int | None, progress) -> tuple[AlignedCorpus, AlignedCorpus]:
+    """(the New Testament's first `train_verses` aligned verses, the Old Testament's first `dev_verses`)."""
+    progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
+    train = aligned_corpus("kjv+rv1909-nt", "new", train_verses)
+    progress("reading the KJV and RV1909 Old Testaments (SWORD modules) ...")
+    return train, aligned_corpus("kjv+rv1909-ot", "old", dev_verses)
 
 
 def silver_gold(en_enc, es_enc, links: list[list[tuple[int, int, str]]]) -> np.ndarray:
@@ -149,10 +159,7 @@ class EnEs(Source):
         return {**key, "shared_vocab": True, "n_langs": data_cfg.n_langs} if self.shares_vocabulary(data_cfg) else key
 
     def corpora(self, data_cfg, progress):
-        progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
-        train = aligned_corpus("kjv+rv1909-nt", "new", data_cfg.train_sentences or None)
-        progress("reading the KJV and RV1909 Old Testaments (SWORD modules) ...")
-        dev = aligned_corpus("kjv+rv1909-ot", "old", data_cfg.dev_sentences or None)
+        train, dev = aligned_corpora(data_cfg.train_sentences or None, data_cfg.dev_sentences or None, progress)
         for c in (train, dev):
             if len(c) < 2:
                 raise MinimultError(f"the {c.name} corpus has {len(c)} aligned verse(s): at least 2 are needed")
@@ -170,6 +177,7 @@ class EnEs(Source):
 
     def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict:
         shared = data_cfg is not None and self.shares_vocabulary(data_cfg)
+        fake_text = shared and self.with_fake_text(data_cfg)
         if shared:
             es_vocab = vocab
         else:
@@ -183,7 +191,7 @@ class EnEs(Source):
             en_enc = vocab.encode(corpus.sentences, corpus.verse_ids)
             es_enc = es_vocab.encode(corpus.second, corpus.verse_ids)
             es_enc.save(tmp / f"{split}_es.npz")
-            if shared and self.with_fake_text(data_cfg):
+            if fake_text:
                 vocab.encode([[shift_text(w) for w in s] for s in corpus.sentences],
                              corpus.verse_ids).save(tmp / f"{split}_fake.npz")
             if split == "train":
@@ -191,8 +199,7 @@ class EnEs(Source):
             np.save(tmp / f"{split}_es_gold.npy", silver_gold(en_enc, es_enc, corpus.links))
             write_links(tmp / f"silver-{split}.links",
                         [(v, a, b, k) for v, verse in zip(corpus.verse_ids, corpus.links) for a, b, k in verse],
-                        "silver links: shared Strong's numbers between KJV and RV1909 words (minimult.data.sword)\n"
-                        "verse_id<TAB>index_in_A (English)<TAB>index_in_B (Spanish)<TAB>S|P")
+                        f"{SILVER}\nverse_id<TAB>index_in_A (English)<TAB>index_in_B (Spanish)<TAB>S|P")
             (tmp / f"verses-{split}.tsv").write_text(
                 "".join(f"{v}\t{' '.join(e)}\t{' '.join(s)}\n"
                         for v, e, s in zip(corpus.verse_ids, corpus.sentences, corpus.second)), encoding="utf-8")
@@ -204,7 +211,7 @@ class EnEs(Source):
                 **corpus.stats}
         en_ids, es_ids = silver_dictionary(train, vocab, es_vocab)
         arrays = {"en": en_ids, "es": es_ids}
-        if shared and self.with_fake_text(data_cfg):  # entries whose shifted spelling is one piece too
+        if fake_text:  # entries whose shifted spelling is one piece too
             fake = np.array([vocab.index.get(shift_piece(vocab.pieces[i]), -1) for i in en_ids], dtype=np.int64)
             keep = fake >= 0
             arrays = {"en": en_ids[keep], "es": es_ids[keep], "fake": fake[keep].astype(np.int32)}
@@ -275,10 +282,7 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
     counts of what was written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    progress("reading the KJV and RV1909 New Testaments (SWORD modules) ...")
-    train = aligned_corpus("kjv+rv1909-nt", "new", train_verses)
-    progress("reading the KJV and RV1909 Old Testaments (SWORD modules) ...")
-    dev = aligned_corpus("kjv+rv1909-ot", "old", dev_verses)
+    train, dev = aligned_corpora(train_verses, dev_verses, progress)
     for corpus in (train, dev):
         for words in (*corpus.sentences, *corpus.second):
             if " ".join(words).split() != words:  # a word holding whitespace would not read back as one
@@ -292,17 +296,14 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
             if v // 1_000_000 in gospels]
     split = verse_split(np.array([v for v in train.verse_ids if v // 1_000_000 in gospels], dtype=np.int64))
     (out / "gospels").mkdir(exist_ok=True)
-    for k, part in enumerate(SPLITS):
-        mine = [r for r, s in zip(rows, split) if s == k]
-        files = {"train": ["train.tsv"], "dev": ["dev.tsv"], "test": ["test.en.tsv", "test.es.tsv"]}[part]
-        for name in files:
-            text = 2 if name == "test.es.tsv" else 1
-            atomic_write_text(out / "gospels" / name, "".join(f"{r[0]}\t{' '.join(r[text])}\n" for r in mine))
+    # (file, split: tasks.SPLITS' index, the text: 1 English, 2 Spanish)
+    for name, part, text in (("train.tsv", 0, 1), ("dev.tsv", 1, 1), ("test.en.tsv", 2, 1), ("test.es.tsv", 2, 2)):
+        atomic_write_text(out / "gospels" / name,
+                          "".join(f"{r[0]}\t{' '.join(r[text])}\n" for r, s in zip(rows, split) if s == part))
     pairs = silver_word_pairs(train)
     atomic_write_text(out / "en-es.dict", "".join(f"{e}\t{s}\n" for e, s in pairs))
     write_pharaoh(out / "silver-dev.pharaoh", [(k, a, b, kind) for k, verse in enumerate(dev.links, 1)
-                                               for a, b, kind in verse], len(dev), 0,
-                  "silver links: shared Strong's numbers between KJV and RV1909 words (minimult.data.sword)")
+                                               for a, b, kind in verse], len(dev), 0, SILVER)
     atomic_write_text(out / "corpus.toml", """# English (KJV) and Spanish (RV1909) verses from the SWORD modules, as
 # --source en-es reads them (written by `minimult verses`): training verses keyed by verse id, dev verses
 # line by line

@@ -13,8 +13,6 @@ from minimult.data.sources.shift import one_piece_sides
 from minimult.data.vocab import N_SPECIAL, Encoded
 
 
-
-
 def shift_piece(piece: str) -> str:
     return "##" + shift_text(piece[2:]) if piece.startswith("##") else shift_text(piece)
 
