@@ -371,10 +371,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
 
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only is not None else None
     if names == ():  # '' or ',': not every evaluator, and never an empty evaluation over the results
-        from minimult.evaluate.registry import evaluators
-
-        raise MinimultError(f"--only {only!r} names no evaluator: give one or more of "
-                            f"{', '.join(e.name for e in evaluators())}, comma-separated")
+        raise MinimultError(f"--only {only!r} names no evaluator: give one or more of {cli_help.evaluator_names()}, "
+                            f"comma-separated")
     if json_path:
         check_writable_file(json_path, "--json")  # before the evaluation, not after it
     if link_base is not None and link_file is None:

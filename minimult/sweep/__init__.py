@@ -46,8 +46,7 @@ from minimult.evaluate import summary_parts
 from minimult.sweep import memory
 from minimult.sweep.backends import run_local, run_ray
 from minimult.sweep.grid import Grid
-from minimult.sweep.plan import (BUSY, LEFT_OUT, NEEDS_GPU, Outcome, Summary, Task, group_tasks, plan,  # noqa: F401
-                                 run_dir_name, state, triage, write_manifest)
+from minimult.sweep.plan import BUSY, LEFT_OUT, Outcome, Summary, Task, group_tasks, plan, triage, write_manifest
 from minimult.sweep.progress import EVERY as PROGRESS_EVERY, SweepProgress
 from minimult.sweep.worker import LOCK, RUN_LOG, run_group, run_task  # noqa: F401
 

@@ -144,13 +144,8 @@ class SweepProgress:
         for run_dir in [d for d in self.pending if results_complete(Path(d), self.wants_transfer.get(d, False))]:
             del self.pending[run_dir]  # neither running (its log's last line is its last step) nor queued
             self.elsewhere.add(run_dir)
-        running = {}
-        for run_dir in self.pending:
-            state = last_step(Path(run_dir) / self.run_log, self.start)
-            if state:
-                running[run_dir] = state
+        running = {d: state for d in self.pending if (state := last_step(Path(d) / self.run_log, self.start))}
         waiting = [d for d in self.pending if d not in running]
-        queued = len(waiting)
         rates = self.rates or [(s["elapsed"] + s["left"]) / self.cost[d] for d, s in running.items()
                                if s["elapsed"] is not None and s["left"] is not None and self.cost.get(d)]
         eta = ""
@@ -160,7 +155,7 @@ class SweepProgress:
             left = max(max(lefts, default=0), (sum(lefts) + later) / self.workers)
             eta = f"; ~{fmt(left)} left"
         elsewhere = f", {len(self.elsewhere)} finished elsewhere" if self.elsewhere else ""
-        self.log(f"  [{time.strftime('%H:%M')}] {len(running)} running, {queued} queued, "
+        self.log(f"  [{time.strftime('%H:%M')}] {len(running)} running, {len(waiting)} queued, "
                  f"{len(self.durations)} done{elsewhere} in {fmt(now - self.start)}{eta}")
         for run_dir, s in running.items():
             self.log(f"    {Path(run_dir).name}: step {s['step']}/{s['total']}, loss {s['loss']}, "
