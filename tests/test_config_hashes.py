@@ -16,6 +16,7 @@ from minimult.data.cache import key_hash
 from minimult.data.prepare import cache_key
 from minimult.errors import MinimultError
 from minimult.report.collect import _fingerprint, current_config
+from minimult.runs import Run
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results"
@@ -71,4 +72,5 @@ def test_old_keys_read_through_the_legacy_hook_and_hash_as_the_old_form(tmp_path
     legacy["data"]["files"] = legacy["data"].pop("parallel")["files"]
     assert comparable(stored) == comparable(legacy) and comparable(stored)["data"] == legacy["data"]  # old keys
     assert RunConfig.from_dict(legacy) == new and _fingerprint(legacy) == _fingerprint(stored)
+    Run(tmp_path, new).check_checkpoint_config({"config": legacy})  # a checkpoint written before resumes
     assert "parallel" not in comparable(resolve("tiny")[0].to_dict())["data"]  # no files: nothing added
