@@ -16,10 +16,9 @@ from typing import Callable
 
 from minimult.config import ATTENTIONS
 from minimult.errors import MinimultError
-from minimult.evaluate.registry import (REGISTRY, Column, Evaluator, evaluators, layer_table, option_names, register,
-                                       summary_parts, versions)
+from minimult.evaluate.registry import REGISTRY, evaluators, layer_table, option_names, summary_parts
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
-                                               sentence_vectors, tokens_per_batch, truncate)
+                                               sentence_vectors, truncate)
 from minimult.evaluate.results import check_results, evaluation_settings, record, write_results
 from minimult.evaluate.segments import with_segment
 from minimult.precision import check as check_precision

@@ -345,14 +345,6 @@ def shifted_dictionary(tokenizer, offsets) -> list[Side]:
     return one_piece_sides([en + offset for offset in offsets])
 
 
-def pair_inputs(lines: int, link_file, link_base: int | None) -> dict:
-    """The evaluators' own inputs (`Context.inputs`) for a pair of `lines` lines: links' link file, whose verse
-    id is the line number (1-based); nothing without one."""
-    if link_file is None:
-        return {}
-    return {"links": LinkFile(str(link_file), link_base, lambda: np.arange(1, lines + 1))}
-
-
 def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str = "original",
                 precision: str = "fp32", device: str = "auto", log=print, langs=None, link_file=None,
                 only=None, link_base: int | None = None) -> dict:
@@ -399,9 +391,12 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     attention = training.get("attention", "masked")  # as the run encoded (train.attention)
     dev = pick_device(device)
     model = with_segment(model, segment).to(dev)
+    # links' link file names a pair's lines as its verses (1-based)
+    inputs = {} if link_file is None else {"links": LinkFile(str(link_file), link_base,
+                                                             lambda: np.arange(1, len(a_lines) + 1))}
     ctx = Context(model, lambda split: sides, lambda: dictionary, layouts, min(l.max_len for l in layouts), layers,
                   dev, ppl_splits=("dev",), random_ids=torch.arange(len(tokenizer)), precision=precision, log=log,
-                  languages=names, attention=attention, inputs=pair_inputs(len(a_lines), link_file, link_base))
+                  languages=names, attention=attention, inputs=inputs)
     possible = None if shift else text_evaluators() + ("links",)
     if only is None:
         only = ("links",) if link_file is not None else possible
