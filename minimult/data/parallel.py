@@ -302,15 +302,11 @@ def tokenize(text: str, words: str, lowercase: bool) -> list[str]:
 
 def _corpus(spec: Spec, paths, name: str, log) -> ParallelCorpus:
     ids, texts, numbers, stats = _pairs(spec, paths, log)
-    sentences = []
-    for path, lang, ts, ns in zip(paths, spec.languages, texts, numbers):
-        mine = []
-        for text, number in zip(ts, ns):
-            w = tokenize(text, spec.words, spec.lowercase)
-            if not w:
-                raise MinimultError(f"{path}:{number}: no words left after {spec.words} tokenization (language {lang})")
-            mine.append(w)
-        sentences.append(mine)
+    sentences = [[tokenize(text, spec.words, spec.lowercase) for text in ts] for ts in texts]
+    for path, lang, mine, ns in zip(paths, spec.languages, sentences, numbers):
+        empty = next((number for words, number in zip(mine, ns) if not words), None)
+        if empty is not None:
+            raise MinimultError(f"{path}:{empty}: no words left after {spec.words} tokenization (language {lang})")
     return ParallelCorpus(name, sentences[0], ids, sentences[1:], stats)
 
 
@@ -334,8 +330,9 @@ def read_corpora(spec: Spec, train_limit: int | None = None, dev_limit: int | No
     for c in (train, dev):
         if len(c) < 2:
             raise MinimultError(f"{spec.describe()}: the {c.name} set has {len(c)} pair(s); at least 2 are needed")
-    for path, lang in ((path, lang) for _, path, lang in sorted(_dictionaries(spec))):
-        read_dictionary(path, lang, spec)  # a malformed dictionary fails now, before training
+    for lang in spec.languages[1:] if isinstance(spec.dictionary, dict) else ():
+        if lang in spec.dictionary:
+            read_dictionary(spec.dictionary[lang], lang, spec)  # a malformed dictionary fails now, before training
     return train, dev
 
 
@@ -366,13 +363,6 @@ def check_memory(spec: Spec) -> None:
                         f"lines (the same N, head -n N) or sample lines, to at most "
                         f"~{available / MEMORY_PER_BYTE / 1e6:,.1f} MB in all (data.train_sentences does not lower "
                         f"it: every line is read first); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
-
-
-def _dictionaries(spec: Spec):
-    if isinstance(spec.dictionary, dict):
-        for k, lang in enumerate(spec.languages[1:], 1):
-            if lang in spec.dictionary:
-                yield k, spec.dictionary[lang], lang
 
 
 def read_dictionary(path: Path, lang: str, spec: Spec) -> list[tuple[str, str]]:

@@ -148,11 +148,6 @@ def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:
         raise MinimultError(f"prepared data at {path} is unreadable ({e}); delete it to rebuild") from None
 
 
-def cut_sentences(p: Prepared, max_len: int) -> dict[str, int]:
-    """{split: sentences with more than max_len - 2 pieces}: what training and evaluation cut to fit."""
-    return {name: int((p.encoded(name).lengths > max_len - 2).sum()) for name in ("train", "dev")}
-
-
 def summary(p: Prepared, max_len: int | None = None) -> str:
     """`minimult prepare`'s printout: the corpus table and vocabulary line (with `max_len`: what is cut)."""
     s = p.stats
@@ -167,7 +162,8 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
     lines.append(f"vocabulary: {s['vocab_entries']} {tokenizer} entries (sha256 {s['vocab_sha256'][:12]}); "
                  f"dev OOV words {s['dev_oov_rate']:.1%}, dev [UNK] pieces {s['dev']['unk_rate']:.2%}")
     if max_len is not None:
-        cut = cut_sentences(p, max_len)
+        # sentences with more than max_len - 2 pieces: what training and evaluation cut to fit
+        cut = {name: int((p.encoded(name).lengths > max_len - 2).sum()) for name in ("train", "dev")}
         lines.append(f"longest training sentence: {s['train']['max_pieces']} pieces; data.max_len - 2 = "
                      f"{max_len - 2}: {cut['train']:,} training and {cut['dev']:,} dev sentences are cut to fit"
                      + ("" if any(cut.values()) else " (none)"))

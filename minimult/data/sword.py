@@ -85,9 +85,8 @@ def module_verses(language: str, testament: str, limit: int | None = None) -> di
     order (the first `limit` of them), each read by its book, chapter and verse ("" when empty)."""
     bible = _open(language)
     structure = bible.get_structure().get_books()
-    books = structure["ot"] + structure["nt"]
-    first = 0 if testament == "old" else len(structure["ot"])
-    chosen = books[first:len(structure["ot"])] if testament == "old" else books[first:]
+    first = 0 if testament == "old" else len(structure["ot"])  # books are numbered across both testaments
+    chosen = structure["ot"] if testament == "old" else structure["nt"]
     verses: dict[int, str] = {}
     for number, book in enumerate(chosen, first + 1):
         for chapter, length in enumerate(book.chapter_lengths, 1):

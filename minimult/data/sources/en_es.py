@@ -165,10 +165,6 @@ class EnEs(Source):
                 raise MinimultError(f"the {c.name} corpus has {len(c)} aligned verse(s): at least 2 are needed")
         return train, dev
 
-    def vocab_size(self, data_cfg) -> int:
-        """Shared: one vocabulary of n_langs x vocab_size entries (the ids the own vocabularies have together)."""
-        return data_cfg.vocab_size * (data_cfg.n_langs if self.shares_vocabulary(data_cfg) else 1)
-
     def training_text(self, train, data_cfg):
         if not self.shares_vocabulary(data_cfg):
             return train.sentences
