@@ -1,4 +1,5 @@
-"""Typed, frozen configuration: one dataclass per stage composed into `RunConfig`, plus presets.
+"""Typed, frozen configuration: one dataclass per stage and one per component that has settings (`settings`
+of a mod, source or evaluator), composed into `RunConfig` (`with_sections`), plus presets.
 
 Overrides use dotted keys (`train.lr=1e-3`); an unknown key or a value of the wrong type is an
 error naming the valid keys. Mods are applied last (`apply_mods`), so `overparam`'s sizes

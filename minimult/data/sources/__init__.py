@@ -32,14 +32,13 @@ from minimult.registry import Registry
 
 REGISTRY = Registry("language source", unknown="unknown --source {name!r}: use {valid}", sep=" or ")
 
-
-
 UNICODE_SHIFT = 0x2C00  # the unicode source's shift: every character moved to an unused script range
 
 
 def shift_text(word: str, shift: int = UNICODE_SHIFT) -> str:
     """`word` with every character's code point moved by `shift` (K et al.'s Fake-English by script)."""
     return "".join(chr(ord(c) + shift) for c in word)
+
 
 class Source:
     name: str = ""
