@@ -21,26 +21,17 @@ def note(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _sources() -> list[str]:
-    from minimult.data.sources import REGISTRY
-
-    return list(REGISTRY)
-
-
-def _tokenizers() -> list[str]:
-    from minimult.data.vocab import TOKENIZERS
-
-    return list(TOKENIZERS)
-
-
 def data_options(f):
     """Options that choose the data (shared by prepare and pretrain)."""
+    from minimult.data.sources import REGISTRY
+    from minimult.data.vocab import TOKENIZERS
+
     for option in reversed([
         click.option("--train-file", "train", default=None, metavar="PATH|NAME",
                      help="Training corpus: one sentence per line, or a built-in name (default bbe-nt)."),
         click.option("--dev-file", "dev", default=None, metavar="PATH|NAME",
                      help="Development corpus (default kjv-ot-10k: first 10,000 KJV Old Testament sentences)."),
-        click.option("--source", "--fake", "source", type=click.Choice(_sources()), default=None, cls=DerivedHelp,
+        click.option("--source", "--fake", "source", type=click.Choice(list(REGISTRY)), default=None, cls=DerivedHelp,
                      derived_help=cli_help.sources),
         click.option("--files", default=None, metavar="NAME=PATH,...|MANIFEST.toml",
                      help="The parallel source's files (data.parallel.files; implies --source parallel): "
@@ -53,7 +44,7 @@ def data_options(f):
                      derived_help=lambda: f"One vocabulary learned over every language's text, one id block "
                                           f"(data.shared_vocab; --source {cli_help.shared_option_sources()}), instead "
                                           f"of each language's own at its own id offset."),
-        click.option("--tokenizer", type=click.Choice(_tokenizers()), default=None,
+        click.option("--tokenizer", type=click.Choice(list(TOKENIZERS)), default=None,
                      help="The units: wordpiece (default), char (every character of the training corpus) or "
                           "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
         click.option("--preset", default="paper", show_default=True, cls=DerivedHelp,

@@ -36,6 +36,7 @@ from minimult.mods import check_masking, from_canonical, versions
 
 RUNS_DIR = Path("runs")
 CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_FORMAT = 1
 LOCK = ".sweep.lock"  # held by whoever writes to the run (pretrain, resume, eval, a sweep's worker)
 
 
@@ -80,11 +81,9 @@ def merged(before: dict, latest: dict) -> dict:
     return both
 
 
-CHECKPOINT_FORMAT = 1
-
-
-def run_name(mods: str, seed: int) -> str:
-    return f"{mods.replace(',', '+').replace('=', '')}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+def mods_for_folder(mods: str) -> str:
+    """Canonical mods as run folder names write them: lang-pos,permute=0.25 -> lang-pos+permute0.25."""
+    return mods.replace(",", "+").replace("=", "")
 
 
 def create_run_dir(out: str | Path | None, mods: str, seed: int) -> Path:
@@ -97,7 +96,7 @@ def create_run_dir(out: str | Path | None, mods: str, seed: int) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         return path
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    base = RUNS_DIR / run_name(mods, seed)
+    base = RUNS_DIR / f"{mods_for_folder(mods)}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     for i in range(1000):
         path = base if i == 0 else base.with_name(f"{base.name}-{i}")
         try:

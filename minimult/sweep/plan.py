@@ -12,7 +12,7 @@ from minimult.data.parallel import absolute
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
 from minimult.model_config import ModelConfig
-from minimult.runs import flat, folder_locked, read_json, write_json
+from minimult.runs import flat, folder_locked, mods_for_folder, read_json, write_json
 from minimult.sweep.grid import Grid
 from minimult.train import SHARED_TRAIN
 
@@ -72,7 +72,7 @@ class Summary:
 
 
 def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
-    return f"{setting_id}-{mods.replace(',', '+').replace('=', '')}-s{seed}"
+    return f"{setting_id}-{mods_for_folder(mods)}-s{seed}"
 
 
 def _absolute_files(values: dict) -> dict:

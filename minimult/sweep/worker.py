@@ -61,12 +61,6 @@ class Group:
             self.logfiles[task.run_dir].flush()
         return log
 
-    def log_all(self, tasks: list[Task]):
-        def log(line: str) -> None:
-            for t in tasks:
-                self.logger(t)(line)
-        return log
-
     def fail(self, task: Task, e: BaseException) -> None:
         if isinstance(e, MinimultError):
             self.logger(task)(f"error: {e}")
@@ -102,7 +96,11 @@ def train_fresh_together(group: Group) -> dict[str, str]:
         return {}
     for t in fresh:
         group.runs[t.run_dir].metrics_path.unlink(missing_ok=True)  # an attempt that never checkpointed
-    log = group.log_all(fresh)
+
+    def log(line: str) -> None:  # into every stacked run's own log
+        for t in fresh:
+            group.logger(t)(line)
+
     log(f"--- training {len(fresh)} runs as one stacked model: {', '.join(t.name for t in fresh)}")
     try:
         train([group.runs[t.run_dir] for t in fresh], log=log)
