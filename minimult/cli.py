@@ -199,14 +199,21 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     if nproc is not None:
         distributed.check_nproc(nproc, launched)
     echo = click.echo if launched is None or launched.main else (lambda *a, **k: None)
-    if resume:  # every option given but those a resume takes would be ignored
+    if resume:  # a resume takes how the run executes (--device, --nproc, --set of one); anything else is refused
+        from minimult.config import EXECUTION_SETTINGS, override, parse_overrides
+
         ctx = click.get_current_context()
-        given = [p.opts[0] for p in ctx.command.params if p.name not in ("resume", "nproc", "stop_after")
+        execution = {**parse_overrides(settings), **({"train.device": device} if device else {})}
+        given = [p.opts[0] for p in ctx.command.params if p.name not in ("resume", "nproc", "stop_after", "settings",
+                                                                           "device")
                  and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+        given += [f"--set {key}" for key in execution if key not in EXECUTION_SETTINGS]
         if given:
             raise MinimultError(f"--resume continues a run with its own config.json; {', '.join(given)} "
-                                f"would be ignored, so it is refused")
+                                f"would be ignored, so it is refused (a resume takes --nproc, --stop-after, "
+                                f"--device and --set of {', '.join(EXECUTION_SETTINGS)})")
         run = Run.open(resume)
+        run.cfg = override(run.cfg, execution)  # how it executes this time; config.json keeps the first
         from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
 
         with run.locked():  # by rank 0 alone under torchrun

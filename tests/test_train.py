@@ -250,7 +250,7 @@ def test_cli_stop_after_stops_with_a_checkpoint_and_resume_goes_on_as_if_never_s
     assert load_checkpoint(part / "checkpoint.pt")["step"] == 5
     assert read_json(part / "run.json")["status"] == "interrupted"
     assert_one_line_error(cli("pretrain", "--resume", str(part), "--stop-after", "3"), "has trained 5 steps already")
-    proc = cli("pretrain", "--resume", str(part))
+    proc = cli("pretrain", "--resume", str(part), "--set", "train.threads=1", "--device", "cpu")  # how it executes
     assert proc.returncode == 0 and "stopped" not in proc.stdout, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"done: {part}"  # as a run that was never stopped ends
     a, b = (load_checkpoint(d / "checkpoint.pt") for d in (full, part))
@@ -312,6 +312,8 @@ def test_resume_refuses_what_it_cannot_continue_faithfully(tmp_path):
     # options --resume would ignore
     assert_one_line_error(cli("pretrain", "--resume", str(run), "--epochs", "10", "--mods", "lang-pos"),
                           "--mods, --epochs")
+    assert_one_line_error(cli("pretrain", "--resume", str(run), "--set", "train.lr=1", "--set", "train.threads=1"),
+                          "--set train.lr would be ignored", "train.threads")  # only execution settings may change
     # a second writer while the run is held (by another process, as a sweep's worker holds it)
     with open(run / ".sweep.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
