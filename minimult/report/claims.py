@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import tomllib
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import numpy as np
 from minimult.errors import MinimultError
 from minimult.report.collect import Group, Run, Section, never_trained, read_object
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, finite, table_columns, table_lines, welch_p
+from minimult.report.tables import aggregate, finite, p_value, table_columns, table_lines, welch_p
 
 CLAIMS_FILE = Path(__file__).with_name("claims.toml")
 EXPECTATIONS = ("lower", "higher", "similar")
@@ -206,12 +205,7 @@ def find(side: Side, found: list[Place]) -> tuple[Place | None, str]:
 def _one_sample_p(xs: list[float], value: float) -> float | None:
     from scipy import stats  # lazy: 1-2 s to import, for this statistic only
 
-    if len(xs) < 2:
-        return None
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        p = stats.ttest_1samp(xs, value).pvalue
-    return float(p) if p is not None and math.isfinite(p) else None
+    return p_value(stats.ttest_1samp, xs, value) if len(xs) >= 2 else None
 
 
 def decide(a: list[float], b: list[float] | float, expect: str, margin: float = DEFAULT_MARGIN) -> dict:

@@ -13,6 +13,7 @@ still loads; otherwise the section simply has none.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -82,6 +83,11 @@ class Section:
     def grid(self) -> str | None:
         """The grid its sweep manifest names (`table1` for table1.sweep.json); None for runs of no sweep."""
         return self.manifest.name.removesuffix(".sweep.json") if self.manifest else None
+
+
+def settings(sections: list[Section]) -> list[Group]:
+    """Every setting of `sections`, section by section."""
+    return [g for s in sections for g in s.groups]
 
 
 def read_object(path: Path) -> dict | None:
@@ -213,10 +219,16 @@ def device_seconds(run_dir: Path) -> dict[str, float] | str:
 def current_config(config: dict) -> dict:
     """A run's stored configuration as this version reads it: keys added since the run was made take
     their defaults (a run from before data.tokenizer is wordpiece); one it cannot read, as it is."""
+    return copy.deepcopy(_current_config(json.dumps(config)))
+
+
+@functools.lru_cache(maxsize=None)  # a report reads each run's configuration several times, a site ~800 times
+def _current_config(config_json: str) -> dict:
+    config = json.loads(config_json)
     try:
         return RunConfig.from_dict(config).to_dict()
     except (TypeError, ValueError, MinimultError):
-        return json.loads(json.dumps(config))
+        return config
 
 
 AUTO_PRECISION = {"cpu": "fp32", "cuda": "bf16"}  # what train.precision "auto" trains in on each device
@@ -480,17 +492,23 @@ def _other_section(runs: list[Run]) -> Section | None:
 
 def log_rows(path: Path) -> list[dict]:
     """Every row of a run folder's `metrics.jsonl` with a step (training and evaluation rows); damaged
-    lines are skipped."""
+    lines are skipped. Read once per version of the file (a site reads each log three times)."""
+    file = Path(path) / "metrics.jsonl"
+    stat = file.stat() if file.is_file() else None
+    return list(_log_rows(file, stat and (stat.st_mtime_ns, stat.st_size)))
+
+
+@functools.lru_cache(maxsize=64)
+def _log_rows(file: Path, version) -> tuple[dict, ...]:
     out = []
-    file = path / "metrics.jsonl"
-    for line in file.read_text().splitlines() if file.is_file() else []:
+    for line in file.read_text().splitlines() if version else []:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
         if isinstance(row, dict) and isinstance(row.get("step"), int):
             out.append(row)
-    return out
+    return tuple(out)
 
 
 def training_losses(path: Path) -> list[tuple[int, float]]:
@@ -547,6 +565,6 @@ def build_sections(runs: list[Run], homes: list[Path], log: Callable[[str], None
         if section is not None:
             sections.append(section)
     sections.sort(key=lambda s: s.title)
-    claimed = {r.path for s in sections for g in s.groups for r in g.runs}
+    claimed = {r.path for g in settings(sections) for r in g.runs}
     other = _other_section([r for r in runs if r.path not in claimed])
     return sections + ([other] if other else [])

@@ -5,27 +5,26 @@ real pair's alignment and retrieval read in one row. Silver links are labelled s
 
 from __future__ import annotations
 
-from minimult.report.collect import Section
+from minimult.report.collect import Section, settings
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, mean_std, table_lines
 
 
 def rows(sections: list[Section], top: str) -> list[dict]:
     out = []
-    for section in sections:
-        for g in section.groups:
-            runs = [r.results for r in g.runs if isinstance(r.results.get("links"), dict)]
-            if not runs:
-                continue
-            links = [r["links"] for r in runs]
-            f1 = {l: aggregate([k["layers"].get(l, {}).get("f1") for k in links]) for l in dict.fromkeys(["0", top])}
-            layer = [r.get("layers", {}).get(top, {}) for r in runs]
-            out.append({"setting": g.label, "n": len(runs), "kinds": sorted({k["kind"] for k in links}),
-                        "files": sorted({k["file"].rsplit("/", 1)[-1] for k in links}),
-                        "f1": f1, "aer": aggregate([k["layers"].get(top, {}).get("aer") for k in links]),
-                        "diagonal_f1": aggregate([k.get("diagonal", {}).get("f1") for k in links]),
-                        "retrieval_forward": aggregate([x.get("retrieval_forward") for x in layer]),
-                        "retrieval_backward": aggregate([x.get("retrieval_backward") for x in layer])})
+    for g in settings(sections):
+        runs = [r.results for r in g.runs if isinstance(r.results.get("links"), dict)]
+        if not runs:
+            continue
+        links = [r["links"] for r in runs]
+        f1 = {l: aggregate([k["layers"].get(l, {}).get("f1") for k in links]) for l in dict.fromkeys(["0", top])}
+        layer = [r.get("layers", {}).get(top, {}) for r in runs]
+        out.append({"setting": g.label, "n": len(runs), "kinds": sorted({k["kind"] for k in links}),
+                    "files": sorted({k["file"].rsplit("/", 1)[-1] for k in links}),
+                    "f1": f1, "aer": aggregate([k["layers"].get(top, {}).get("aer") for k in links]),
+                    "diagonal_f1": aggregate([k.get("diagonal", {}).get("f1") for k in links]),
+                    "retrieval_forward": aggregate([x.get("retrieval_forward") for x in layer]),
+                    "retrieval_backward": aggregate([x.get("retrieval_backward") for x in layer])})
     return out
 
 

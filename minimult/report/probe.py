@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Section
+from minimult.report.collect import Section, settings
 from minimult.report.figures import already_drawn, pyplot, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import table_lines
@@ -21,11 +21,10 @@ from minimult.report.tables import table_lines
 def curves(sections: list[Section]) -> dict[str, list[dict]]:
     """{setting label: [probe dict of each seed that has one]} (settings without any left out)."""
     out = {}
-    for section in sections:
-        for g in section.groups:
-            got = [r.results["probe"] for r in g.runs if isinstance(r.results.get("probe"), dict)]
-            if got:
-                out.setdefault(g.label, []).extend(got)
+    for g in settings(sections):
+        got = [r.results["probe"] for r in g.runs if isinstance(r.results.get("probe"), dict)]
+        if got:
+            out.setdefault(g.label, []).extend(got)
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Run, Section
+from minimult.report.collect import Run, Section, settings
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, cell_text, table_columns, table_lines
@@ -39,15 +39,14 @@ def run_alternations(run: Run, top: str) -> dict[str, dict]:
 def rows(sections: list[Section], top: str) -> list[dict]:
     """One row per (setting, alternation) with every table column aggregated over the setting's seeds."""
     out = []
-    for section in sections:
-        for g in section.groups:
-            per_run = [run_alternations(r, top) for r in g.runs]
-            values = sorted({v for alt in per_run for v in alt}, key=_order)
-            for value in values:
-                metrics = {c.key(l): aggregate([c.value(alt[value], l) if value in alt else None for alt in per_run])
-                           for c, l in table_columns(top)}
-                out.append({"setting": g.label, "segment": value, "n": sum(value in alt for alt in per_run),
-                            "metrics": metrics})
+    for g in settings(sections):
+        per_run = [run_alternations(r, top) for r in g.runs]
+        values = sorted({v for alt in per_run for v in alt}, key=_order)
+        for value in values:
+            metrics = {c.key(l): aggregate([c.value(alt[value], l) if value in alt else None for alt in per_run])
+                       for c, l in table_columns(top)}
+            out.append({"setting": g.label, "segment": value, "n": sum(value in alt for alt in per_run),
+                        "metrics": metrics})
     return out
 
 

@@ -75,11 +75,7 @@ def site_folders(results: Path = RESULTS) -> list[Path]:
 def _env():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = number
-    env.filters["md"] = markdown_html
-    env.filters["p"] = p_shown
-    env.filters["plural"] = plural
-    env.filters["term"] = term_anchor
+    env.filters.update(num=number, md=markdown_html, p=p_shown, plural=plural, term=term_anchor)
     return env
 
 
@@ -154,6 +150,18 @@ class Folder:
         """The folder (relative to the folder's page) holding the run's config.json, results.json, metrics.jsonl."""
         return f"runs/{file_slug(path.name)}"
 
+    def placed(self) -> dict[Path, tuple[Run, Group, Section]]:
+        """Every run in a table: {run folder: (run, its setting, its section)}."""
+        return {r.path: (r, g, s) for s in self.loaded.sections for g in s.groups for r in g.runs}
+
+    def lost(self) -> dict[str, str]:
+        """Why a run its setting lost is in no row, by the name its section gives it."""
+        return {str(x.get("run")): x.get("why") for s in self.loaded.sections for x in s.lost}
+
+    def run_links(self, runs: list[Run]) -> list[dict]:
+        return [{"name": r.path.name, "seed": r.seed, "href": self.run_page(r.path), "flag": never_trained(r)}
+                for r in runs]
+
 
 def _figure(out: Path, name: str) -> str | None:
     return name if (out / name).is_file() else None
@@ -168,8 +176,7 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
         cells = number_cells(row, top, paper_std=False)
         cells = [_split(cells[0]), (p_shown(cells[1]), ""), *map(_split, cells[2:])]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
-                     "runs": [{"seed": r.seed, "href": folder.run_page(r.path), "flag": never_trained(r)}
-                              for r in g.runs], "cells": cells})
+                     "runs": folder.run_links(g.runs), "cells": cells})
     stale = pending_line(agg["pending"]) if agg.get("pending") else None
     notes = [_one_runs(_pending(section) if line == stale else line)
              for line in section_table(agg, top) + section_footer(agg) if line and not line.startswith("|")]
@@ -228,9 +235,7 @@ def _settings(folder: Folder) -> list[dict]:
             figures = [f for f in (_figure(folder.out, f"positions_{name}.png"), _figure(folder.out, f"pca_{name}.png"))
                        if f]
             out.append({"section": section.title, "label": g.label, "mods": g.mods, "preset": g.preset,
-                        "anchor": _anchor(section, g), "figures": figures,
-                        "runs": [{"name": r.path.name, "seed": r.seed, "href": folder.run_page(r.path),
-                                  "flag": never_trained(r)} for r in g.runs]})
+                        "anchor": _anchor(section, g), "figures": figures, "runs": folder.run_links(g.runs)})
     return out
 
 
@@ -243,18 +248,14 @@ def status_text(d: Path) -> str:
     return f"not evaluated (no results.json); run.json status: {status}{at}"
 
 
-def _in_tables(folder: Folder) -> set[Path]:
-    return {r.path for s in folder.loaded.sections for g in s.groups for r in g.runs}
-
-
 def _other_runs(folder: Folder) -> list[dict]:
     """Every run folder in no table, with why: left out (and why), not evaluated (its run.json status), or evaluated
     but in no section (a run its folder's manifest does not plan)."""
     loaded = folder.loaded
     rows = [{"name": d.name, "href": folder.run_page(d), "why": why} for d, why in loaded.left_out]
     rows += [{"name": d.name, "href": folder.run_page(d), "why": status_text(d)} for d in loaded.unevaluated]
-    listed = _in_tables(folder) | {d for d, _ in loaded.left_out} | set(loaded.unevaluated)
-    lost = {str(x.get("run")): x.get("why") for s in loaded.sections for x in s.lost}
+    listed = set(folder.placed()) | {d for d, _ in loaded.left_out} | set(loaded.unevaluated)
+    lost = folder.lost()
     rows += [{"name": d.name, "href": folder.run_page(d),
               "why": folder.shown(lost.get(str(d)) or lost.get(d.name) or "evaluated; in no table of this folder")}
              for d in loaded.run_dirs if d not in listed]
@@ -562,12 +563,9 @@ def _setting_href(folders: list[Folder], side: dict) -> str | None:
 
 def _run_pages(folder: Folder, write) -> list[dict]:
     """A page per run folder; returns each run's row of the every-run page (runs.html)."""
-    by_path = {r.path: (r, g) for s in folder.loaded.sections for g in s.groups for r in g.runs}
-    left = dict(folder.loaded.left_out)
-    lost = {str(x.get("run")): x.get("why") for s in folder.loaded.sections for x in s.lost}
-    rows = []
+    placed, left, lost, rows = folder.placed(), dict(folder.loaded.left_out), folder.lost(), []
     for d in folder.loaded.run_dirs:
-        run, group = by_path.get(d, (None, None))
+        run, group, section = placed.get(d, (None, None, None))
         flags = []
         if run is not None and (why := never_trained(run)):
             flags.append(f"never trained: {why}")
@@ -578,10 +576,7 @@ def _run_pages(folder: Folder, write) -> list[dict]:
         if run is None and d.name in lost:
             flags.append(f"in no table: {lost[d.name]}")
         context = _run_context(folder, d, run, group, flags)
-        anchor = None
-        if group is not None:
-            section = next(s for s in folder.loaded.sections if group in s.groups)
-            anchor = f"../index.html#{_anchor(section, group)}"
+        anchor = f"../index.html#{_anchor(section, group)}" if group is not None else None
         write(folder.out / folder.run_page(d), "run.html", up="../../", run=context, back=anchor)
         rows.append(_run_row(folder, d, run, context))
     return rows

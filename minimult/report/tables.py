@@ -24,13 +24,8 @@ from pathlib import Path
 import numpy as np
 
 import minimult.evaluate  # noqa: F401  (registers every evaluator)
-from minimult.evaluate.registry import STD, table_columns as registered
-from minimult.report.collect import Group, Run, Section, how_trained, unlike_baseline
-
-
-def table_columns(top: str) -> list:
-    """[(Column, layer or None), ...] in Table 1 order, with layers 0 and `top`."""
-    return registered(top)
+from minimult.evaluate.registry import STD, table_columns  # [(Column, layer or None), ...]: layers 0 and `top`
+from minimult.report.collect import Group, Run, Section, how_trained, settings, unlike_baseline
 
 
 def column_keys(top: str) -> list[str]:
@@ -76,17 +71,20 @@ def welch_p(a: list, b: list) -> float | None:
     from scipy import stats  # lazy: 1-2 s to import, for this statistic only
 
     a, b = [x for x in a if x is not None], [x for x in b if x is not None]
-    if len(a) < 2 or len(b) < 2:
-        return None
+    return p_value(stats.ttest_ind, a, b, equal_var=False) if len(a) >= 2 and len(b) >= 2 else None
+
+
+def p_value(test, *args, **kwargs) -> float | None:
+    """The p-value of a scipy test, None where it is not finite."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # identical values: scipy warns and returns nan (-> blank)
-        p = stats.ttest_ind(a, b, equal_var=False).pvalue
+        p = test(*args, **kwargs).pvalue
     return float(p) if p is not None and math.isfinite(p) else None
 
 
 def baseline_for(section: Section, sections: list[Section]) -> Group | None:
     """The section's `original` (ID 0 first), else an `original` of the same preset elsewhere."""
-    for candidates in (section.groups, [g for s in sections for g in s.groups if g.preset == section.preset]):
+    for candidates in (section.groups, [g for g in settings(sections) if g.preset == section.preset]):
         originals = [g for g in candidates if g.mods == "original"]
         if originals:
             return next((g for g in originals if g.id == "0"), originals[0])

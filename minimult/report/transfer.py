@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.report.collect import Section
+from minimult.report.collect import Section, settings
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, mean_std, table_lines
@@ -25,22 +25,21 @@ def _task(t: dict) -> str:
 def rows(sections: list[Section]) -> list[dict]:
     """One row per setting, task, mode and zero-shot language (language 1 alone in a two-language run)."""
     out = []
-    for section in sections:
-        for g in section.groups:
-            done = [r.results["transfer"] for r in g.runs if isinstance(r.results.get("transfer"), dict)]
-            for task in dict.fromkeys(_task(t) for t in done):
-                mine = [t for t in done if _task(t) == task]
-                modes = list(dict.fromkeys(m for t in mine for m in t.get("modes", {})))
-                for mode in modes:
-                    got = [t["modes"][mode] for t in mine if mode in t["modes"]]
-                    names = mine[0].get("languages") or ["en", None]
-                    for k, lang in enumerate(names[1:]):
-                        per = [m.get("languages", {}).get(lang, m) if k else m for m in got]
-                        out.append({"setting": g.label, "task": task, "mode": mode, "n": len(got), "first": names[0],
-                                    "language": lang, "en": aggregate([m["en"] for m in got]),
-                                    **{key: aggregate([m[key] for m in per]) for key in ("zero_shot", "delta")},
-                                    "majority": mine[0]["baselines"]["majority"],
-                                    "bag_of_words": mine[0]["baselines"]["bag_of_words"]})
+    for g in settings(sections):
+        done = [r.results["transfer"] for r in g.runs if isinstance(r.results.get("transfer"), dict)]
+        for task in dict.fromkeys(_task(t) for t in done):
+            mine = [t for t in done if _task(t) == task]
+            modes = list(dict.fromkeys(m for t in mine for m in t.get("modes", {})))
+            for mode in modes:
+                got = [t["modes"][mode] for t in mine if mode in t["modes"]]
+                names = mine[0].get("languages") or ["en", None]
+                for k, lang in enumerate(names[1:]):
+                    per = [m.get("languages", {}).get(lang, m) if k else m for m in got]
+                    out.append({"setting": g.label, "task": task, "mode": mode, "n": len(got), "first": names[0],
+                                "language": lang, "en": aggregate([m["en"] for m in got]),
+                                **{key: aggregate([m[key] for m in per]) for key in ("zero_shot", "delta")},
+                                "majority": mine[0]["baselines"]["majority"],
+                                "bag_of_words": mine[0]["baselines"]["bag_of_words"]})
     return out
 
 
@@ -60,14 +59,13 @@ def markdown(transfer_rows: list[dict]) -> str:
 def order_points(sections: list[Section], top: str) -> list[dict]:
     """Per run with both numbers: setting, word-order distance at layer `top`, zero-shot accuracy."""
     out = []
-    for section in sections:
-        for g in section.groups:
-            for r in g.runs:
-                t, layer = r.results.get("transfer"), r.results.get("layers", {}).get(top, {})
-                if (isinstance(t, dict) and layer.get("order_distance") is not None
-                        and t.get("zero_shot_acc") is not None):
-                    out.append({"setting": g.label, "run": r.path.name, "order_distance": layer["order_distance"],
-                                "zero_shot": t["zero_shot_acc"]})
+    for g in settings(sections):
+        for r in g.runs:
+            t, layer = r.results.get("transfer"), r.results.get("layers", {}).get(top, {})
+            if (isinstance(t, dict) and layer.get("order_distance") is not None
+                    and t.get("zero_shot_acc") is not None):
+                out.append({"setting": g.label, "run": r.path.name, "order_distance": layer["order_distance"],
+                            "zero_shot": t["zero_shot_acc"]})
     return out
 
 
