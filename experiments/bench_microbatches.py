@@ -34,7 +34,7 @@ from bench_results import write_result  # noqa: E402
 from minimult.config import override, resolve  # noqa: E402
 from minimult.data.batching import plan_epoch  # noqa: E402
 from minimult.runs import Run  # noqa: E402
-from minimult.train import Single, setup  # noqa: E402
+from minimult.train import Stepper, setup  # noqa: E402
 
 
 def main() -> None:
@@ -67,7 +67,7 @@ def main() -> None:
     def step(p: int, index) -> float:
         member.run.cfg = steppers[p]
         t = time.perf_counter()
-        loss = Single([member]).losses(0, [index])
+        loss = Stepper([member]).losses(0, [index])
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -114,7 +114,7 @@ def sameness(member, steppers, index, parts) -> dict:
     def loss_and_grads(p):
         member.run.cfg = steppers[p]
         model.zero_grad(set_to_none=True)
-        loss = Single([member]).losses(0, [index]).sum()
+        loss = Stepper([member]).losses(0, [index]).sum()
         loss.backward()
         return loss.detach(), torch.cat([q.grad.flatten() for q in model.parameters() if q.grad is not None])
 

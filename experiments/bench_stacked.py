@@ -82,7 +82,7 @@ def main():
     separate = [Bert(cfg).to(device).train() for _ in range(M)]
     stacked = stack(separate).to(device).train()
     if device.type == "cpu":
-        stacked.generators = [torch.Generator().manual_seed(i) for i in range(M)]
+        stacked.context.generators = [torch.Generator().manual_seed(i) for i in range(M)]
     opts = [torch.optim.AdamW(m.param_groups(0.01), lr=lr, eps=1e-6, fused=True) for m in separate]
     opt_stacked = torch.optim.AdamW(stacked.param_groups(0.01), lr=lr, eps=1e-6, fused=True)
     autocast = precision_autocast(args.precision, device)

@@ -127,12 +127,10 @@ def device_for(name: str, world: World):
 
     from minimult.model import pick_device
 
-    if world.size == 1:
-        return pick_device(name)
-    check_devices(name, world.local_rank + 1)
     device = pick_device(name)
-    if device.type != "cuda":
+    if world.size == 1 or device.type != "cuda":
         return device
+    check_devices(name, world.local_rank + 1)
     device = torch.device("cuda", world.local_rank)
     torch.cuda.set_device(device)
     return device

@@ -11,7 +11,7 @@ BERT-small step cannot fill the device; on a CPU the products are already large 
 Per-model equality with separate runs: every model keeps its own batches (`pack`: padded to a common
 (B, T); padded rows and keys take no part in any real output), its own masking draws and its own dropout
 stream (on the CPU drawn per model, in the order and shapes a single `Bert` draws them, from one generator
-per model: `StackedBert.generators`); the loss is the sum of per-model losses (`Bert.mlm_loss`, MLM and
+per model: `StackedBert.context.generators`); the loss is the sum of per-model losses (`Bert.mlm_loss`, MLM and
 NSP, each model's over its own batch), gradient clipping is per model and AdamW is elementwise, so one
 optimizer over the stacked tensors is M optimizers.
 """
@@ -19,7 +19,6 @@ optimizer over the stacked tensors is M optimizers.
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -31,14 +30,18 @@ from minimult.errors import MinimultError
 from minimult.model import Bert, Decoder, Dropout, SelfAttention
 
 
-def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """x (M, ..., in), weight (M, out, in), bias (M, out) -> (M, ..., out): M linear layers, one batched product."""
-    M = x.shape[0]
-    y = torch.baddbmm(bias[:, None, :], x.reshape(M, -1, x.shape[-1]), weight.transpose(1, 2))
-    return y.view(*x.shape[:-1], weight.shape[1])
+class StackedDecoder(nn.Module):
+    """The MLM decoder of M models, each tied to its own token table; M linear layers as one batched product."""
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """x (M, ..., in) float, weight (M, out, in), bias (M, out) -> (M, ..., out): model m's rows through model
+        m's layer (the decoder: h (M, N, H), each model's own token table (M, V, H) -> logits (M, N, V))."""
+        M = x.shape[0]
+        y = torch.baddbmm(bias[:, None, :], x.reshape(M, -1, x.shape[-1]), weight.transpose(1, 2))
+        return y.view(*x.shape[:-1], weight.shape[1])
 
 
-class StackedLinear(nn.Module):
+class StackedLinear(StackedDecoder):
     """M `nn.Linear`s of one shape: weight (M, out, in), bias (M, out)."""
 
     def __init__(self, weight: nn.Parameter, bias: nn.Parameter):
@@ -46,16 +49,8 @@ class StackedLinear(nn.Module):
         self.weight, self.bias = weight, bias  # (M, out, in), (M, out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (M, ..., in) float -> (M, ..., out): model m's rows through model m's layer."""
-        return _affine(x, self.weight, self.bias)
-
-
-class StackedDecoder(nn.Module):
-    """The MLM decoder of M models, each tied to its own token table."""
-
-    def forward(self, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """h (M, N, H) float, weight (M, V, H), bias (M, V) -> logits (M, N, V)."""
-        return _affine(h, weight, bias)  # h (M, N, H), weight (M, V, H): each model's own token table
+        """x (M, ..., in) float -> (M, ..., out)."""
+        return super().forward(x, self.weight, self.bias)
 
 
 class StackedLayerNorm(nn.Module):
@@ -96,22 +91,10 @@ class StackContext:
     shapes: list[tuple[int, int]] | None = None  # (B_m, T_m)
     generators: list[torch.Generator] | None = None
 
-    def keep_scaled(self, x: torch.Tensor, p: float, parts: list[tuple[int, ...]]) -> torch.Tensor:
-        """Dropout multipliers for x (M, B, ...): model m's drawn from its own generator over the part
-        `parts[m]` of x[m] its batch covers, the mask a single `Bert` draws for its batch; 1 elsewhere."""
-        generators = self.generators or [None] * self.models
-        if all(tuple(shape) == tuple(x.shape[1:]) for shape in parts):  # no padding between models
-            return torch.stack([kernels.keep_scaled(x[m], p, g) for m, g in enumerate(generators)])
-        scale = torch.ones_like(x)
-        for m, (shape, g) in enumerate(zip(parts, generators)):
-            region = scale[m][tuple(slice(0, n) for n in shape)]
-            region.copy_(kernels.keep_scaled(region, p, g))
-        return scale
-
 
 class StackedDropout(nn.Dropout):
     """Dropout of M stacked models, on hidden states (M, B, T, H) or (`attention`) on attention weights
-    (M*B, [nh,] T, T): on CPU each model's mask over its own batch (`StackContext.keep_scaled`)."""
+    (M*B, [nh,] T, T): on CPU each model's mask over its own batch (`_keep_scaled`)."""
 
     def __init__(self, p: float, context: StackContext, attention: bool):
         super().__init__(p)
@@ -122,6 +105,8 @@ class StackedDropout(nn.Dropout):
         return kernels.dropout(x, self.p, self.training, self._keep_scaled)
 
     def _keep_scaled(self, x: torch.Tensor, p: float) -> torch.Tensor:
+        """Dropout multipliers for x: model m's drawn from its own generator over the part of x[m] its batch
+        covers, the mask a single `Bert` draws for its batch; 1 elsewhere."""
         ctx = self.context
         if self.attention:  # (M, B, [nh,] T, T): model m's (B_m, [nh,] T_m, T_m)
             per_model = x.view(ctx.models, -1, *x.shape[1:])
@@ -132,7 +117,15 @@ class StackedDropout(nn.Dropout):
             per_model = x
             shapes = ctx.shapes or [tuple(x.shape[1:3])] * ctx.models
             parts = [(b, t, *x.shape[3:]) for b, t in shapes]
-        return ctx.keep_scaled(per_model, p, parts).view(x.shape)
+        generators = ctx.generators or [None] * ctx.models
+        if all(tuple(shape) == tuple(per_model.shape[1:]) for shape in parts):  # no padding between models
+            scale = torch.stack([kernels.keep_scaled(per_model[m], p, g) for m, g in enumerate(generators)])
+        else:
+            scale = torch.ones_like(per_model)
+            for m, (shape, g) in enumerate(zip(parts, generators)):
+                region = scale[m][tuple(slice(0, n) for n in shape)]
+                region.copy_(kernels.keep_scaled(region, p, g))
+        return scale.view(x.shape)
 
 
 @dataclass
@@ -224,32 +217,18 @@ class StackedBert(Bert):
             return StackedDropout(m.p, self.context, attention=isinstance(parent, SelfAttention))
         return None
 
-    @property
-    def generators(self) -> list[torch.Generator] | None:
-        """One dropout generator per model (CPU), or None: torch's default."""
-        return self.context.generators
-
-    @generators.setter
-    def generators(self, value: list[torch.Generator] | None) -> None:
-        self.context.generators = value
-
-    @contextmanager
-    def batches(self, shapes: list[tuple[int, int]] | None):
-        """Forward passes inside see model m's own batch in [m, :B_m, :T_m] of their (M, B, T) inputs, with
-        shapes[m] = (B_m, T_m); the rest is padding that draws none of model m's dropout."""
-        before, self.context.shapes = self.context.shapes, shapes
-        try:
-            yield
-        finally:
-            self.context.shapes = before
-
     def stacked_losses(self, packed: Packed, totals: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """(M,) every model's `Bert.mlm_loss` on its own batch: its mean, or with `totals` = (masked tokens,
-        rows) (M,) each of the whole batches these are shares of, its sums divided by those."""
-        with self.batches(packed.shapes):
+        rows) (M,) each of the whole batches these are shares of, its sums divided by those. The forward pass
+        sees model m's own batch in [m, :B_m, :T_m] of the (M, B, T) inputs; the rest is padding that draws
+        none of model m's dropout."""
+        before, self.context.shapes = self.context.shapes, packed.shapes
+        try:
             return self.mlm_loss(packed.input_ids, packed.position_ids, packed.token_type_ids, packed.attention_mask,
                                  packed.selected, packed.targets, packed.nsp_labels,
                                  totals=(packed.counts, packed.rows) if totals is None else totals)
+        finally:
+            self.context.shapes = before
 
     @staticmethod
     def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, total: torch.Tensor) -> torch.Tensor:

@@ -111,9 +111,6 @@ class Member:
     def cfg(self):
         return self.run.cfg
 
-    def tokens(self, index) -> int:
-        return self.train_set.tokens(index)
-
     @property
     def epoch_tokens(self) -> int:
         """Real tokens of one epoch ([CLS] and [SEP] included)."""
@@ -171,68 +168,49 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
 
 
 class Stepper:
-    """How one optimisation step computes its loss, the same for one model and for K stacked ones: every
-    member's dropout and masking seeded from (seed, step), its masked batch, and the losses of the model
-    (`step_losses`)."""
+    """How one optimisation step computes its loss, the same for one model and for K stacked ones (one
+    `StackedBert`): every member's dropout and masking seeded from (seed, step), its masked batch, and the
+    losses of the model (`step_losses`). One model draws dropout from torch's default generator, reseeded
+    every step; K stacked ones each from a generator of its own reseeded the same way (CPU), or on CUDA
+    from torch's generator (another stream per rank)."""
 
     def __init__(self, members: list[Member], world: World = SINGLE):
-        self.members = members
-        self.world = world
+        self.members, self.world, self.stacked = members, world, len(members) > 1
+        self.model = stack([m.model for m in members]) if self.stacked else members[0].model
+        if self.stacked:
+            cpu = self.model.embeddings.ln.weight.is_cpu
+            self.model.context.generators = [torch.Generator() for _ in members] if cpu else None
+            if not cpu and world.rank > 0:
+                torch.cuda.manual_seed(dropout_seed(step_seed(members[0].cfg.train.seed, 0), world.rank))
 
     def losses(self, step: int, indices: list) -> torch.Tensor:
         """(K,) losses of the step, one per member."""
         batches = []
         for k, (m, index) in enumerate(zip(self.members, indices)):
             seed = step_seed(m.cfg.train.seed, step)
-            self.seed_dropout(k, dropout_seed(seed, self.world.rank))
+            if not self.stacked:
+                torch.manual_seed(dropout_seed(seed, self.world.rank))
+            elif self.model.context.generators is not None:
+                self.model.context.generators[k].manual_seed(dropout_seed(seed, self.world.rank))
             m.generator.manual_seed(seed + 1)  # masking
             batches.append(m.masked_batch(index))
         return step_losses(self.model, batches, self.world, self.members[0].cfg.train.microbatches)
 
-
-class Single(Stepper):
-    """One model: dropout from torch's default generator reseeded every step."""
-
-    def __init__(self, members: list[Member], world: World = SINGLE):
-        super().__init__(members, world)
-        self.model = members[0].model
-
-    def seed_dropout(self, k: int, seed: int) -> None:
-        torch.manual_seed(seed)
-
     def clip(self, max_norm: float) -> None:
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        if self.stacked:
+            self.model.clip_grad_norm_per_model(max_norm)
+        else:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
 
     def states(self) -> list[dict]:
-        return [self.model.state_dict()]
-
-    def models(self) -> list[Bert]:
-        return [self.model]
-
-
-class Stacked(Stepper):
-    """K models as one `StackedBert`: one dropout generator per model (CPU); each member's masking its own."""
-
-    def __init__(self, members: list[Member], world: World = SINGLE):
-        super().__init__(members, world)
-        self.model = stack([m.model for m in members])
-        self.model.generators = [torch.Generator() for _ in members] if self.model.embeddings.ln.weight.is_cpu else None
-        if self.model.generators is None and world.rank > 0:  # CUDA: torch's generator, another stream per rank
-            torch.cuda.manual_seed(dropout_seed(step_seed(members[0].cfg.train.seed, 0), world.rank))
-
-    def seed_dropout(self, k: int, seed: int) -> None:
-        if self.model.generators is not None:
-            self.model.generators[k].manual_seed(seed)  # as Single's
-
-    def clip(self, max_norm: float) -> None:
-        self.model.clip_grad_norm_per_model(max_norm)
-
-    def states(self) -> list[dict]:
+        """Every member's weights, as a single `Bert` holds them."""
+        if not self.stacked:
+            return [self.model.state_dict()]
         return [{k: v.clone() for k, v in self.model.unstacked_state(k).items()} for k in range(len(self.members))]
 
     def models(self) -> list[Bert]:
-        """The members' own models holding the stacked weights (for evaluation)."""
-        for k, m in enumerate(self.members):
+        """The members' own models holding the trained weights (for evaluation)."""
+        for k, m in enumerate(self.members if self.stacked else []):
             m.model.load_state_dict(self.model.unstacked_state(k))
         return [m.model for m in self.members]
 
@@ -423,22 +401,6 @@ class CheckpointEvery:
             loop.save(complete=loop.step == loop.total)
 
 
-def start_meta(m: Member, spe: int, total: int, device, parameters: int, **extra) -> dict:
-    """run.json at the start of (or on resuming) training: what the run is and where it runs."""
-    cfg = m.cfg
-    meta = m.run.meta
-    meta.update({"name": m.run.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
-                 "mod_versions": versions(m.run.mods), "vocab_sha256": m.run.data.prepared.vocab_hash,
-                 "data_sha256": m.run.data.prepared.data_hash, "prepared": str(m.run.data.prepared.path),
-                 "environment": environment(),
-                 "status": "training", "device": str(device),
-                 "precision": precision.resolve(cfg.train.precision, device), "parameters": parameters,
-                 "steps_per_epoch": spe, "total_steps": total,
-                 "unigram_entropy": m.run.data.unigram_entropy, **extra})
-    m.run.write_meta(meta)
-    return meta
-
-
 def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool, float]:
     """Load every member's checkpoint: (step, optimizer states or None, all complete, training seconds so far)."""
     ckpts = [m.run.checkpoint(map_location=device) for m in members]
@@ -502,9 +464,16 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
     tc, K = members[0].cfg.train, len(members)
     parameters = members[0].model.num_parameters()
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
-    for m in members:
-        m.meta = start_meta(m, spe, total, device, parameters, **_execution(m, step, world.size, device), **extra,
-                            **_knn_tables(m, log))
+    for m in members:  # run.json: what the run is and where it runs
+        cfg, prepared, m.meta = m.cfg, m.run.data.prepared, m.run.meta
+        m.meta.update({"name": m.run.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
+                       "mod_versions": versions(m.run.mods), "vocab_sha256": prepared.vocab_hash,
+                       "data_sha256": prepared.data_hash, "prepared": str(prepared.path), "environment": environment(),
+                       "status": "training", "device": str(device),
+                       "precision": precision.resolve(cfg.train.precision, device), "parameters": parameters,
+                       "steps_per_epoch": spe, "total_steps": total, "unigram_entropy": m.run.data.unigram_entropy,
+                       **_execution(m, step, world.size, device), **extra, **_knn_tables(m, log)})
+        m.run.write_meta(m.meta)
     tokens_per_step = sum(m.epoch_tokens for m in members) / K / spe
     who = (", ".join(f"{m.run.name} ({m.cfg.mods}, seed {m.cfg.train.seed})" for m in members) if K > 1
            else f"mods: {members[0].cfg.mods}")
@@ -555,7 +524,7 @@ def _run(loop: Loop, device) -> None:
             loop.stepper.clip(tc.clip)
             optimizer.step()
             loop.step += 1
-            progress.add(losses, sum(m.tokens(i) for m, i in zip(members, indices)))
+            progress.add(losses, sum(m.train_set.tokens(i) for m, i in zip(members, indices)))
             for callback in callbacks:
                 callback(loop)
 
@@ -601,11 +570,10 @@ def _train_rank(world: World, log, specs: list, resume: bool, stop_after: int | 
 def _setup_all(runs: list[Run], device, log, world: World) -> list[Member]:
     """Every run's data and model; on several processes rank 0 first (it builds what the cache lacks:
     e.g. knn-replace's neighbour table), then the others, which read what it built."""
-    if world.size == 1:
-        return [setup(r, device, log) for r in runs]
     members = [setup(r, device, log) for r in runs] if world.main else None
-    distributed.barrier()
-    return members if world.main else [setup(r, device, log) for r in runs]
+    if world.size > 1:
+        distributed.barrier()
+    return members or [setup(r, device, log) for r in runs]
 
 
 def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: World) -> list[dict]:
@@ -635,7 +603,7 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         for m in members if world.main else []:
             truncate_log(m.run.metrics_path, step)
         log(f"resuming {names} from step {step}")
-    stepper = (Single if K == 1 else Stacked)(members, world)
+    stepper = Stepper(members, world)
     optimizer = torch.optim.AdamW(stepper.model.param_groups(tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999),
                                   eps=tc.adam_eps, fused=True)  # fused: ~4% faster per step on CPU too
     if opt_states is not None:
