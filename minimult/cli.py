@@ -5,6 +5,7 @@ Each command imports the stage modules it calls inside its own body: all of them
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -244,7 +245,15 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
 
 
 def _stopped_text(run, meta: dict) -> str:
-    """The last line of pretrain: done, or where --stop-after ended the run before its last update."""
+    """The last line of pretrain: done, or where --stop-after ended the run before its last update. A results.json
+    that scores fewer steps than the run has now trained (evaluated before a resume) is named on stderr first."""
+    try:
+        scored = json.loads((run.path / "results.json").read_text()).get("steps")
+    except (OSError, ValueError, AttributeError):  # none yet, or one that eval and report will name
+        scored = None
+    if isinstance(scored, int) and scored < meta.get("steps", 0):
+        note(f"note: results.json scores step {scored:,} of the {meta['steps']:,} trained now: `minimult eval "
+             f"{run.path}` scores the run as it is")
     if meta.get("status") == "complete":
         return f"done: {run.path}"
     return (f"stopped at step {meta.get('steps')} of {meta.get('total_steps')}: {run.path} "

@@ -285,3 +285,23 @@ def test_minor_minimult_cache_naming_a_file_says_so(tmp_path, monkeypatch, below
     result = cli("prepare", "--preset", "tiny")
     one_error_line(result, "names a file, not a folder")  # was: "error: File exists (...)"
     assert "MINIMULT_CACHE" in result.stderr
+
+
+def test_minor_a_run_evaluated_before_a_resume_is_named_stale_with_what_rescores_it(tmp_path):
+    """A run stopped at step 5, evaluated, then resumed to its end: pretrain names results.json's step on stderr
+    with the command that scores the run as it is, and the report's note says the same (was: the report said
+    only "evaluated unfinished", pretrain nothing)."""
+    from conftest import TINY_SETTINGS, cli
+    from minimult.evaluate.results import headline_problem
+
+    run = tmp_path / "run"
+    tiny = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS["data.dev"],
+            "--set", "data.vocab_size=256"]
+    assert cli("pretrain", *tiny, "--stop-after", "5", "--out", str(run)).returncode == 0
+    assert cli("eval", str(run), "--only", "perplexity").returncode == 0
+    resumed = cli("pretrain", "--resume", str(run))
+    assert resumed.returncode == 0 and resumed.stdout.splitlines()[-1] == f"done: {run}"
+    assert "results.json scores step 5 of the" in resumed.stderr and f"minimult eval {run}" in resumed.stderr
+    results, meta = (json.loads((run / name).read_text()) for name in ("results.json", "run.json"))
+    assert headline_problem(results, meta, run).endswith(f"it has trained on since, `minimult eval {run}` scores it")
+    assert "since" not in headline_problem(results, {**meta, "status": "interrupted"}, run)

@@ -245,7 +245,8 @@ def headline_problem(results: dict, meta: dict, run_dir: str | Path) -> str | No
         return f"the run {status}"
     steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
     if isinstance(steps, int) and isinstance(total, int) and steps < total:
-        return f"evaluated unfinished (step {steps:,} of {total:,})"
+        since = f": it has trained on since, `minimult eval {run_dir}` scores it" if status == "complete" else ""
+        return f"evaluated unfinished (step {steps:,} of {total:,}){since}"
     other = incomplete_evaluation(results)
     if other:
         return (f"its results are not a complete evaluation ({other}): `minimult eval {run_dir}` at the default "
