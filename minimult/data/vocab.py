@@ -169,15 +169,10 @@ def vocab_key(sentences: list[list[str]], size: int, source: str) -> str:
 def from_pieces(pieces: list[str], size: int) -> Vocab:
     """The WordPiece tokenizer of a vocabulary list (a WordPiece model is its vocabulary: this encodes
     exactly as the tokenizer that was trained to it)."""
-    return Vocab(_tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
-                                             max_input_chars_per_word=100)), size)
-
-
-def _tokenizer(model) -> Tokenizer:
-    """A tokenizer of `model` for word-tokenized input: split at whitespace only."""
-    tokenizer = Tokenizer(model)
+    tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
+                                           max_input_chars_per_word=100))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return tokenizer
+    return Vocab(tokenizer, size)
 
 
 def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[Vocab | None, Path | None]:
@@ -227,7 +222,8 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     caches the vocabulary and records its hash.
     """
     _check_size(size)
-    tokenizer = _tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # input is already word-tokenized
     trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=list(SPECIALS),
                                         show_progress=False, min_frequency=1)
     tokenizer.train_from_iterator(sorted(" ".join(s) for s in sentences), trainer=trainer)
@@ -272,7 +268,9 @@ def train_word(sentences: list[list[str]], size: int = 2048) -> Vocab:
     _check_size(size)
     counts = Counter(w for s in sentences for w in s)
     entries = list(SPECIALS) + [w for w in _by_frequency(counts) if w not in SPECIALS][: size - N_SPECIAL]
-    return Vocab(_tokenizer(models.WordLevel({p: i for i, p in enumerate(entries)}, unk_token="[UNK]")), size)
+    tokenizer = Tokenizer(models.WordLevel({p: i for i, p in enumerate(entries)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return Vocab(tokenizer, size)
 
 
 # data.tokenizer -> how its vocabulary is made (sentences, size) -> Vocab
