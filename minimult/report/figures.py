@@ -92,8 +92,8 @@ def already_drawn(path: Path, key: str) -> bool:
     try:
         from PIL import Image  # matplotlib's own dependency
 
-        with Image.open(path) as im:
-            return im.text.get(FIGURE_KEY) == key
+        with Image.open(path) as im:  # the key's chunk precedes the pixels: `info` has it without decoding them
+            return (im.info.get(FIGURE_KEY) or im.text.get(FIGURE_KEY)) == key
     except Exception:  # a damaged or foreign file: draw it again
         return False
 
