@@ -22,8 +22,8 @@ def note(line: str) -> None:
     click.echo(line, err=True)
 
 
-def data_options(f):
-    """Options that choose the data (shared by prepare and pretrain)."""
+def data_options(f, preset: bool = True):
+    """Options that choose the data (shared by prepare, pretrain and, without --preset, budget)."""
     from minimult.data.sources import REGISTRY
     from minimult.data.vocab import TOKENIZERS
 
@@ -49,10 +49,12 @@ def data_options(f):
                      help="The units: wordpiece (default), char (every character of the training corpus) or "
                           "word (the most frequent words up to data.vocab_size, [UNK] for the rest)."),
         click.option("--preset", default="paper", show_default=True, cls=DerivedHelp,
-                     derived_help=lambda: cli_help.presets("see `minimult budget`")),
+                     derived_help=lambda: cli_help.presets("see `minimult budget`")) if preset else None,
         click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
                      help="Override any setting, e.g. --set train.lr=1e-3 (repeatable)."),
     ]):
+        if option is None:
+            continue
         f = option(f)
     return f
 
@@ -113,18 +115,18 @@ def prepare(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset,
 
 
 @main.command()
+@lambda f: data_options(f, preset=False)
 @click.option("--preset", "presets", default="paper,quick,paper-b256,quick-b256", show_default=True,
               metavar="P,P,...", help="The presets to show (comma-separated).")
 @click.option("--mods", default=None, help="Comma-separated mods (no-parallel, for one, changes the budget).")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Override any setting (repeatable).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the rows here.")
 @click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Rewrite the table between this file's <!-- BEGIN budget --> and <!-- END budget --> lines.")
 @_fail_cleanly
-def budget(presets, mods, settings, json_path, readme):
+def budget(train, dev, source, files, n_langs, shared_vocab, tokenizer, settings, presets, mods, json_path, readme):
     """Each preset's optimisation budget (updates, words and pieces per update) next to the paper's."""
     from minimult import budget as b
-    from minimult.config import PRESETS, parse_overrides, resolve
+    from minimult.config import PRESETS, resolve
     from minimult.report.readme import update_readme
     from minimult.runs import check_writable_file, write_json
 
@@ -149,7 +151,7 @@ def budget(presets, mods, settings, json_path, readme):
                                 f"{every} (or leave --readme out to print the table only)")
     rows = []
     for preset in names:
-        cfg, active = resolve(preset, parse_overrides(settings), mods)
+        cfg, active = resolve(preset, _overrides(), mods)
         rows.append(b.budget(cfg, active, log=note))
     table = b.markdown(rows)
     click.echo(table)

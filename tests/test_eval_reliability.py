@@ -200,6 +200,19 @@ def test_budget_readme_with_fewer_presets_than_its_table_lists_is_refused(tmp_pa
     assert readme.read_bytes() == before
 
 
+def test_budget_takes_the_data_options_a_run_takes(tmp_path):
+    """`budget --source en-es` counts the budget of the en-es corpus, as `pretrain --source en-es` would train it
+    (issue 63, minor: budget had --set only, so --source and --files were 'no such option')."""
+    rows = {}
+    corpora = {"bbe": [], "en-es": ["--source", "en-es"], "tiny": ["--train-file", TINY_SETTINGS["data.train"]]}
+    for name, args in corpora.items():
+        result = cli("budget", "--preset", "paper", *args, "--json", tmp_path / f"{name}.json")
+        assert result.exit_code == 0, result.output
+        rows[name] = json.loads((tmp_path / f"{name}.json").read_text())["rows"][0]
+    assert rows["bbe"]["updates"] == 14_100  # BBE's New Testament in batches of 128 (README's table)
+    assert len({r["updates"] for r in rows.values()}) == 3  # each corpus its own number of updates
+
+
 # ---------------------------------------------------------------------------------------------
 # 9: a device that is not there leaves no run folder
 
