@@ -250,30 +250,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _name_process(name: str) -> None:
-    """`top` and `ps -o comm` show the rank (Linux prctl PR_SET_NAME; elsewhere nothing)."""
+def _prctl(option: int, value) -> bool:
+    """Linux `prctl(option, value)`; False where there is none (not Linux)."""
     try:
-        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
-        pass
-
-
-def _die_with_parent() -> None:
-    """The kernel ends this rank when its launcher dies (Linux PR_SET_PDEATHSIG), so no rank trains on
-    unobserved after a `kill` of the launcher."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:
-        os._exit(1)
+        return False
+    return True
 
 
 def _rank_main(rank: int, size: int, port: int, threads: int, messages, target, args) -> None:
     """A spawned rank: one process group member that runs `target(world, log, *args)`; what it has to
     say goes to the launcher through `messages` (rank 0's log lines, any rank's error)."""
-    _die_with_parent()
-    _name_process(f"minimult-rank{rank}")
+    # PR_SET_PDEATHSIG: the kernel ends this rank when its launcher dies, so no rank trains on unobserved
+    # after a `kill` of the launcher (a launcher already gone leaves this rank to init, pid 1)
+    if _prctl(1, signal.SIGTERM) and os.getppid() == 1:
+        os._exit(1)
+    _prctl(15, f"minimult-rank{rank}".encode()[:15])  # PR_SET_NAME: `top` and `ps -o comm` show the rank
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch
 
