@@ -174,13 +174,9 @@ class Place:
 
 
 def places(sections_by_folder: dict[str, list[Section]]) -> list[Place]:
-    out = []
-    for folder, sections in sections_by_folder.items():
-        for s in sections:
-            if s.manifest is None:
-                continue
-            out += [Place(g, folder, s.grid) for g in s.groups]
-    return out
+    """Every setting of a sweep (runs of no sweep have no grid to name them by)."""
+    return [Place(g, folder, s.grid) for folder, sections in sections_by_folder.items() for s in sections
+            if s.manifest is not None for g in s.groups]
 
 
 def find(side: Side, found: list[Place]) -> tuple[Place | None, str]:

@@ -344,20 +344,20 @@ def _copy_run_files(d: Path, dest: Path, shown) -> list[str]:
     """The run's config.json, results.json and metrics.jsonl into `dest` (JSON with this machine's paths made
     relative, as everywhere on the site); the names copied."""
     dest.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for name in RUN_FILES:
-        src = d / name
-        if not src.is_file():
-            continue
-        target = dest / name
-        if name.endswith(".json"):
-            text = src.read_text(encoding="utf-8")
-            target.write_text(shown(text), encoding="utf-8")
-        elif not target.is_file() or target.stat().st_mtime_ns != src.stat().st_mtime_ns or \
-                target.stat().st_size != src.stat().st_size:
-            shutil.copy2(src, target)
-        copied.append(name)
+    copied = [name for name in RUN_FILES if (d / name).is_file()]
+    for name in copied:
+        _copy_shown(d / name, dest / name, shown)
     return copied
+
+
+def _copy_shown(src: Path, dest: Path, shown) -> None:
+    """A file into the site: a report's text files with this machine's paths made relative (`shown`), anything else
+    as it is, unless the site has it already (the same time and size)."""
+    if src.suffix in (".md", ".csv", ".json"):
+        dest.write_text(shown(src.read_text(encoding="utf-8")), encoding="utf-8")
+    elif not dest.is_file() or (dest.stat().st_mtime_ns, dest.stat().st_size) != (src.stat().st_mtime_ns,
+                                                                                    src.stat().st_size):
+        shutil.copy2(src, dest)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,11 +428,8 @@ def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Fo
     if prebuilt is not None:  # the same root's report, made already: its files, not a second rendering
         shown = portable([root], prebuilt)
         for f in prebuilt.iterdir():
-            if f.is_file() and f.suffix in REPORT_FILES:
-                if f.suffix in (".md", ".csv", ".json"):  # a report from before paths were made relative
-                    (out / f.name).write_text(shown(f.read_text(encoding="utf-8")), encoding="utf-8")
-                else:
-                    shutil.copy2(f, out / f.name)
+            if f.is_file() and f.suffix in REPORT_FILES:  # text rewritten: a report from before paths were relative
+                _copy_shown(f, out / f.name, shown)
         report = json.loads((out / "report.json").read_text())
     else:
         with figure_cache(root, [out / "language_id.png"]):
@@ -528,11 +525,10 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     by_recipe = recipes.table1_sections({f.name: f.loaded.sections for f in folders})
     recipe_md = recipes.both_markdown(recipes.both_recipes(by_recipe), by_recipe) + "\n" + recipes.floor_markdown(
         by_recipe) if len(by_recipe) > 1 else ""
+    verdicts = [claims_mod.HOLDS, claims_mod.FAILS, claims_mod.UNKNOWN]
     write(site / "claims.html", "claims.html", up="", rows=claim_rows, claims_mod=claims_mod,
-          recipes=markdown_html(recipe_md) if recipe_md else "",
-          verdicts=[claims_mod.HOLDS, claims_mod.FAILS, claims_mod.UNKNOWN])
-    counts = {v: sum(r["verdict"] == v for r in claim_rows) for v in (claims_mod.HOLDS, claims_mod.FAILS,
-                                                                        claims_mod.UNKNOWN)}
+          recipes=markdown_html(recipe_md) if recipe_md else "", verdicts=verdicts)
+    counts = {v: sum(r["verdict"] == v for r in claim_rows) for v in verdicts}
     write(site / "runs.html", "runs.html", up="", runs=every_run, data=_runs_json(every_run),
           filters={k: sorted({str(r[k]) for r in every_run}, key=_natural)
                    for k in ("folder", "mods", "preset", "seed")})
