@@ -47,12 +47,6 @@ class ModelConfig:
         if self.layer_norm_eps <= 0 or self.init_std <= 0:
             raise MinimultError("model.layer_norm_eps and model.init_std must be > 0")
 
-    @property
-    def stackable(self) -> bool:
-        """Whether `minimult.stacked.stack` can train several such models as one: every config can (an NSP
-        head too); kept for the sweep's grouping, which asks."""
-        return True
-
 
 def parameter_count(cfg: ModelConfig) -> int:
     """`Bert(cfg).num_parameters()` without building it: every table, linear layer, LayerNorm and bias,

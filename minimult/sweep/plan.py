@@ -11,7 +11,6 @@ from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, 
 from minimult.data.parallel import absolute
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
-from minimult.model_config import ModelConfig
 from minimult.runs import flat, folder_locked, mods_for_folder, read_json, write_json
 from minimult.sweep.grid import Grid
 from minimult.train import SHARED_TRAIN
@@ -201,8 +200,7 @@ def group_tasks(tasks: list[Task], stack: int) -> list[list[Task]]:
     groups: dict[str, list[list[Task]]] = {}
     out: list[list[Task]] = []
     for t in tasks:
-        if ((Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0
-                or not ModelConfig(**t.config["model"]).stackable):
+        if (Path(t.run_dir) / "checkpoint.pt").is_file() or t.config["train"]["epochs"] == 0:
             out.append([t])
             continue
         key = json.dumps([t.config["model"], {k: t.config["train"].get(k) for k in SHARED_TRAIN}], sort_keys=True)
