@@ -177,7 +177,8 @@ def budget(train, dev, source, files, n_langs, shared_vocab, tokenizer, settings
               help="Evaluate multilinguality every N steps into metrics.jsonl (the paper's Fig. 6/7 curves).")
 @click.option("--nproc", type=click.IntRange(min=1), default=None, metavar="N",
               help="Train on N processes of one thread each, each a share of every batch (train.nproc; "
-                   "torch.distributed, gloo on CPU): ~N x faster on N idle cores. Also with --resume.")
+                   "torch.distributed, gloo on CPU): ~N x faster on N idle cores; at most one per core unless "
+                   "MINIMULT_MAX_NPROC allows more. Also with --resume.")
 @click.option("--stop-after", type=click.IntRange(min=1), default=None, metavar="STEPS",
               help="Stop once the run has trained this many updates in all, with its checkpoint (the learning-rate "
                    "schedule stays the whole run's); --resume continues it as if never stopped, and takes it too.")
@@ -238,6 +239,8 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
     cfg, active = resolve(preset, overrides, mods)
     from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
 
+    if launched is None:  # the processes this machine can run, before the run folder is made
+        distributed.check_devices(cfg.train.device, cfg.train.nproc)
     with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
         run = distributed.created_once(launched, lambda: Run.create(cfg, active, out, log=note), Run.open)
         echo(f"run folder: {run.path}")

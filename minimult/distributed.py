@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing
 import os
 import pickle
 import queue as queue_mod
@@ -48,6 +49,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Callable
 
@@ -55,6 +57,7 @@ from minimult.errors import MinimultError
 
 TIMEOUT = timedelta(minutes=30)  # torch's default for gloo; a dead rank is noticed at once (closed socket)
 GRACE_S = 10.0  # after one rank fails, how long the others get to stop on their own before they are ended
+MAX_NPROC = "MINIMULT_MAX_NPROC"  # the most processes one run may start on a CPU (default: its cores)
 
 
 @dataclass(frozen=True)
@@ -103,15 +106,33 @@ def check_nproc(nproc: int, launched: World | None) -> None:
                             f"that torchrun started (WORLD_SIZE): give one or the other")
 
 
+def cpu_count() -> int:
+    """The CPU cores this process may run on (its affinity: what taskset or a container grants it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def check_devices(name: str, nproc: int) -> None:
     """Before starting `nproc` processes: on CUDA each needs a GPU of its own (nccl), and may not be
-    pinned to one GPU by name."""
+    pinned to one GPU by name; on a CPU each needs a core of its own, unless `MAX_NPROC` allows more
+    (processes beyond the cores only wait for each other, and each holds the whole model)."""
     import torch
 
     from minimult.model import pick_device
 
     device = pick_device(name)
-    if nproc == 1 or device.type != "cuda":
+    if nproc == 1:
+        return
+    if device.type != "cuda":
+        allowed = os.environ.get(MAX_NPROC, "")
+        if allowed and not (allowed.isdigit() and int(allowed) >= 1):
+            raise MinimultError(f"{MAX_NPROC}={allowed!r}: not a whole number >= 1")
+        if nproc > (int(allowed) if allowed else cpu_count()):
+            raise MinimultError(f"{nproc} processes on CPU need a core each; this process may use {cpu_count()} "
+                                f"(os.sched_getaffinity){f' and {MAX_NPROC}={allowed}' if allowed else ''}: use "
+                                f"fewer, or set {MAX_NPROC}={nproc} to run more processes than cores anyway")
         return
     if device.index is not None:
         raise MinimultError(f"train.device {name} names one GPU, but {nproc} processes each need their own: "
@@ -259,12 +280,13 @@ def _prctl(option: int, value) -> bool:
     return True
 
 
-def _rank_main(rank: int, size: int, port: int, threads: int, messages, target, args) -> None:
-    """A spawned rank: one process group member that runs `target(world, log, *args)`; what it has to
-    say goes to the launcher through `messages` (rank 0's log lines, any rank's error)."""
-    # PR_SET_PDEATHSIG: the kernel ends this rank when its launcher dies, so no rank trains on unobserved
-    # after a `kill` of the launcher (a launcher already gone leaves this rank to init, pid 1)
-    if _prctl(1, signal.SIGTERM) and os.getppid() == 1:
+def _rank_main(rank: int, size: int, port: int, threads: int, launcher: int, messages, job: bytes) -> None:
+    """A spawned rank: one process group member that runs `target(world, log, *args)` (`job`, pickled);
+    what it has to say goes to the launcher through `messages` (rank 0's log lines, any rank's error)."""
+    # PR_SET_PDEATHSIG first, before `job` loads torch (seconds): the kernel ends this rank when its launcher
+    # dies, so no rank trains on unobserved after a `kill` of the launcher; a launcher already gone has left
+    # this rank to another parent (init, or a subreaper), so it ends here
+    if _prctl(1, signal.SIGTERM) and os.getppid() != launcher:
         os._exit(1)
     _prctl(15, f"minimult-rank{rank}".encode()[:15])  # PR_SET_NAME: `top` and `ps -o comm` show the rank
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -274,6 +296,7 @@ def _rank_main(rank: int, size: int, port: int, threads: int, messages, target, 
     world = World(rank, size, rank)
     log = (lambda line: messages.put(("log", rank, str(line)))) if rank == 0 else (lambda line: None)
     try:
+        target, args = pickle.loads(job)
         target(world, log, *args)
     except MinimultError as e:
         messages.put(("error", rank, str(e)))
@@ -303,13 +326,13 @@ def launch(nproc: int, threads: int, target, args: tuple, log: Callable[[str], N
     """Run `target(world, log, *args)` on `nproc` new processes (spawned, one process group over TCP on
     127.0.0.1) and wait: rank 0's log lines go to `log`. If a rank fails or dies, the others get `GRACE_S`
     to stop on their own (they do: their next collective fails), are then ended, and one MinimultError says
-    which rank and why, and `kept()` (what is left: the last checkpoint)."""
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
+    which rank and why, and `kept()` (what is left: the last checkpoint). A SIGTERM or SIGINT to this
+    process, while the ranks start or train, ends every rank first and then this process as the signal would."""
+    ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, nproc, port, threads, messages, target, args),
+    job = bytes(ForkingPickler.dumps((target, args)))  # loaded by the rank after its PR_SET_PDEATHSIG
+    procs = [ctx.Process(target=_rank_main, args=(r, nproc, port, threads, os.getpid(), messages, job),
                          name=f"minimult-rank{r}", daemon=False) for r in range(nproc)]
     reports: dict[int, tuple[str, str]] = {}
 
@@ -328,34 +351,60 @@ def launch(nproc: int, threads: int, target, args: tuple, log: Callable[[str], N
             pass
 
     failed_at, stopped = None, set()
-    try:
-        for p in procs:
-            p.start()
-        while any(p.exitcode is None for p in procs):
-            drain(0.2)
-            if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
-                failed_at = time.monotonic()
-            if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
-                break
-        drain(0)
-    finally:
-        for r, p in enumerate(procs):
-            if p.pid is not None and p.exitcode is None:
-                stopped.add(r)
-                p.terminate()
-        for p in procs:
-            if p.pid is None:
-                continue
-            p.join(5)
-            if p.exitcode is None:
-                p.kill()
-                p.join()
-        drain(0)
-        messages.close()
+    with _signals_noted((signal.SIGTERM, signal.SIGINT)) as signalled:
+        try:
+            for p in procs:
+                if signalled:
+                    break
+                p.start()
+            while not signalled and any(p.exitcode is None for p in procs):
+                drain(0.2)
+                if failed_at is None and any(p.exitcode not in (None, 0) for p in procs):
+                    failed_at = time.monotonic()
+                if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+                    break
+            drain(0)
+        finally:
+            for r, p in enumerate(procs):
+                if p.pid is not None and p.exitcode is None:
+                    stopped.add(r)
+                    p.terminate()
+            for p in procs:
+                if p.pid is None:
+                    continue
+                p.join(5)
+                if p.exitcode is None:
+                    p.kill()
+                    p.join()
+            drain(0)
+            messages.close()
     codes = [p.exitcode for p in procs]
     if all(c == 0 for c in codes):
         return
     raise MinimultError(_failure(codes, reports, stopped, kept))
+
+
+@contextlib.contextmanager
+def _signals_noted(signums: tuple):
+    """Inside, each of `signums` (unless ignored) only appends itself to the list yielded, so that a loop
+    that checks it ends what it started; on leaving, the handlers are restored and the first signal noted
+    is raised again (SIGTERM's default ends this process, SIGINT's raises KeyboardInterrupt). Outside the
+    main thread (where Python delivers signals) nothing changes."""
+    noted: list[int] = []
+    previous = {}
+    try:
+        for signum in signums:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, lambda s, frame: noted.append(s))
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield noted
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if noted:
+            signal.raise_signal(noted[0])
 
 
 def _failure(codes: list[int], reports: dict, stopped: set, kept: Callable[[], str]) -> str:

@@ -20,6 +20,7 @@ from minimult.data import microbatches
 from minimult.errors import MinimultError
 from minimult.runs import Run, load_checkpoint, read_json
 from minimult.train import train
+from conftest import cli
 from test_train import ROOT, TINY_ARGS, assert_one_line_error, quiet, tiny_cfg
 
 
@@ -190,3 +191,104 @@ def test_a_rank_that_dies_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_
     ckpt = load_checkpoint(out / "checkpoint.pt")  # the last one, whole
     assert ckpt["step"] >= 5 and ckpt["step"] % 5 == 0 and not ckpt["complete"]
     assert read_json(out / "run.json")["status"] == "training"
+
+
+# ---------------------------------------------------------------------------------------------
+# How many processes, and that none outlives the process that started them.
+
+
+@pytest.mark.parametrize("how", ["--nproc", "--set"])
+def test_more_processes_than_cores_are_refused_in_one_line_before_anything_is_written(tmp_path, monkeypatch, how):
+    """More ranks than cores only wait for each other, each holding the whole model (`--nproc 99` on 2 cores
+    once started 99 torch processes); MINIMULT_MAX_NPROC allows more on purpose."""
+    n = distributed.cpu_count() + 1
+    monkeypatch.delenv(distributed.MAX_NPROC, raising=False)
+    given = ["--nproc", str(n)] if how == "--nproc" else ["--set", f"train.nproc={n}"]
+    out = tmp_path / "run"
+    assert_one_line_error(cli("pretrain", *TINY_ARGS, *given, "--stop-after", "1", "--out", str(out)),
+                          f"{n} processes on CPU need a core each", f"may use {n - 1}", f"MINIMULT_MAX_NPROC={n}")
+    assert not out.exists()
+    monkeypatch.setenv(distributed.MAX_NPROC, str(n))
+    distributed.check_devices("cpu", n)  # allowed on purpose
+    for bad in ("0", "two"):
+        monkeypatch.setenv(distributed.MAX_NPROC, bad)
+        with pytest.raises(MinimultError, match=f"MINIMULT_MAX_NPROC='{bad}': not a whole number >= 1"):
+            distributed.check_devices("cpu", 2)
+
+
+# Runs `pretrain ARGS` as a child subreaper (PR_SET_CHILD_SUBREAPER, as a container's init or systemd is: the
+# launcher's orphans come here, not to pid 1), SIGTERMs it in the phase asked, and prints the launcher's exit
+# code and which of its children still live DEADLINE s later (then kills and reaps them).
+TERMINATE_IN = r"""
+import ctypes, json, os, signal, subprocess, sys, time
+phase, deadline, args = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+launcher = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+seen, spawned, named_at, start = {}, set(), None, time.monotonic()
+
+def look():
+    try:
+        tasks = os.listdir(f"/proc/{launcher.pid}/task")
+    except OSError:
+        return
+    for task in tasks:
+        try:
+            pids = open(f"/proc/{launcher.pid}/task/{task}/children").read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                seen[int(pid)] = open(f"/proc/{pid}/comm").read().strip()
+                if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    spawned.add(int(pid))
+            except OSError:
+                pass
+
+def alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+while launcher.poll() is None and time.monotonic() - start < 600:
+    look()
+    ranks = [c for c in seen.values() if c.startswith("minimult-rank")]
+    if phase == "starting" and len(spawned) == 2:  # both ranks started, still importing
+        break
+    if phase == "started" and len(ranks) == 2:
+        named_at = named_at or time.monotonic()
+        if time.monotonic() - named_at > 1:
+            break
+    time.sleep(0.02)
+look()
+launcher.send_signal(signal.SIGTERM)
+code = launcher.wait()
+end = time.monotonic() + deadline
+while time.monotonic() < end and any(alive(p) for p in seen):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+    time.sleep(0.1)
+left = {p: seen[p] for p in seen if alive(p)}
+for p in left:
+    os.kill(p, signal.SIGKILL)
+print(json.dumps({"code": code, "ranks": len(spawned), "seen": sorted(seen.values()), "left": sorted(left.values())}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper and /proc are Linux's")
+@pytest.mark.parametrize("phase", ["starting", "started"])
+def test_a_terminated_launcher_takes_every_rank_with_it_in_every_phase(tmp_path, phase):
+    """`kill -TERM` of `pretrain --nproc 2` while its ranks import torch (before they could ask the kernel to
+    end them with it) or once they run: the launcher ends them, then itself as SIGTERM would; a rank whose
+    launcher is gone before its PR_SET_PDEATHSIG ends itself, whoever adopted it (once 99 ranks trained on)."""
+    out = tmp_path / "run"
+    script = [sys.executable, "-c", TERMINATE_IN, phase, "10", sys.executable, "-m", "minimult.cli", "pretrain",
+              *TINY_ARGS, "--epochs", "400", "--nproc", "2", "--out", str(out)]
+    seen = json.loads(subprocess.run(script, cwd=ROOT, capture_output=True, text=True, timeout=900).stdout)
+    assert seen["ranks"] == 2, seen  # both ranks had started
+    if phase == "started":
+        assert {"minimult-rank0", "minimult-rank1"} <= set(seen["seen"]), seen
+    assert seen["left"] == [] and seen["code"] == -signal.SIGTERM, seen
