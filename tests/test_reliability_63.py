@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_hf_eval import exported  # noqa: F401  (a fixture: a trained tiny run and its HF export)
 
 from minimult.errors import MinimultError
 
@@ -305,3 +306,113 @@ def test_minor_a_run_evaluated_before_a_resume_is_named_stale_with_what_rescores
     results, meta = (json.loads((run / name).read_text()) for name in ("results.json", "run.json"))
     assert headline_problem(results, meta, run).endswith(f"it has trained on since, `minimult eval {run}` scores it")
     assert "since" not in headline_problem(results, {**meta, "status": "interrupted"}, run)
+
+
+# ---------------------------------------------------------------------------------------------
+# item 10: a manifest's [dictionary] is checked every time, not only when the prepared entry is built
+
+
+@pytest.mark.parametrize("broken, fragment", [("missing", "dictionary file not found"),
+                                              ("malformed", "is not word<TAB>word")])
+def test_item10_a_dictionary_broken_after_the_entry_was_built_fails_prepare_and_pretrain(tmp_path, broken, fragment):
+    from conftest import cli
+    from test_parallel import three_languages
+
+    files = three_languages(tmp_path)
+    first = cli("prepare", "--preset", "tiny", "--files", files, "--set", "data.vocab_size=256")
+    assert first.returncode == 0, first.stderr
+    dictionary = tmp_path / "en-xx.dict"
+    if broken == "missing":
+        dictionary.unlink()
+    else:
+        dictionary.write_text("a\tb\tc\n")
+    one_error_line(cli("prepare", "--preset", "tiny", "--files", files, "--set", "data.vocab_size=256"), fragment)
+    one_error_line(cli("pretrain", "--preset", "tiny", "--files", files, "--set", "data.vocab_size=256",
+                       "--out", tmp_path / "run"), fragment)
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()  # refused before any training
+
+
+def test_item10_manifests_without_a_dictionary_keep_their_cache_keys(tmp_path):
+    """The dictionary is checked, not keyed: a manifest's key is the same with or without one."""
+    from test_parallel import three_languages
+
+    from minimult.config import resolve
+    from minimult.data.cache import key_hash
+    from minimult.data.prepare import cache_key
+
+    files = three_languages(tmp_path)
+    with_dictionary = key_hash(cache_key(resolve("tiny", {"data.files": files, "data.source": "parallel"})[0].data))
+    Path(files).write_text(Path(files).read_text().replace('[dictionary]\nxx = "en-xx.dict"\n', ""))
+    without = key_hash(cache_key(resolve("tiny", {"data.files": files, "data.source": "parallel"})[0].data))
+    assert with_dictionary == without
+
+
+# ---------------------------------------------------------------------------------------------
+# item 11: every way of naming the parallel files stores them absolute
+
+
+@pytest.mark.parametrize("key", ["data.files", "data.parallel.files"])
+@pytest.mark.parametrize("kind", ["manifest", "inline"])
+def test_item11_set_data_files_stores_absolute_paths(tmp_path, monkeypatch, key, kind):
+    from test_parallel import three_languages
+
+    from minimult.config import resolve
+
+    three_languages(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    given = "corpus.toml" if kind == "manifest" else "en=en.train.txt,xx=xx.train.txt"
+    cfg, _ = resolve("tiny", {"data.source": "parallel", key: given})
+    want = (str(tmp_path / "corpus.toml") if kind == "manifest"
+            else f"en={tmp_path / 'en.train.txt'},xx={tmp_path / 'xx.train.txt'}")
+    assert cfg.data.parallel.files == want
+    assert cfg.data.n_langs == (3 if kind == "manifest" else 2)
+
+
+def test_item11_a_run_trained_with_a_relative_set_evaluates_from_another_folder(tmp_path, monkeypatch):
+    from conftest import cli
+    from test_parallel import three_languages
+
+    (tmp_path / "data").mkdir()
+    three_languages(tmp_path / "data")
+    trained = cli("pretrain", "--preset", "tiny", "--source", "parallel", "--set", "data.files=data/corpus.toml",
+                  "--set", "data.vocab_size=256", "--set", "train.epochs=1", "--out", "run", cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    stored = json.loads((tmp_path / "run" / "config.json").read_text())["data"]["parallel"]["files"]
+    assert stored == str(tmp_path / "data" / "corpus.toml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    evaluated = cli("eval", tmp_path / "run", "--only", "perplexity", cwd=elsewhere)
+    assert evaluated.returncode == 0, evaluated.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# item 13: one line, not a traceback
+
+
+@pytest.mark.parametrize("value", ['["en"]', "1", "{ en = 1 }"])
+def test_item13_a_manifest_first_that_is_not_a_name_is_one_line(tmp_path, value):
+    from minimult.data.parallel import parse_spec
+
+    (tmp_path / "a.txt").write_text("x\n")
+    path = tmp_path / "corpus.toml"
+    path.write_text(f'first = {value}\n[languages]\nen = "a.txt"\nxx = "a.txt"\n')
+    with pytest.raises(MinimultError, match="is not one of its languages"):  # was: TypeError (unhashable list)
+        parse_spec(str(path))
+
+
+@pytest.mark.parametrize("cut", ["empty", "header", "half the tensors", "last byte"])
+def test_item13_a_truncated_safetensors_under_eval_hf_is_one_line(exported, tmp_path, cut):
+    import shutil
+    import struct
+
+    from conftest import cli
+
+    _, hf_dir, text = exported
+    data = (hf_dir / "model.safetensors").read_bytes()
+    header = struct.unpack("<Q", data[:8])[0]
+    size = {"empty": 0, "header": 8 + header // 2, "half the tensors": 8 + header + (len(data) - 8 - header) // 2,
+            "last byte": len(data) - 1}[cut]
+    broken = tmp_path / "hf"
+    shutil.copytree(hf_dir, broken)
+    (broken / "model.safetensors").write_bytes(data[:size])
+    one_error_line(cli("eval", "--hf", broken, "--pair", text, text), "weights file is truncated or corrupt")

@@ -134,7 +134,7 @@ def _manifest(path: Path) -> Spec:
     names = list(files)
     _check_names(names, where)
     first = m.get("first", names[0])
-    if first not in files:
+    if not isinstance(first, str) or first not in files:
         raise MinimultError(f"{where}: first = {first!r} is not one of its languages ({', '.join(names)})")
     names = [first] + [n for n in names if n != first]
     dev = table("dev")
@@ -330,10 +330,15 @@ def read_corpora(spec: Spec, train_limit: int | None = None, dev_limit: int | No
     for c in (train, dev):
         if len(c) < 2:
             raise MinimultError(f"{spec.describe()}: the {c.name} set has {len(c)} pair(s); at least 2 are needed")
-    for lang in spec.languages[1:] if isinstance(spec.dictionary, dict) else ():
-        if lang in spec.dictionary:
-            read_dictionary(spec.dictionary[lang], lang, spec)  # a malformed dictionary fails now, before training
+    check_dictionaries(spec)
     return train, dev
+
+
+def check_dictionaries(spec: Spec) -> None:
+    """Read every `[dictionary]` file: one that is missing or malformed fails now, before any training, not at
+    `eval` (which reads it again; the prepared data do not depend on it, so it is not in their key)."""
+    for lang, path in spec.dictionary.items() if isinstance(spec.dictionary, dict) else ():
+        read_dictionary(path, lang, spec)
 
 
 # prepare's peak resident memory per byte of text, every file together: 6.49 GiB for two files of 100 MB, 0.69 GiB

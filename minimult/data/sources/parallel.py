@@ -30,8 +30,8 @@ from tokenizers import normalizers
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.languages import Side, english_side
 from minimult.data.links import read_links, says_silver, write_links
-from minimult.data.parallel import (Spec, absolute, check_memory, is_manifest, parse_spec, read_corpora,
-                                     read_dictionary, tokenize)
+from minimult.data.parallel import (Spec, absolute, check_dictionaries, check_memory, is_manifest, parse_spec,
+                                     read_corpora, read_dictionary, tokenize)
 from minimult.data.sources import Source, register
 from minimult.data.sources.en_es import silver_gold
 from minimult.data.sources.shift import one_piece_sides
@@ -78,11 +78,14 @@ class Parallel(Source):
         return spec_of(data_cfg).languages
 
     def derive(self, current, changes: dict) -> dict:
-        """--files alone sets data.n_langs to the number of languages it names."""
+        """The files' paths made absolute, however they were given (--files, --set data.parallel.files or its
+        old key, a grid), so a run does not depend on the folder it was started from; --files alone sets
+        data.n_langs to the number of languages it names."""
         files = (changes.get("parallel") or {}).get("files")
-        if files and "n_langs" not in changes:
-            return {**changes, "n_langs": len(parse_spec(files).languages)}
-        return changes
+        if not files or not isinstance(files, str):
+            return changes
+        changes = {**changes, "parallel": {**changes["parallel"], "files": absolute(files)}}
+        return changes if "n_langs" in changes else {**changes, "n_langs": len(parse_spec(files).languages)}
 
     def corpus_name(self, data_cfg) -> str:
         return spec_of(data_cfg).describe()
@@ -98,6 +101,7 @@ class Parallel(Source):
                                 f"out: the files set it)")
 
     def cache_key(self, data_cfg, key: dict) -> dict:
+        check_dictionaries(spec_of(data_cfg))  # every time the entry is looked up, not only when it is built
         key = {**key, "train": "parallel", "dev": "parallel", "version": self.version,
                "parallel": spec_of(data_cfg).key(), "n_langs": data_cfg.n_langs}
         return {**key, "shared_vocab": True} if self.shares_vocabulary(data_cfg) else key
