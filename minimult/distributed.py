@@ -394,7 +394,7 @@ def _signals_noted(signums: tuple):
     previous = {}
     try:
         for signum in signums:
-            if signal.getsignal(signum) is not signal.SIG_IGN:
+            if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # None: a handler set outside Python
                 previous[signum] = signal.signal(signum, lambda s, frame: noted.append(s))
     except ValueError:  # not the main thread
         pass
