@@ -64,11 +64,10 @@ def _overrides(train_options: bool = False) -> dict:
     options (--tokenizer: data.tokenizer; --files implies --source parallel), then --set, then with
     `train_options` the options named as a train setting (pretrain's --seed: train.seed), later ones winning."""
     from minimult.config import parse_overrides, valid_keys
-    from minimult.data.parallel import absolute
 
     params = dict(click.get_current_context().params)
-    if params["files"] is not None:
-        params.update(files=absolute(params["files"]), source=params["source"] or "parallel")
+    if params["files"] is not None:  # made absolute where settings are applied (the parallel source's `derive`)
+        params["source"] = params["source"] or "parallel"
     keys = set(valid_keys())
     named = lambda section: {f"{section}.{name}": v for name, v in params.items()  # noqa: E731
                              if v is not None and f"{section}.{name}" in keys}
@@ -638,10 +637,16 @@ def corpus_stats(testament, json_path):
         write_json(Path(json_path), {"rows": rows})
 
 
+# the fewest training verses whose silver dictionary has a pair (the first 19 aligned New Testament verses of KJV
+# and RV1909 have none, the first 20 one, 40 have 19): fewer would write a corpus.toml naming an empty dictionary
+MIN_DICTIONARY_VERSES = 20
+
+
 @main.command()
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--train-verses", type=int, default=0, show_default=True,
-              help="The first N aligned New Testament verses (0 = all).")
+              help=f"The first N aligned New Testament verses (0 = all; at least {MIN_DICTIONARY_VERSES}, the "
+                   f"fewest whose silver dictionary has a pair).")
 @click.option("--dev-verses", type=int, default=10_000, show_default=True,
               help="The first N aligned Old Testament verses (en-es's data.dev_sentences).")
 @click.option("--force", is_flag=True, help="Write into OUT although it holds files (its corpus.toml, dictionary and "
@@ -657,6 +662,10 @@ def verses(out, train_verses, dev_verses, force):
 
     if train_verses < 0 or dev_verses < 2:
         raise MinimultError("--train-verses must be >= 0 (0 = all) and --dev-verses >= 2")
+    if 0 < train_verses < MIN_DICTIONARY_VERSES:
+        raise MinimultError(f"--train-verses {train_verses} gives no silver dictionary pair (a pair needs 3 sure "
+                            f"links), so corpus.toml would name an empty dictionary: give at least "
+                            f"{MIN_DICTIONARY_VERSES} (0 = all)")
     folder = Path(out)  # checked before anything is read or written
     if folder.exists() and not folder.is_dir():
         raise MinimultError(f"verses: {folder} is a file, not a folder")

@@ -416,3 +416,29 @@ def test_item13_a_truncated_safetensors_under_eval_hf_is_one_line(exported, tmp_
     shutil.copytree(hf_dir, broken)
     (broken / "model.safetensors").write_bytes(data[:size])
     one_error_line(cli("eval", "--hf", broken, "--pair", text, text), "weights file is truncated or corrupt")
+
+
+# ---------------------------------------------------------------------------------------------
+# item 15: `minimult verses` with too few training verses for a dictionary pair
+
+
+def test_item15_verses_too_few_for_a_dictionary_are_refused_and_the_fewest_enough_train(tmp_path, monkeypatch):
+    from conftest import cli
+    from test_real_languages import fixture_verses
+
+    from minimult.cli import MIN_DICTIONARY_VERSES
+    from minimult.data import sword
+    from minimult.data.parallel import parse_spec, read_dictionary
+
+    monkeypatch.setattr(sword, "module_verses", fixture_verses)  # the modules' first verses, as installed
+    for n in (1, 10, MIN_DICTIONARY_VERSES - 1):
+        one_error_line(cli("verses", tmp_path / f"v{n}", "--train-verses", n, "--dev-verses", 5),
+                       f"give at least {MIN_DICTIONARY_VERSES}")
+        assert not (tmp_path / f"v{n}").exists()
+    out = tmp_path / "v"
+    result = cli("verses", out, "--train-verses", MIN_DICTIONARY_VERSES, "--dev-verses", 5)
+    assert result.returncode == 0, result.stderr
+    spec = parse_spec(str(out / "corpus.toml"))
+    assert read_dictionary(spec.dictionary["es"], "es", spec)  # was: an empty dictionary --files then refused
+    prepared = cli("prepare", "--preset", "tiny", "--files", out / "corpus.toml", "--set", "data.vocab_size=256")
+    assert prepared.returncode == 0, prepared.stderr
