@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import numpy as np
@@ -42,9 +43,8 @@ def test_size_and_special_ids(vocab, tiny_sentences):
 
 
 def test_training_order_free_where_it_can_be(tiny_sentences, vocab):
-    """The HF trainer breaks ties between equally frequent merges in hash-map order, so two builds can
-    differ in a few pieces (docs/pipeline.md: cached, hash recorded). What must hold regardless of input
-    order: specials, then every character of the corpus sorted, at the same ids; same size."""
+    """Whatever the input order: specials, then every character of the corpus sorted, at the same ids; same
+    size (and, trained deterministically, the same vocabulary: test_ties_go_to_the_pair_of_lower_ids)."""
     shuffled = list(tiny_sentences)
     random.Random(1).shuffle(shuffled)
     other = train_wordpiece(shuffled, 256)
@@ -52,6 +52,20 @@ def test_training_order_free_where_it_can_be(tiny_sentences, vocab):
     for v in (vocab, other):
         assert len(v) == 256
         assert v.pieces[: N_SPECIAL + len(chars)] == list(SPECIALS) + chars
+    assert other.pieces == train_wordpiece(tiny_sentences, 256).pieces
+
+
+def test_ties_go_to_the_pair_of_lower_ids():
+    """A handmade corpus whose vocabulary is known: specials, the characters, the `##` characters (both in
+    code-point order), then merges by count, equal counts by the lower ids (left piece, then right), whatever
+    the order of the text. HF's trainer numbers its `##` pieces in hash-map order, so its ties vary."""
+    sentences = [["ab", "ab", "ba"], ["cd", "cd", "dc"], ["ef", "ef"]]
+    chars = ["a", "b", "c", "d", "e", "f", "##a", "##b", "##c", "##d", "##f"]
+    for text in (sentences, [s[::-1] for s in reversed(sentences)]):
+        assert train_wordpiece(text, 2048).pieces == [*SPECIALS, *chars, "ab", "cd", "ef", "ba", "dc"]
+        assert train_wordpiece(text, 18).pieces == [*SPECIALS, *chars, "ab", "cd"]  # at most `size` entries
+    # ("a", "##b") before ("##b", "##c"): the lower left id, though "##b" comes first as a string
+    assert train_wordpiece([["abc", "abc"]], 2048).pieces == [*SPECIALS, "a", "b", "c", "##b", "##c", "ab", "abc"]
 
 
 @pytest.mark.parametrize("size", [-1, 0, 1, 5])
@@ -175,7 +189,6 @@ def test_fresh_builds_give_the_same_vocabulary(tmp_path, monkeypatch):
 
 
 def test_shipped_vocabularies_match_their_index_and_tampering_is_refused(tmp_path, monkeypatch):
-    import hashlib
     import json
     import shutil
 
@@ -197,3 +210,67 @@ def test_shipped_vocabularies_match_their_index_and_tampering_is_refused(tmp_pat
     path.write_text(path.read_text().replace("the", "teh", 1))
     with pytest.raises(MinimultError, match="does not match its sha256"):
         vocab_mod.shipped_vocab(sentences, 256, "shift")
+
+
+def _prepare_twice(tmp_path, monkeypatch, cfg, *more) -> list:
+    """The vocabulary hashes of `cfg` (then of each config of `more`), each prepared in a fresh cache."""
+    from minimult.data.prepare import prepare
+
+    hashes = []
+    for i, c in enumerate((cfg, cfg, *more)):
+        monkeypatch.setenv("MINIMULT_CACHE", str(tmp_path / f"cache{i}"))
+        hashes.append(prepare(c).vocab_hash)
+    return hashes
+
+
+def test_fresh_builds_of_your_own_files_give_the_same_vocabulary(tmp_path, monkeypatch):
+    """No shipped list for this text and size: trained, twice, the same (HF's trainer gave another each time),
+    and a changed dev file leaves it as it was: it is trained on the training text only."""
+    from minimult.config import DataConfig
+
+    train = tmp_path / "train.txt"
+    train.write_bytes(TINY_TRAIN.read_bytes())
+    dev = tmp_path / "dev.txt"
+    dev.write_text("".join(line[::-1] + "\n" for line in TINY_DEV.read_text(encoding="utf-8").splitlines()))
+    cfg = DataConfig(train=str(train), dev=str(TINY_DEV), vocab_size=2048, dev_sentences=50)
+    hashes = _prepare_twice(tmp_path, monkeypatch, cfg, DataConfig(train=str(train), dev=str(dev), vocab_size=2048))
+    assert hashes[0] == hashes[1] == hashes[2]
+    pieces = train_wordpiece(file_corpus(str(train)).sentences, 2048).pieces  # the vocab.txt it wrote
+    assert hashes[0] == hashlib.sha256(("\n".join(pieces) + "\n").encode()).hexdigest()
+    assert N_SPECIAL < len(pieces) < 2048  # the whole text merged into words: not shipped, trained
+
+
+def test_fresh_builds_of_parallel_files_give_the_same_vocabularies(tmp_path, monkeypatch):
+    from minimult.config import resolve
+
+    lines = TINY_TRAIN.read_text(encoding="utf-8").splitlines()[:200]
+    files = {"en": lines, "xx": [" ".join(w[::-1] for w in line.split()) for line in lines]}
+    for name, text in files.items():
+        (tmp_path / f"{name}.txt").write_text("".join(t + "\n" for t in text), encoding="utf-8")
+    spec = ",".join(f"{name}={tmp_path / name}.txt" for name in files)
+    cfg = resolve("tiny", {"data.source": "parallel", "data.parallel.files": spec, "data.vocab_size": 1024})[0].data
+    hashes = _prepare_twice(tmp_path, monkeypatch, cfg)
+    assert hashes[0] == hashes[1]
+
+
+def test_an_entry_of_another_trainer_is_not_reused_as_this_ones(tmp_path, monkeypatch):
+    """User text is keyed by the trainer (an entry HF's trainer built is never found); any other entry with a
+    trained vocabulary that does not record this trainer is refused, one line."""
+    import json
+
+    from minimult.config import DataConfig
+    from minimult.data.prepare import cache_key, prepare
+    from minimult.data.vocab import WORDPIECE_TRAINER
+
+    assert "wordpiece" not in cache_key(DataConfig())  # built-in corpora keep their keys (shipped lists)
+    cfg = DataConfig(train=str(TINY_TRAIN), dev=str(TINY_DEV), vocab_size=300, dev_sentences=50)
+    assert cache_key(cfg)["wordpiece"] == WORDPIECE_TRAINER
+    assert "wordpiece" not in cache_key(DataConfig(train=str(TINY_TRAIN), tokenizer="char"))
+    monkeypatch.setenv("MINIMULT_CACHE", str(tmp_path))
+    path = prepare(cfg).path
+    stats = json.loads((path / "stats.json").read_text())
+    assert stats["wordpiece_trainer"] == WORDPIECE_TRAINER and prepare(cfg).reused
+    del stats["wordpiece_trainer"]
+    (path / "stats.json").write_text(json.dumps(stats))
+    with pytest.raises(MinimultError, match="another trainer .* delete it to rebuild"):
+        prepare(cfg)

@@ -20,7 +20,8 @@ from minimult.data import corpus as corpus_mod
 from minimult.data.cache import cached
 from minimult.errors import MinimultError
 from minimult.data import sources
-from minimult.data.vocab import Encoded, Vocab, vocab_digest
+from minimult.data.vocab import (WORDPIECE_TRAINER, Encoded, Vocab, files_digest, shipped_digests, vocab_digest,
+                                 vocab_files)
 
 FORMAT_VERSION = 2  # 2: shipped vocabularies (corpora/vocabularies) replace a fresh, nondeterministic build
 
@@ -47,7 +48,7 @@ class Prepared:
         """The encoded English text of "train" (or any other split name: dev)."""
         return self.train if split == "train" else self.dev
 
-    @functools.cached_property  # read by start_meta and by a resume's check: hashed once
+    @functools.cached_property  # read by train.py's _begin and by a resume's check: hashed once
     def data_hash(self) -> str:
         """A hash of the encoded texts (training, dev and the source's own): what a run trains and evaluates on.
         The cache key names the corpus files by content too, but a run records this (run.json's `data_sha256`)
@@ -72,7 +73,18 @@ def cache_key(cfg) -> dict:
     }
     if cfg.tokenizer != "wordpiece":  # wordpiece entries keep the key (and so the cache) they always had
         key["tokenizer"] = cfg.tokenizer
-    return sources.get(cfg.source).cache_key(cfg, key)
+    source = sources.get(cfg.source)
+    key = source.cache_key(cfg, key)
+    if cfg.tokenizer == "wordpiece" and (source.reads_files or key["train"].startswith("file:")):
+        # the user's text: HF's trainer built its older entries, which differ between builds
+        key["wordpiece"] = WORDPIECE_TRAINER
+    return key
+
+
+def trained_here(path: Path) -> bool:
+    """Whether an entry's vocabularies are not all shipped ones: one at least was trained when it was built."""
+    shipped = shipped_digests()
+    return any(files_digest([f]) not in shipped for f in vocab_files(path))
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
@@ -101,8 +113,7 @@ def _build(cfg, progress: Callable[[str], None]):
         if where is not None:
             progress(f"using the shipped vocabulary {where}")
         else:
-            progress(f"training a WordPiece vocabulary of {size} (none is shipped for this text: HF's trainer "
-                     f"breaks ties in hash order, so another build may differ; see corpora/vocabularies) ..."
+            progress(f"training a WordPiece vocabulary of {size} (none is shipped for this text) ..."
                      if cfg.tokenizer == "wordpiece" else
                      f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
             vocab = source.train_vocab(train, cfg)
@@ -118,6 +129,8 @@ def _build(cfg, progress: Callable[[str], None]):
         # every vocabulary the data uses (en-es: Spanish's own under es/), so a rebuilt cache whose ids differ
         # anywhere is refused, not read; a single vocabulary's hash is its file's, as it always was
         stats["vocab_sha256"] = vocab_digest(tmp)
+        if cfg.tokenizer == "wordpiece" and trained_here(tmp):  # entries of shipped lists keep the stats they had
+            stats["wordpiece_trainer"] = WORDPIECE_TRAINER
         stats["train"].update(pieces=int(len(enc_train.ids)), median_pieces=float(np.median(enc_train.lengths)),
                               max_pieces=int(enc_train.lengths.max()))
         stats["dev"].update(pieces=int(len(enc_dev.ids)),
@@ -132,7 +145,12 @@ def _build(cfg, progress: Callable[[str], None]):
 def prepare(cfg, progress: Callable[[str], None] = lambda s: None) -> Prepared:
     """The cache entry of data config `cfg`, built now if there is none (`progress` gets its lines)."""
     path, reused = cached("prepared", cache_key(cfg), _build(cfg, progress))
-    return load_prepared(path, cfg, reused)
+    prepared = load_prepared(path, cfg, reused)
+    if (reused and cfg.tokenizer == "wordpiece" and prepared.stats.get("wordpiece_trainer") != WORDPIECE_TRAINER
+            and trained_here(path)):  # e.g. a built-in corpus at a size no list is shipped for, built by HF's trainer
+        raise MinimultError(f"prepared data at {path} holds a WordPiece vocabulary of another trainer (HF tokenizers' "
+                            f"builds differ from one another); delete it to rebuild")
+    return prepared
 
 
 def load_prepared(path: Path, cfg, reused: bool = True) -> Prepared:

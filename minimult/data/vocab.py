@@ -10,23 +10,27 @@ than `size` (a character set is small): ids `len(vocab)` .. `size - 1` of each b
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from minimult.data.corpus import text_lines
 from minimult.errors import MinimultError
 from minimult.registry import Registry
 
-# Deterministic training: one thread for the Rust pool (must be set before tokenizers starts it).
+# The Rust pool single-threaded (set before tokenizers starts it): encoding keeps to a run's CPU budget and is
+# safe in a forked process.
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# what `train_wordpiece` is: a prepared entry records it, so that none trained otherwise is reused as its
+WORDPIECE_TRAINER = "minimult-1"  # ("1": specials, characters, ## characters, merges by count then lower ids)
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIALS))
 N_SPECIAL = len(SPECIALS)
@@ -195,6 +199,12 @@ def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[V
     return from_pieces(text_lines(data.decode("utf-8")), size), path
 
 
+def shipped_digests() -> set[str]:
+    """The sha256 of every shipped vocabulary list (corpora/vocabularies/index.json)."""
+    index = SHIPPED / "index.json"
+    return {e["sha256"] for e in json.loads(index.read_text()).values()} if index.is_file() else set()
+
+
 def ship_vocab(vocab: Vocab, sentences: list[list[str]], source: str, description: str) -> Path:
     """Add `vocab` (trained on `sentences`) to the shipped vocabularies, with its hash and description."""
     SHIPPED.mkdir(parents=True, exist_ok=True)
@@ -214,25 +224,77 @@ def _check_size(size: int) -> None:
 
 
 def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
-    """A cased WordPiece vocabulary of at most `size` entries, specials first (ids 0-4).
+    """A cased WordPiece vocabulary of at most `size` entries, trained deterministically: the same
+    training text gives the same vocabulary on every machine and in every build, whatever its order.
 
-    Input is sorted first and the Rust pool has one thread, which removes the order dependence we
-    control. The HF trainer still numbers `##` pieces in hash-map order and breaks ties between
-    equally frequent merges by id, so two builds can differ in a few pieces (docs/pipeline.md): `prepare`
-    caches the vocabulary and records its hash.
+    The layout and algorithm of HF `tokenizers`' WordPieceTrainer (BPE over the words' characters):
+    specials (ids 0-4), every character of the corpus (code-point order), every character that occurs
+    inside a word as a `##` piece (same order), then one entry per merge, most frequent pair first,
+    until `size` entries or no pair is left. HF breaks ties between equally frequent pairs by ids that
+    its `##` pieces got in hash-map order (so its builds differ); here ties go to the pair whose (left
+    piece, right piece) comes first in code-point string order. A merge always merges every occurrence
+    (HF's may leave some to a later, equal merge). Pair counts are updated incrementally, so a merge
+    costs the words that hold its pair, not the corpus: a Bible trains in seconds (docs/pipeline.md).
     """
     _check_size(size)
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # input is already word-tokenized
-    trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=list(SPECIALS),
-                                        show_progress=False, min_frequency=1)
-    tokenizer.train_from_iterator(sorted(" ".join(s) for s in sentences), trainer=trainer)
-    if tokenizer.get_vocab_size() > size:  # the trainer always keeps every character: ids would overlap
+    counts = Counter(w for s in sentences for w in s)
+    words = sorted(counts)
+    freq = [counts[w] for w in words]
+    pieces = list(SPECIALS) + sorted({c for w in words for c in w}) + sorted({"##" + c for w in words for c in w[1:]})
+    if len(pieces) > size:  # every character is kept: ids would overlap the next language's
         raise MinimultError(f"vocabulary size {size} is too small for this corpus: its characters alone "
-                            f"need {tokenizer.get_vocab_size()} entries (specials included)")
-    if [tokenizer.token_to_id(s) for s in SPECIALS] != list(range(N_SPECIAL)):
-        raise MinimultError("the trained vocabulary does not put the special tokens at ids 0-4")
-    return Vocab(tokenizer, size)
+                            f"need {len(pieces)} entries (specials included)")
+    index = {p: i for i, p in enumerate(pieces)}
+    symbols = [[index[w[0]]] + [index["##" + c] for c in w[1:]] for w in words]
+    pair_count: Counter = Counter()
+    where: dict[tuple[int, int], set[int]] = defaultdict(set)  # the words that hold a pair (or once did)
+    for i, word in enumerate(symbols):
+        for pair in zip(word, word[1:]):
+            pair_count[pair] += freq[i]
+            where[pair].add(i)
+    # max-heap by count, then lower ids (left, then right); entries go stale as counts fall
+    heap = [(-n, a, b) for (a, b), n in pair_count.items()]
+    heapq.heapify(heap)
+    while len(pieces) < size and heap:
+        stale, a, b = heapq.heappop(heap)
+        n = pair_count[a, b]
+        if n != -stale:
+            if 0 < n < -stale:  # fell since pushed (a pair that grew was pushed again when it did)
+                heapq.heappush(heap, (-n, a, b))
+            continue
+        merged = pieces[a] + pieces[b].removeprefix("##")
+        if merged not in index:  # a piece reached by another pair before is not entered twice
+            index[merged] = len(pieces)
+            pieces.append(merged)
+        new, grown = index[merged], set()
+        for i in where.pop((a, b)):
+            old, word = symbols[i], _merge(symbols[i], a, b, new)
+            if len(word) == len(old):  # no longer holds the pair
+                continue
+            for pair in zip(old, old[1:]):
+                pair_count[pair] -= freq[i]
+            for pair in zip(word, word[1:]):
+                pair_count[pair] += freq[i]
+                if new in pair:  # only pairs with the new piece grow
+                    where[pair].add(i)
+                    grown.add(pair)
+            symbols[i] = word
+        for x, y in grown:
+            heapq.heappush(heap, (-pair_count[x, y], x, y))
+    return from_pieces(pieces, size)
+
+
+def _merge(word: list[int], a: int, b: int, new: int) -> list[int]:
+    """`word` (piece ids) with every occurrence of the pair (a, b) replaced by `new`, left to right."""
+    out, j = [], 0
+    while j < len(word):
+        if j + 1 < len(word) and word[j] == a and word[j + 1] == b:
+            out.append(new)
+            j += 2
+        else:
+            out.append(word[j])
+            j += 1
+    return out
 
 
 def _by_frequency(counts: dict[str, int]) -> list[str]:
