@@ -196,11 +196,22 @@ def test_report_leaves_out_unreadable_and_failed_runs_with_a_line_each(tmp_path)
     results = json.loads((unfinished / "results.json").read_text())
     (unfinished / "results.json").write_text(json.dumps({**results, "steps": 920}))
     (damaged / "results.json").write_text(json.dumps({**results, "mu": "x"}))
+    # diverged in training, so never evaluated (was: "Not evaluated yet"), and evaluated with a corrupt run.json
+    diverged, corrupt = runs / "0-original-s10", runs / "0-original-s11"
+    shutil.copytree(failed, diverged)
+    (diverged / "results.json").unlink()
+    shutil.copytree(QUICK / "0-original-s0", corrupt)
+    (corrupt / "run.json").write_text('{"status": "compl')
     result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     notes = [l for l in result.output.splitlines() if l.startswith("note: left out")]
-    assert len(notes) == 4 and any("1-lang-pos-s42" in l and "unreadable" in l for l in notes)
+    assert len(notes) == 6 and any("1-lang-pos-s42" in l and "unreadable" in l for l in notes)
     assert any("0-original-s7" in l and "failed" in l for l in notes)
+    assert any("0-original-s10" in l and "failed: loss nan at step 3" in l for l in notes)
+    assert any("0-original-s11" in l and "run.json is unreadable" in l for l in notes)
+    table = (tmp_path / "out" / "table1.md").read_text()
+    assert "Not evaluated yet" not in table
+    assert "Failed in training, left out: 0-original-s10 (failed: loss nan at step 3), 0-original-s7" in table
     assert any("0-original-s8" in l and f"unfinished (step 920 of {meta['total_steps']:,})" in l for l in notes)
     assert any("0-original-s9" in l and "'mu' is 'x'" in l for l in notes)
     rows = {r["mods"]: r for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}

@@ -111,7 +111,7 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     out.mkdir(parents=True, exist_ok=True)
     top = top_layer(runs)
     aggregated = aggregate_sections(sections, top)
-    md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top))
+    md = markdown(aggregated, top, len(runs), unevaluated, layers_note(runs, top), loaded.left_out)
     printed = md  # what `minimult report` prints: a section may print a line instead of its markdown (the probe)
     computed = {part.name: part.compute(sections, top) for part in report_parts()}
     for part in report_parts():

@@ -155,7 +155,10 @@ def _why_not(d: Path, results: dict | None, config: dict | None) -> str | None:
         return "config.json is unreadable"
     if results is None:
         return "results.json is unreadable"
-    meta = read_object(d / "run.json") or {}
+    meta = read_object(d / "run.json")
+    if meta is None and (d / "run.json").exists():  # its status (failed?) and steps cannot be known
+        return "run.json is unreadable"
+    meta = meta or {}
     return headline_problem(results, meta, d) or plateau(results, meta)
 
 
@@ -166,11 +169,13 @@ def load_runs(run_dirs: list[Path], log=lambda s: None, left_out: list | None = 
     `left_out`, when given, collects them as (folder, why)."""
     runs, unevaluated = [], []
     for d in run_dirs:
-        if not (d / "results.json").is_file():
-            unevaluated.append(d)
-            continue
         results, config = read_object(d / "results.json"), read_object(d / "config.json")
-        why = _why_not(d, results, config)
+        if not (d / "results.json").is_file():
+            status = str((read_object(d / "run.json") or {}).get("status", ""))
+            if not status.startswith("failed"):  # a diverged run will never be evaluated: left out, with why
+                unevaluated.append(d)
+                continue
+        why = _why_not(d, results, config) if (d / "results.json").is_file() else f"the run {status}"
         if why:
             log(f"note: left out {d}: {why}")
             if left_out is not None:

@@ -274,8 +274,10 @@ def layers_note(runs: list[Run], top: str) -> str:
             f"({', '.join(sorted(tops, key=int))} here), so its column may use layers the table does not show.")
 
 
-def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Path], note: str = "") -> str:
-    """table1.md: a header paragraph, then every section (title, preset and baseline, table)."""
+def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Path], note: str = "",
+             left_out: list[tuple[Path, str]] = ()) -> str:
+    """table1.md: a header paragraph (with the runs not evaluated yet and the failed ones among `left_out`), then
+    every section (title, preset and baseline, table)."""
     lines = ["# minimult report", "",
              f"{n_runs} evaluated runs. Mean ± sample standard deviation over seeds (n seeds); "
              f"p (µ): Welch's t-test of µ against the table's `original` (blank: fewer than 2 seeds, the baseline "
@@ -283,6 +285,9 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
              f"says how). " + (note or f"Layers 0 and {top}.")]
     if unevaluated:
         lines.append(f"Not evaluated yet (no results.json), left out: {', '.join(p.name for p in unevaluated)}.")
+    failed = [f"{p.name} ({why.removeprefix('the run ')})" for p, why in left_out if why.startswith("the run failed")]
+    if failed:
+        lines.append(f"Failed in training, left out: {', '.join(failed)}.")
     for sec in aggregated:
         lines += ["", f"## {sec['title']}", ""]
         presets = sorted({r['preset'] for r in sec["rows"] if r["preset"]})
