@@ -148,9 +148,9 @@ def prepare(cfg, progress: Callable[[str], None] = lambda s: None) -> Prepared:
     prepared = load_prepared(path, cfg, reused)
     if (reused and cfg.tokenizer == "wordpiece" and prepared.stats.get("wordpiece_trainer") != WORDPIECE_TRAINER
             and trained_here(path)):  # e.g. a built-in corpus at a size no list is shipped for, built by HF's trainer
-        raise MinimultError(f"prepared data at {path} holds a WordPiece vocabulary of another trainer (HF tokenizers', "
-                            f"whose builds differ); delete it to rebuild (runs trained on it cannot be evaluated on the "
-                            f"rebuilt one)")
+        raise MinimultError(f"prepared data at {path} holds a WordPiece vocabulary of another trainer (HF "
+                            f"tokenizers', whose builds differ); delete it to rebuild (runs trained on it cannot be "
+                            f"evaluated on the rebuilt one)")
     return prepared
 
 

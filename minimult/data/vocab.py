@@ -29,8 +29,9 @@ from minimult.registry import Registry
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# what `train_wordpiece` is: a prepared entry records it, so that none trained otherwise is reused as its
-WORDPIECE_TRAINER = "minimult-1"  # ("1": specials, characters, ## characters, merges by count then lower ids)
+# `train_wordpiece`'s version, in the cache key of user text and in the stats of an entry it trained: an entry
+# trained otherwise (by HF's trainer, before) is never reused as one of its own
+WORDPIECE_TRAINER = "minimult-1"
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIALS))
 N_SPECIAL = len(SPECIALS)
@@ -230,14 +231,15 @@ def train_wordpiece(sentences: list[list[str]], size: int = 2048) -> Vocab:
     The layout and algorithm of HF `tokenizers`' WordPieceTrainer (BPE over the words' characters):
     specials (ids 0-4), every character of the corpus (code-point order), every character that occurs
     inside a word as a `##` piece (same order), then one entry per merge, most frequent pair first,
-    until `size` entries or no pair is left. HF breaks ties between equally frequent pairs by ids that
-    its `##` pieces got in hash-map order (so its builds differ); here ties go to the pair whose (left
-    piece, right piece) comes first in code-point string order. A merge always merges every occurrence
-    (HF's may leave some to a later, equal merge). Pair counts are updated incrementally, so a merge
-    costs the words that hold its pair, not the corpus: a Bible trains in seconds (docs/pipeline.md).
+    until `size` entries or no pair is left. Ties between equally frequent pairs go to the lower ids (left
+    piece, then right), as in HF, whose `##` pieces however get their ids in hash-map order (so its builds
+    differ). A merge merges every occurrence at once (HF's may leave some to a later merge of the pair).
+    Pair counts are updated incrementally, so a merge costs the words that hold its pair, not the corpus:
+    a Bible trains in seconds, memory grows with the word types, not the text (docs/pipeline.md).
     """
     _check_size(size)
     counts = Counter(w for s in sentences for w in s)
+    counts.pop("", None)
     words = sorted(counts)
     freq = [counts[w] for w in words]
     pieces = list(SPECIALS) + sorted({c for w in words for c in w}) + sorted({"##" + c for w in words for c in w[1:]})
