@@ -402,3 +402,19 @@ def test_the_budget_column_names_an_untrained_side_as_untrained():
     assert claims_mod.budget_text(rows["ds-untrained"]) == "paper: untrained, paper: 14,100 × 128"
     assert claims_mod.budget_text(rows["ds-untrained-positions"]) == "paper: untrained"
     assert claims_mod.budget_text(rows["ds-lang-pos"]) == "paper: 14,100 × 128"
+
+
+def test_a_second_report_into_one_site_folder_leaves_no_page_unlinked(tmp_path):
+    """`report A --html S` then `report B --html S`: S is B's site; A's folder pages, which B's index would not link,
+    are removed (issue 63, minor), and a file of the user's own in S is left alone."""
+    site = tmp_path / "site"
+    for name in ("first", "second"):
+        fake_table1(tmp_path / name, {"0": [0.50, 0.52], "1": [0.10, 0.12]})
+        result = CliRunner().invoke(main, ["report", str(tmp_path / name), "--html", str(site)])
+        assert result.exit_code == 0, result.output
+        if name == "first":
+            assert (site / "first" / "index.html").is_file()
+            (site / "notes.txt").write_text("mine")
+    assert not (site / "first").exists() and (site / "second" / "index.html").is_file()
+    assert "removed first/" in result.output and (site / "notes.txt").read_text() == "mine"
+    assert "first/" not in (site / "index.html").read_text()

@@ -535,11 +535,23 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     write(site / "glossary.html", "glossary.html", up="", mods=_mods(), presets=_presets())
     write(site / "index.html", "index.html", up="", folders=summaries, headline=head, counts=counts,
           n_runs=len(every_run))
+    _drop_stale_folders(site, [f.name for f in folders], log)
     log(f"site: {len(pages)} pages in {site} ({len(folders)} results folders, {len(claim_rows)} claims, "
         f"{time.perf_counter() - start:.0f} s); open {site / 'index.html'}")
     return {"pages": [str(p) for p in pages], "claims": claim_rows, "recipes": recipe_md,
             "index": str(site / "index.html"), "folders": [f.name for f in folders],
             "headline": head["folder"] if head else None}
+
+
+def _drop_stale_folders(site: Path, names: list[str], log: Callable[[str], None]) -> None:
+    """A site folder is the site of the RUNS it was last built from: the folders an earlier build wrote there
+    (its `site.json`) that this one does not are removed, so no page is left that nothing links to."""
+    record = site / "site.json"
+    before = (read_object(record) or {}).get("folders", [])
+    for name in (n for n in before if isinstance(n, str) and n not in names and (site / n).is_dir()):
+        shutil.rmtree(site / name)
+        log(f"site: removed {name}/, which an earlier report wrote here and these RUNS do not include")
+    write_json(record, {"folders": names})
 
 
 def _natural(text: str):
