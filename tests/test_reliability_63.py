@@ -442,3 +442,58 @@ def test_item15_verses_too_few_for_a_dictionary_are_refused_and_the_fewest_enoug
     assert read_dictionary(spec.dictionary["es"], "es", spec)  # was: an empty dictionary --files then refused
     prepared = cli("prepare", "--preset", "tiny", "--files", out / "corpus.toml", "--set", "data.vocab_size=256")
     assert prepared.returncode == 0, prepared.stderr
+
+
+def test_item13_ctrl_c_of_a_sweep_from_a_terminal_is_one_line(tmp_path):
+    """Ctrl-C in a terminal reaches the sweep and its workers (one process group): the workers stop quietly
+    (was: 159 lines of KeyboardInterrupt tracebacks from them), the sweep says in one line that it was
+    interrupted and how to resume, exits 130, and the runs keep their checkpoints."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from test_sweep import CLI, GRID
+
+    grid = tmp_path / "tiny.toml"
+    grid.write_text(GRID.replace('"train.eval_every" = 13', '"train.epochs" = 1000'))  # long enough to be stopped
+    proc = subprocess.Popen(CLI + ["sweep", str(grid), "--root", str(tmp_path / "runs"), "--jobs", "2", "--only", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True,  # its own process group, as a terminal's foreground job
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(tmp_path.glob("runs/0-original-s*/checkpoint.pt"))) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["interrupted: checkpointed work is kept; run the same sweep command again "
+                                        "to resume"], err
+    assert len(list(tmp_path.glob("runs/0-original-s*/checkpoint.pt"))) == 2
+
+
+@pytest.mark.parametrize("dev, why", [("a\tone\x00two\nb\tx\n", "dev.tsv:1: a NUL byte"),
+                                      ("a\t" + "word " * 32_000 + "\nb\tx\n", "dev.tsv:1: 160,002 characters on one line")])
+def test_minor_task_files_refuse_nul_bytes_and_lines_no_sentence_has(tmp_path, dev, why):
+    from minimult.data.tasks import file_task
+
+    for name in ("train", "test.en", "test.xx"):
+        (tmp_path / f"{name}.tsv").write_text("a\tone two\nb\tthree four\n")
+    (tmp_path / "dev.tsv").write_text(dev)
+    with pytest.raises(MinimultError, match=why):  # was: accepted, the NUL a word, the line cut to the window
+        file_task(tmp_path, ("en", "xx"), str.split)
+
+
+def test_minor_the_default_task_on_a_run_of_part_of_the_corpus_says_what_to_give():
+    import numpy as np
+
+    from minimult.data.tasks import nt_parts
+
+    matthew = np.array([40_001_001 + k for k in range(30)])  # the tiny preset's first sentences: one part
+    with pytest.raises(MinimultError, match="give --task DIR, a task of your own"):
+        nt_parts(matthew, "bbe-nt")

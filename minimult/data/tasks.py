@@ -96,7 +96,8 @@ def nt_parts(verse_ids: np.ndarray, corpus: str) -> LabelledTask:
     if min(sizes.values()) == 0 or len(trained) < 2:
         raise MinimultError(f"the New Testament part task needs sentences in every split and at least two parts "
                             f"among the training ones; {corpus} gives {sizes} sentences and "
-                            f"{', '.join(CLASSES[k] for k in trained) or 'no part'} to train on")
+                            f"{', '.join(CLASSES[k] for k in trained) or 'no part'} to train on (a run trained on "
+                            f"part of the corpus, as the tiny preset's: give --task DIR, a task of your own)")
     return task
 
 
@@ -129,13 +130,23 @@ class FileTask:
         return {part: len(y) for part, y in self.labels.items()}
 
 
+# characters of a task line beyond which it is no sentence (the model reads ~128 pieces of it): a file whose
+# line ends were lost, refused rather than cut silently
+MAX_LINE_CHARS = 10_000
+
+
 def _task_lines(path, words) -> tuple[list[str], list[list[str]]]:
-    """(labels, word lists) of a `label<TAB>text` file; blank lines are skipped, anything else malformed is
-    one error line naming the file and the line."""
+    """(labels, word lists) of a `label<TAB>text` file; blank lines are skipped, anything else malformed (a NUL
+    byte, a line of more than MAX_LINE_CHARS characters) is one error line naming the file and the line."""
     labels, sentences = [], []
-    for i, line in enumerate(text_lines(read_text(path, not_utf8="{path}: not UTF-8 ({reason} at byte {byte})")), 1):
+    text = read_text(path, not_utf8="{path}: not UTF-8 ({reason} at byte {byte})",
+                     nul="{path}:{line}: a NUL byte: a task file holds label<TAB>text lines of UTF-8 text")
+    for i, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
+        if len(line) > MAX_LINE_CHARS:
+            raise MinimultError(f"{path}:{i}: {len(line):,} characters on one line (at most {MAX_LINE_CHARS:,}): a "
+                                f"task file holds one labelled sentence per line; were its line ends lost?")
         label, tab, rest = line.partition("\t")
         if not tab or not label.strip() or not rest.strip():
             raise MinimultError(f"{path}:{i}: {line[:60]!r} is not label<TAB>text")
