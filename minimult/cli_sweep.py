@@ -6,6 +6,7 @@ group at the end of `cli.py`. As there, each command imports what it calls in it
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -57,16 +58,17 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
     be run again. Exits with status 1 if any run failed."""
-    from minimult.config import parse_overrides
-    from minimult.sweep.grid import load_grid, parse_seeds
-    from minimult.sweep import run_sweep
+    try:  # an interrupt while it imports, too, is the line below
+        from minimult.config import parse_overrides
+        from minimult.sweep.grid import load_grid, parse_seeds
+        from minimult.sweep import run_sweep
 
-    grid = load_grid(grid_file)
-    try:
+        grid = load_grid(grid_file)
         summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address,
                             root, parse_overrides(settings), log=click.echo, only=_ids(only), stack=stack,
                             progress_every=status_every, nproc=nproc)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while it exits changes nothing
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)
         sys.exit(130)
     if not summary.ok:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from minimult.errors import MinimultError
 from minimult.sweep import memory
@@ -32,15 +34,16 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
             for g in memory.admit(waiting, list(futures.values()), jobs, limit, longest):
                 waiting[:] = [w for w in waiting if w is not g]
                 try:
-                    futures[pool.submit(run_group, g, threads)] = g
+                    with _interrupts_blocked():  # a worker it starts inherits the mask: init_local_worker
+                        futures[pool.submit(run_group, g, threads)] = g
                 except BrokenProcessPool as e:  # a worker was killed: the pool takes nothing more
                     for rest in [g, *waiting]:
                         _report_failure(e, rest, report)
                     waiting.clear()
                     return
 
-        start()
         try:
+            start()
             while futures:
                 ready, _ = wait(futures, timeout=every, return_when=FIRST_COMPLETED)
                 tick()
@@ -53,16 +56,34 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
             raise
 
 
-def _interrupt_workers() -> None:
+@contextmanager
+def _interrupts_blocked():
+    """SIGINT blocked in this thread (a Ctrl-C meanwhile is taken by another thread, or when unblocked)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _interrupt_workers(grace: float = 60.0) -> None:
     """Pass an interrupt on to the workers (this process's only children), as Ctrl-C in a terminal does (it
-    reaches the whole process group). A sweep interrupted on its own (`kill -INT PID`) would otherwise say so and
-    then wait, at exit, for every running run to finish training. Each worker stops where it is; its run keeps
-    its last checkpoint."""
-    for process in multiprocessing.active_children():
+    reaches the whole process group), and wait up to `grace` seconds for them to stop. A sweep interrupted on
+    its own (`kill -INT PID`) would otherwise say so and then wait, at exit, for every running run to finish
+    training; one that left at once would pull its queues from under a worker still starting (a traceback from
+    its unpickling). Each worker stops where it is (one still starting, once started); its run keeps its last
+    checkpoint."""
+    children = multiprocessing.active_children()
+    for process in children:
         try:
             os.kill(process.pid, signal.SIGINT)
         except ProcessLookupError:
             pass
+    deadline = time.monotonic() + grace
+    for process in children:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.terminate()
 
 
 def _report_local(future, group, report) -> None:

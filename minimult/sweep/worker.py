@@ -173,9 +173,25 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def _stop_quietly(signum, frame) -> None:
+    """A worker's SIGINT (Ctrl-C reaches the sweep's whole process group, and the sweep passes its own on):
+    stop where it is, without a traceback, and take no second one (KeyboardInterrupt printed one per worker,
+    another when the second interrupt came while the first was handled). The run keeps its last checkpoint;
+    the sweep says, in one line, how to resume."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise SystemExit(130)
+
+
 def init_local_worker(gpu_queue) -> None:
-    """End with the sweep process; pin this worker to one GPU (before anything touches CUDA)."""
+    """End with the sweep process, stop quietly on an interrupt; pin this worker to one GPU (before anything
+    touches CUDA). The sweep starts its workers with SIGINT blocked (`backends.run_local`), so an interrupt
+    while one imports is taken here, where it exits quietly, not as a traceback from the middle of an import."""
     die_with_parent()
+    signal.signal(signal.SIGINT, _stop_quietly)
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    except SystemExit:  # interrupted while it started (an exception here would be logged with its traceback)
+        os._exit(130)
     gpu = gpu_queue.get()
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
