@@ -205,8 +205,9 @@ def test_more_processes_than_cores_are_refused_in_one_line_before_anything_is_wr
     monkeypatch.delenv(distributed.MAX_NPROC, raising=False)
     given = ["--nproc", str(n)] if how == "--nproc" else ["--set", f"train.nproc={n}"]
     out = tmp_path / "run"
-    assert_one_line_error(cli("pretrain", *TINY_ARGS, *given, "--stop-after", "1", "--out", str(out)),
-                          f"{n} processes on CPU need a core each", f"may use {n - 1}", f"MINIMULT_MAX_NPROC={n}")
+    refused = cli("pretrain", *TINY_ARGS, *given, "--device", "cpu", "--stop-after", "1", "--out", str(out))
+    assert_one_line_error(refused, f"{n} processes on CPU need a core each", f"may use {n - 1}",
+                          f"MINIMULT_MAX_NPROC={n}")
     assert not out.exists()
     monkeypatch.setenv(distributed.MAX_NPROC, str(n))
     distributed.check_devices("cpu", n)  # allowed on purpose
@@ -286,7 +287,7 @@ def test_a_terminated_launcher_takes_every_rank_with_it_in_every_phase(tmp_path,
     launcher is gone before its PR_SET_PDEATHSIG ends itself, whoever adopted it (once 99 ranks trained on)."""
     out = tmp_path / "run"
     script = [sys.executable, "-c", TERMINATE_IN, phase, "10", sys.executable, "-m", "minimult.cli", "pretrain",
-              *TINY_ARGS, "--epochs", "400", "--nproc", "2", "--out", str(out)]
+              *TINY_ARGS, "--device", "cpu", "--epochs", "400", "--nproc", "2", "--out", str(out)]
     seen = json.loads(subprocess.run(script, cwd=ROOT, capture_output=True, text=True, timeout=900).stdout)
     assert seen["ranks"] == 2, seen  # both ranks had started
     if phase == "started":
