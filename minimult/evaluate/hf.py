@@ -124,7 +124,6 @@ def load(directory) -> tuple[object, HFBert]:
     if not any((d / f).is_file() for f in TOKENIZER_FILES):
         raise MinimultError(f"{d} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): --hf evaluates a checkpoint "
                             f"with its own tokenizer")
-    from safetensors import SafetensorError
     from transformers import AutoTokenizer, BertForMaskedLM  # lazy: an optional dependency (the test extra), ~1.3 s
 
     try:
@@ -132,11 +131,13 @@ def load(directory) -> tuple[object, HFBert]:
             tokenizer = AutoTokenizer.from_pretrained(str(d))
             model, info = BertForMaskedLM.from_pretrained(str(d), attn_implementation="eager",
                                                           output_loading_info=True)
-    except SafetensorError as e:  # a truncated or corrupt weights file (an interrupted copy or download)
-        raise MinimultError(f"cannot load {d}: its weights file is truncated or corrupt ({str(e).splitlines()[0]}); "
-                            f"copy or export it again") from None
     except (OSError, ValueError, KeyError) as e:
         raise MinimultError(f"cannot load {d} with transformers: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # safetensors' SafetensorError (named, not imported: it comes with transformers)
+        if type(e).__name__ != "SafetensorError":
+            raise
+        raise MinimultError(f"cannot load {d}: its weights file is truncated or corrupt ({str(e).splitlines()[0]}); "
+                            f"copy or export it again") from None
     check_weights(d, model, info)
     if not tokenizer.is_fast:
         raise MinimultError(f"{d}: --hf needs a fast tokenizer (tokenizer.json) for word boundaries")
