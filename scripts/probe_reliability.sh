@@ -48,10 +48,33 @@ P("g.toml").write_text('title = "g"\npreset = "tiny"\nseeds = [0]\n[[settings]]\
 P("sw8").mkdir(exist_ok=True); P("sw8/g.sweep.json").write_text("{not json")
 # 63/2: a sweep root whose manifest lists a run of other mods under setting 1 (its grid edited since)
 P("sw2").mkdir(exist_ok=True)
+# 63/10: the parallel files with a dictionary (broken below once their entry is built)
+(par / "en-xx.dict").write_text("".join(f"{w}\t{w[::-1]}\n" for w in ("the", "and", "God", "earth")))
+(par / "dict.toml").write_text((par / "corpus.toml").read_text() + '[dictionary]\nxx = "en-xx.dict"\n')
+# 63/13: a manifest whose first language is a list; the export's weights cut four ways
+P("first.toml").write_text('first = ["en"]\n[languages]\nen = "par/en.train.txt"\nxx = "par/xx.train.txt"\n')
+import shutil, struct
+data = P("hf/model.safetensors").read_bytes()
+header = struct.unpack("<Q", data[:8])[0]
+for name, size in (("0", 0), ("header", 8 + header // 2), ("half", 8 + header + (len(data) - 8 - header) // 2),
+                   ("last", len(data) - 1)):
+    shutil.rmtree(f"hf-cut-{name}", ignore_errors=True)
+    shutil.copytree("hf", f"hf-cut-{name}")
+    P(f"hf-cut-{name}/model.safetensors").write_bytes(data[:size])
 PY
 cp -r run sw2/1-no-sep-s0 2>/dev/null
 printf '{"grid": "g.toml", "title": "g", "preset": "tiny", "settings": [{"id": "1", "name": "no-sep", "mods": "no-sep", "runs": ["1-no-sep-s0"]}]}\n' > sw2/g.sweep.json
 minimult pretrain "${TINY[@]}" --files par/corpus.toml --out parrun >/dev/null 2>&1
+minimult prepare "${TINY[@]}" --files par/dict.toml >/dev/null 2>&1 && rm par/en-xx.dict  # 63/10
+minimult pretrain "${TINY[@]}" --source parallel --set data.files=par/corpus.toml --set train.epochs=1 \
+  --out parrun11 >/dev/null 2>&1  # 63/11: the files named relative by --set
+ctrl_c_sweep() {  # 63/13: Ctrl-C as a terminal sends it (to the sweep's whole process group) once its runs train
+  set -m  # job control: the sweep is a process group of its own and takes SIGINT (a script's & ignores it)
+  minimult sweep g.toml --root sw13 --jobs 2 --seeds 0,1 --set train.epochs=1000 & local pid=$!
+  set +m
+  for _ in $(seq 600); do [ "$(ls sw13/*/checkpoint.pt 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.5; done
+  kill -INT -- "-$pid"; wait "$pid"
+}
 echo "| probe | command | exit | last stderr line | last stdout line |"
 echo "|---|---|--:|---|---|"
 probe() {  # name, command...
@@ -86,6 +109,16 @@ probe "63/6 lang-pos read as en twice" minimult eval --hf hflp --pair pair.txt p
 probe "63/7 verses, folder has files"  minimult verses v --train-verses 400 --dev-verses 200
 probe "63/7 verses into a run --force" minimult verses run --force
 probe "63/8 unreadable manifest"       minimult sweep g.toml --root sw8
+probe "63/10 dictionary gone, prepare"  minimult prepare "${TINY[@]}" --files par/dict.toml
+probe "63/10 dictionary gone, pretrain" minimult pretrain "${TINY[@]}" --files par/dict.toml --out never6
+probe "63/11 eval from another folder" env -C a-folder minimult eval ../parrun11 --only perplexity
+probe "63/13 safetensors of 0 bytes"   minimult eval --hf hf-cut-0 --pair pair.txt pair.txt
+probe "63/13 safetensors header cut"   minimult eval --hf hf-cut-header --pair pair.txt pair.txt
+probe "63/13 safetensors half tensors" minimult eval --hf hf-cut-half --pair pair.txt pair.txt
+probe "63/13 safetensors last byte cut" minimult eval --hf hf-cut-last --pair pair.txt pair.txt
+probe "63/13 manifest first = [\"en\"]" minimult prepare "${TINY[@]}" --files first.toml
+probe "63/13 Ctrl-C of a sweep"        ctrl_c_sweep
+probe "63/15 verses too few for a dict" minimult verses vx --train-verses 10 --dev-verses 5
 probe "63 minor: pretrain --out in run" minimult pretrain "${TINY[@]}" --out run/inner
 probe "63 minor: folder as corpus"     minimult pretrain "${TINY[@]}" --train-file a-folder --out never5
 probe "63 minor: folder as pair file"  minimult eval --hf hf --pair a-folder pair.txt

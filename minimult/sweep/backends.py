@@ -89,6 +89,8 @@ def _interrupt_workers(grace: float = 60.0) -> None:
 def _report_local(future, group, report) -> None:
     try:
         outcomes = future.result()
+    except SystemExit:  # its worker was interrupted (worker._stop_quietly): the sweep stops as on Ctrl-C
+        raise KeyboardInterrupt from None
     except Exception as e:  # the worker process itself died (killed, out of memory)
         _report_failure(e, group, report)
         return
