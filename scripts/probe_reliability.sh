@@ -48,6 +48,11 @@ P("g.toml").write_text('title = "g"\npreset = "tiny"\nseeds = [0]\n[[settings]]\
 P("sw8").mkdir(exist_ok=True); P("sw8/g.sweep.json").write_text("{not json")
 # 63/2: a sweep root whose manifest lists a run of other mods under setting 1 (its grid edited since)
 P("sw2").mkdir(exist_ok=True)
+# 63 minor: a task directory whose dev file holds a NUL byte
+task = P("task-nul"); task.mkdir(exist_ok=True)
+for name in ("train", "test.en", "test.fake"):
+    (task / f"{name}.tsv").write_text("a\tin the beginning\nb\tand the earth\n")
+(task / "dev.tsv").write_text("a\tin the\x00beginning\nb\tand the earth\n")
 # 63/10: the parallel files with a dictionary (broken below once their entry is built)
 (par / "en-xx.dict").write_text("".join(f"{w}\t{w[::-1]}\n" for w in ("the", "and", "God", "earth")))
 (par / "dict.toml").write_text((par / "corpus.toml").read_text() + '[dictionary]\nxx = "en-xx.dict"\n')
@@ -124,6 +129,10 @@ probe "63 minor: folder as corpus"     minimult pretrain "${TINY[@]}" --train-fi
 probe "63 minor: folder as pair file"  minimult eval --hf hf --pair a-folder pair.txt
 probe "63 minor: empty link file"      minimult eval --hf hf --pair pair.txt pair.txt --links empty.links
 probe "63 minor: MINIMULT_CACHE file"  env MINIMULT_CACHE=cache-file minimult prepare --preset tiny
+probe "63 minor: budget --source"      minimult budget --preset paper --source en-es
+probe "63 minor: resume --set a setting" minimult pretrain --resume run --set train.lr=1 --set train.threads=1
+probe "63 minor: task file with a NUL" minimult transfer run --task task-nul
+probe "63 minor: default task, tiny run" minimult transfer run
 printf 'no folder left by the refused pretrains: %s\n' "$(ls -d never* run/inner 2>/dev/null | wc -l)"
 printf 'verses folder kept: %s; manifest kept: %s\n' "$(cat v/corpus.toml)" "$(cat sw8/g.sweep.json)"
 printf 'eval run says done for: %s\n' "$(minimult eval run 2>&1 >/dev/null | sed -n 's/^eval: \([a-z_-]*\) done.*/\1/p' | tr '\n' ' ')"
