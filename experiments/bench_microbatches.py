@@ -84,7 +84,7 @@ def main() -> None:
         for p, batches in order:
             index = batches[1 + r % (len(batches) - 1)]
             times[p].append(step(p, index))
-            tokens[p].append(member.tokens(index))
+            tokens[p].append(member.train_set.tokens(index))
     base = parts[0]
     rows = []
     for p, _ in variants:

@@ -310,6 +310,14 @@ def _rank_main(rank: int, size: int, port: int, threads: int, launcher: int, mes
     except BaseException as e:  # noqa: BLE001 - reported in one line by the launcher
         messages.put(("crash", rank, f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"))
         sys.exit(1)
+    # Its work done and its process group ended, the rank leaves without the interpreter's teardown: there, once
+    # in a while, a thread of the ended group was destroyed still joinable ("terminate called without an active
+    # exception": SIGABRT after the run's last checkpoint, issue 63 item 14). Its messages are flushed first.
+    messages.close()
+    messages.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _how_it_ended(code: int) -> str:

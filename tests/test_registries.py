@@ -161,17 +161,21 @@ def test_memory_reads_only_settings_a_mods_config_has(name):
 
 
 def test_resume_refuses_every_option_it_would_ignore(tmp_path):
-    """Every option of pretrain but --nproc and --stop-after is refused with --resume (derived from the command's
-    options: a new option is refused without a line of its own)."""
+    """Every option of pretrain but those saying how the run executes (--nproc, --stop-after, --device, --set of an
+    execution setting) is refused with --resume (derived from the command's options: a new option is refused
+    without a line of its own); --set of any other setting is refused too."""
     from minimult.cli import pretrain
 
+    takes = {"nproc": "1", "stop_after": "1", "device": "cpu", "settings": "train.threads=1"}
     for p in pretrain.params:
         if p.name == "resume":
             continue
-        value = [] if p.is_flag else [p.type.choices[0] if hasattr(p.type, "choices") else "1"]
+        value = [] if p.is_flag else [takes.get(p.name) or (p.type.choices[0] if hasattr(p.type, "choices") else "1")]
         out = cli("pretrain", "--resume", tmp_path / "missing", p.opts[0], *value)
         refused = "would be ignored" in out.stderr
-        assert out.returncode == 2 and refused == (p.name not in ("nproc", "stop_after")), (p.opts, out.stderr)
+        assert out.returncode == 2 and refused == (p.name not in takes), (p.opts, out.stderr)
+    out = cli("pretrain", "--resume", tmp_path / "missing", "--set", "train.lr=1")
+    assert out.returncode == 2 and "--set train.lr would be ignored" in out.stderr
 
 
 # ---------------------------------------------------------------------------------------------
