@@ -305,7 +305,7 @@ def test_placement_announces_the_threads_a_run_will_really_use(monkeypatch):
     from minimult.sweep import Placement
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr("minimult.sweep._cpu_count", lambda: 8)
+    monkeypatch.setattr("minimult.sweep.cpu_count", lambda: 8)
 
     def tasks(*threads):
         return [SimpleNamespace(config={"train": {"device": "cpu", "threads": t}}) for t in threads]
@@ -482,7 +482,7 @@ def test_nproc_auto_gives_a_lone_run_the_idle_cores(tmp_path, monkeypatch):
         with pytest.raises(MinimultError, match=words):
             run_sweep(grid, seeds=[0], root=tmp_path / "refused", only=["0"], log=lambda s: None, **kwargs)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr("minimult.sweep._cpu_count", lambda: 2)
+    monkeypatch.setattr("minimult.sweep.cpu_count", lambda: 2)
     lines = []
     summary = run_sweep(grid, seeds=[0], root=tmp_path / "runs", only=["0"], log=lines.append, nproc="auto")
     assert summary.ok, "\n".join(lines)

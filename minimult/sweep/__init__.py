@@ -31,7 +31,6 @@ are kept: the cluster may have GPUs).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -40,6 +39,7 @@ import torch
 
 from minimult import precision
 from minimult.config import RunConfig
+from minimult.distributed import cpu_count
 from minimult.data.prepare import prepare
 from minimult.errors import MinimultError
 from minimult.evaluate import summary_parts
@@ -70,13 +70,6 @@ def _check(backend, jobs, stack, progress_every, address, nproc=None) -> None:
         raise MinimultError("--address is for --backend ray")
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def _on_gpu(todo: list[Task]) -> bool:
     """Whether the sweep places these runs on GPUs (one is here and not every run asks for the CPU)."""
     return torch.cuda.is_available() and not all(t.config["train"]["device"] == "cpu" for t in todo)
@@ -97,7 +90,7 @@ def _fill_cores(todo: list[Task], groups: list, overrides: dict, log) -> None:
     if _on_gpu(todo):
         log("  --nproc auto: runs on a GPU take one process each")
         return
-    cpus = _cpu_count()
+    cpus = cpu_count()
     ranks = auto_ranks(len(groups), cpus)
     for t in todo:
         t.config["train"]["nproc"] = ranks
@@ -121,10 +114,10 @@ class Placement:
     def choose(cls, todo: list[Task], groups: list, jobs: int | None) -> "Placement":
         gpus = list(range(torch.cuda.device_count())) if _on_gpu(todo) else []
         nproc = max([t.config["train"].get("nproc", 1) for t in todo] or [1])
-        jobs = jobs or (len(gpus) if gpus else max(1, _cpu_count() // nproc))
+        jobs = jobs or (len(gpus) if gpus else max(1, cpu_count() // nproc))
         workers = max(1, min(jobs, len(groups)))
         asked = {t.config["train"].get("threads", 0) for t in todo}  # a run's train.threads wins in train.py
-        threads = asked.pop() if len(asked) == 1 and 0 not in asked else max(1, _cpu_count() // workers)
+        threads = asked.pop() if len(asked) == 1 and 0 not in asked else max(1, cpu_count() // workers)
         return cls(gpus, jobs, workers, 1 if gpus else threads, nproc)
 
     def describe(self) -> str:

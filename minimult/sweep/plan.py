@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, resolve
-from minimult.data.parallel import absolute
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
 from minimult.runs import flat, folder_locked, mods_for_folder, read_json, write_json
@@ -81,9 +80,6 @@ def _absolute_files(values: dict) -> dict:
     for key in ("data.train", "data.dev"):
         if key in out and isinstance(out[key], str) and Path(out[key]).is_file():
             out[key] = str(Path(out[key]).resolve())
-    for key in ("data.parallel.files", "data.files"):  # the parallel source's NAME=PATH list or manifest (old key)
-        if isinstance(out.get(key), str):
-            out[key] = absolute(out[key])
     return out
 
 
