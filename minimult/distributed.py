@@ -280,14 +280,20 @@ def _prctl(option: int, value) -> bool:
     return True
 
 
+def die_with_parent(parent: int) -> None:
+    """Have the kernel end this process when its parent dies (Linux `prctl(PR_SET_PDEATHSIG)`); a process whose
+    parent `parent` is gone already (it was adopted: by init, or by a subreaper) ends now. Not Linux: nothing."""
+    if _prctl(1, signal.SIGTERM) and os.getppid() != parent:
+        os._exit(1)
+
+
 def _rank_main(rank: int, size: int, port: int, threads: int, launcher: int, messages, job: bytes) -> None:
     """A spawned rank: one process group member that runs `target(world, log, *args)` (`job`, pickled);
     what it has to say goes to the launcher through `messages` (rank 0's log lines, any rank's error)."""
     # PR_SET_PDEATHSIG first, before `job` loads torch (seconds): the kernel ends this rank when its launcher
     # dies, so no rank trains on unobserved after a `kill` of the launcher; a launcher already gone has left
     # this rank to another parent (init, or a subreaper), so it ends here
-    if _prctl(1, signal.SIGTERM) and os.getppid() != launcher:
-        os._exit(1)
+    die_with_parent(launcher)
     _prctl(15, f"minimult-rank{rank}".encode()[:15])  # PR_SET_NAME: `top` and `ps -o comm` show the rank
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch

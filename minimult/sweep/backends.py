@@ -27,7 +27,7 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
     for i in range(jobs):
         queue.put(gpus[i % len(gpus)] if gpus else None)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_local_worker,
-                             initargs=(queue,)) as pool:
+                             initargs=(queue, os.getpid())) as pool:
         waiting, futures = list(groups), {}
 
         def start() -> None:

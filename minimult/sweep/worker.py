@@ -8,7 +8,6 @@ run's log goes to `sweep.log` in its folder.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import torch
 
 from minimult.config import RunConfig
+from minimult.distributed import die_with_parent
 from minimult.errors import MinimultError
 from minimult.evaluate import evaluate_run
 from minimult.evaluate.results import results_complete
@@ -158,21 +158,6 @@ def run_task(task: Task, threads: int | None = 1) -> Outcome:
     return run_group([task], threads)[0]
 
 
-def die_with_parent() -> None:
-    """Have the kernel end this worker when the sweep process dies (Linux `prctl(PR_SET_PDEATHSIG)`).
-
-    Ctrl-C reaches the workers too, but a sweep ended with `kill` or killed for memory would otherwise
-    leave its workers training on, unobserved; checkpoints are written atomically, so the next sweep
-    resumes their runs."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):  # not Linux
-        return
-    if os.getppid() == 1:  # the parent was already gone before prctl took effect
-        os._exit(1)
-
-
 def _stop_quietly(signum, frame) -> None:
     """A worker's SIGINT (Ctrl-C reaches the sweep's whole process group, and the sweep passes its own on):
     stop where it is, without a traceback, and take no second one (KeyboardInterrupt printed one per worker,
@@ -182,11 +167,13 @@ def _stop_quietly(signum, frame) -> None:
     raise SystemExit(130)
 
 
-def init_local_worker(gpu_queue) -> None:
-    """End with the sweep process, stop quietly on an interrupt; pin this worker to one GPU (before anything
-    touches CUDA). The sweep starts its workers with SIGINT blocked (`backends.run_local`), so an interrupt
-    while one imports is taken here, where it exits quietly, not as a traceback from the middle of an import."""
-    die_with_parent()
+def init_local_worker(gpu_queue, sweep: int) -> None:
+    """End with the sweep process (pid `sweep`: a `kill` of it, or the kernel's for memory, would otherwise leave
+    its workers training on, unobserved; checkpoints are atomic, so the next sweep resumes their runs), stop
+    quietly on an interrupt; pin this worker to one GPU (before anything touches CUDA). The sweep starts its
+    workers with SIGINT blocked (`backends.run_local`), so an interrupt while one imports is taken here, where it
+    exits quietly, not as a traceback from the middle of an import."""
+    die_with_parent(sweep)
     signal.signal(signal.SIGINT, _stop_quietly)
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
