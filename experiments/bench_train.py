@@ -304,7 +304,7 @@ def _nproc_rank(rank, nproc, port, threads, cfg, lr, seed, adamw, batches, preci
     """Ranks 1..N-1 (spawned): the N-process step of every round, in step with rank 0."""
     import torch.distributed as dist
 
-    from minimult.distributed import World
+    from minimult.ranks import World
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(threads)
@@ -320,7 +320,7 @@ def bench_nproc(args, cfg, lr, batches, device) -> dict:
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
-    from minimult.distributed import World, free_port
+    from minimult.ranks import World, free_port
 
     if device.type != "cpu":
         raise SystemExit("error: --nproc measures CPU processes (gloo); use --device cpu")

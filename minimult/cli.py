@@ -193,14 +193,14 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
 
     Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
     train the one run together: rank 0 makes the run folder, holds its lock and writes."""
-    from minimult import distributed
+    from minimult import ranks
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
     from minimult.runs import Run
 
-    launched = distributed.from_env()  # one of torchrun's ranks, or None
+    launched = ranks.from_env()  # one of torchrun's ranks, or None
     if nproc is not None:
-        distributed.check_nproc(nproc, launched)
+        ranks.check_nproc(nproc, launched)
     echo = click.echo if launched is None or launched.main else (lambda *a, **k: None)
     if resume:  # a resume takes how the run executes (--device, --nproc, --set of one); anything else is refused
         from minimult.config import EXECUTION_SETTINGS, override, parse_overrides
@@ -236,6 +236,7 @@ def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset
 
         check_own_folder(out, f"--out {out}", run_ok=True)
     cfg, active = resolve(preset, overrides, mods)
+    from minimult import distributed
     from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
 
     if launched is None:  # the processes this machine can run, before the run folder is made

@@ -26,7 +26,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable
 
-from minimult import distributed
+from minimult import ranks
 from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
 from minimult.data.cache import atomic_write_text
 from minimult.data.run_data import RunData
@@ -407,7 +407,7 @@ class Run:
         """Hold the run's lock while writing to it; another holder means one clear error, not two
         writers (two resumes would both write the checkpoint and the log). Of torchrun's ranks only the
         first, the one that writes, holds it; the others train the same run beside it."""
-        launched = distributed.from_env()
+        launched = ranks.from_env()
         if launched is not None and not launched.main:
             yield self
             return

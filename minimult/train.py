@@ -32,12 +32,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from minimult import distributed, precision
+from minimult import distributed, precision, ranks
 from minimult.data import microbatches
 from minimult.data.batching import PADDED_BATCHINGS, SequenceSet, attention_mask, plan_epoch, steps_per_epoch
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
-from minimult.distributed import SINGLE, World
+from minimult.ranks import SINGLE, World
 from minimult.errors import MinimultError
 from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
 from minimult.knn.neighbours import table_sha256
@@ -541,9 +541,9 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         raise MinimultError("nothing to train: no runs given")
     check_stackable([r.cfg for r in runs])
     tc = runs[0].cfg.train
-    launched = distributed.from_env()
+    launched = ranks.from_env()
     if nproc is not None:
-        distributed.check_nproc(nproc, launched)
+        ranks.check_nproc(nproc, launched)
     if launched is not None:  # one of torchrun's ranks
         torch.set_num_threads(tc.threads or 1)
         with distributed.session(launched, tc.device):
@@ -552,8 +552,8 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
     if nproc > 1:
         distributed.check_devices(tc.device, nproc)
         specs = [(str(r.path), r.cfg) for r in runs]
-        distributed.launch(nproc, tc.threads or 1, _train_rank, (specs, resume, stop_after), log,
-                           lambda: distributed.kept_checkpoints([r.checkpoint_path for r in runs]))
+        ranks.launch(nproc, tc.threads or 1, _train_rank, (specs, resume, stop_after), log,
+                           lambda: ranks.kept_checkpoints([r.checkpoint_path for r in runs]))
         return [r.meta for r in runs]
     if tc.threads:
         torch.set_num_threads(tc.threads)
@@ -561,7 +561,7 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
 
 
 def _train_rank(world: World, log, specs: list, resume: bool, stop_after: int | None) -> None:
-    """One of the processes `train` started (minimult.distributed.launch): the same runs, from their folders."""
+    """One of the processes `train` started (minimult.ranks.launch): the same runs, from their folders."""
     runs = [Run(Path(path), cfg) for path, cfg in specs]
     with distributed.session(world, runs[0].cfg.train.device):
         _train(runs, resume, log, stop_after, world)

@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from minimult import distributed
+from minimult import distributed, ranks
 from minimult.data import microbatches
 from minimult.errors import MinimultError
 from minimult.runs import Run, load_checkpoint, read_json
@@ -51,7 +51,7 @@ def _rows(run) -> list[dict]:
 def test_shares_cover_every_row_once_and_their_losses_add_up_to_the_whole_batch():
     for B in range(0, 9):
         for N in (1, 2, 3, 4):
-            parts = [distributed.share(B, distributed.World(r, N)) for r in range(N)]
+            parts = [distributed.share(B, ranks.World(r, N)) for r in range(N)]
             assert [i for p in parts for i in range(B)[p]] == list(range(B))
     from minimult.model import Bert, ModelConfig
 
@@ -74,7 +74,7 @@ def test_shares_cover_every_row_once_and_their_losses_add_up_to_the_whole_batch(
 
     full, full_grads = loss_and_grads(batch)
     totals = (len(batch["selected"]), B)
-    parts = [loss_and_grads(microbatches.take(batch, distributed.share(B, distributed.World(r, 2))), totals)
+    parts = [loss_and_grads(microbatches.take(batch, distributed.share(B, ranks.World(r, 2))), totals)
              for r in range(2)]
     assert torch.allclose(parts[0][0] + parts[1][0], full, rtol=1e-6)
     for a, b, g in zip(parts[0][1], parts[1][1], full_grads):
@@ -201,18 +201,18 @@ def test_a_rank_that_dies_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_
 def test_more_processes_than_cores_are_refused_in_one_line_before_anything_is_written(tmp_path, monkeypatch, how):
     """More ranks than cores only wait for each other, each holding the whole model (`--nproc 99` on 2 cores
     once started 99 torch processes); MINIMULT_MAX_NPROC allows more on purpose."""
-    n = distributed.cpu_count() + 1
-    monkeypatch.delenv(distributed.MAX_NPROC, raising=False)
+    n = ranks.cpu_count() + 1
+    monkeypatch.delenv(ranks.MAX_NPROC, raising=False)
     given = ["--nproc", str(n)] if how == "--nproc" else ["--set", f"train.nproc={n}"]
     out = tmp_path / "run"
     refused = cli("pretrain", *TINY_ARGS, *given, "--device", "cpu", "--stop-after", "1", "--out", str(out))
     assert_one_line_error(refused, f"{n} processes on CPU need a core each", f"may use {n - 1}",
                           f"MINIMULT_MAX_NPROC={n}")
     assert not out.exists()
-    monkeypatch.setenv(distributed.MAX_NPROC, str(n))
+    monkeypatch.setenv(ranks.MAX_NPROC, str(n))
     distributed.check_devices("cpu", n)  # allowed on purpose
     for bad in ("0", "two"):
-        monkeypatch.setenv(distributed.MAX_NPROC, bad)
+        monkeypatch.setenv(ranks.MAX_NPROC, bad)
         with pytest.raises(MinimultError, match=f"MINIMULT_MAX_NPROC='{bad}': not a whole number >= 1"):
             distributed.check_devices("cpu", 2)
 

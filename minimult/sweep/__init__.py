@@ -39,7 +39,7 @@ import torch
 
 from minimult import precision
 from minimult.config import RunConfig
-from minimult.distributed import cpu_count
+from minimult.ranks import cpu_count
 from minimult.data.prepare import prepare
 from minimult.errors import MinimultError
 from minimult.evaluate import summary_parts

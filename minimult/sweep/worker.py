@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from minimult.config import RunConfig
-from minimult.distributed import die_with_parent
+from minimult.ranks import die_with_parent
 from minimult.errors import MinimultError
 from minimult.evaluate import evaluate_run
 from minimult.evaluate.results import results_complete
