@@ -13,6 +13,7 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.optimize import linear_sum_assignment
 
 from minimult.errors import MinimultError
 
@@ -161,8 +162,6 @@ def match_order_distance(src: torch.Tensor, src_offsets, tgt: torch.Tensor, tgt_
     permutation of min(n, m) items), and the target positions read in source order give a Kendall tau
     distance. Sides as in `alignment_prf`. Returns {distance: the mean in [0, 1] over pairs with at least two
     links (nan: none), pairs: that number of pairs}."""
-    from scipy.optimize import linear_sum_assignment  # lazy: 1-2 s to import, for this statistic only
-
     src_offsets, tgt_offsets = np.asarray(src_offsets), np.asarray(tgt_offsets)
     if len(src_offsets) != len(tgt_offsets) or src.shape[1] != tgt.shape[1]:
         raise MinimultError(f"word order needs as many source as target sentences of one width, got "

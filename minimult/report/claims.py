@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from minimult.errors import MinimultError
 from minimult.report.collect import Group, Run, Section, never_trained, read_object
@@ -199,8 +200,6 @@ def find(side: Side, found: list[Place]) -> tuple[Place | None, str]:
 
 
 def _one_sample_p(xs: list[float], value: float) -> float | None:
-    from scipy import stats  # lazy: 1-2 s to import, for this statistic only
-
     return p_value(stats.ttest_1samp, xs, value) if len(xs) >= 2 else None
 
 

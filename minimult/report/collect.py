@@ -26,6 +26,7 @@ from minimult.config import EVALUATION_SECTIONS, RunConfig, comparable, resolve,
 from minimult.errors import MinimultError
 from minimult.evaluate.results import headline_problem
 from minimult.runs import flat, logged_seconds
+from minimult.sweep.grid import load_grid
 
 OTHER_SECTION = "Other runs (not part of a sweep)"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -391,8 +392,6 @@ def paper_numbers(data: dict, log: Callable[[str], None] = lambda s: None) -> tu
     path = _grid_file(data.get("grid"))
     if path is None:
         return "", {}
-    from minimult.sweep.grid import load_grid
-
     try:
         grid = load_grid(path)
     except (MinimultError, ValueError, TypeError, KeyError) as e:

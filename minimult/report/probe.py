@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from minimult.report.collect import Section, settings
 from minimult.report.figures import already_drawn, pyplot, save_figure
@@ -70,7 +71,6 @@ def probe_figure(by_label: dict[str, list[dict]], path: Path) -> Path | None:
     if already_drawn(path, key):
         return path
     plt = pyplot()
-    from matplotlib.ticker import MaxNLocator
 
     n = len(by_label)
     cols = min(n, 4)

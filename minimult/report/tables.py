@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 import minimult.evaluate  # noqa: F401  (registers every evaluator)
 from minimult.evaluate.registry import STD, table_columns  # [(Column, layer or None), ...]: layers 0 and `top`
@@ -68,8 +69,6 @@ def aggregate(values: list[float | None]) -> dict:
 
 
 def welch_p(a: list, b: list) -> float | None:
-    from scipy import stats  # lazy: 1-2 s to import, for this statistic only
-
     a, b = [x for x in a if x is not None], [x for x in b if x is not None]
     return p_value(stats.ttest_ind, a, b, equal_var=False) if len(a) >= 2 and len(b) >= 2 else None
 

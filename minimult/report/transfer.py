@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import pearsonr
 
 from minimult.report.collect import Section, settings
 from minimult.report.figures import pyplot, save_figure
@@ -77,8 +78,6 @@ def pearson(points: list[dict]) -> float | None:
 
 def pearson_test(points: list[dict]) -> tuple[float, float] | None:
     """(r, two-sided p) of word-order distance against zero-shot accuracy, as `pearson`."""
-    from scipy.stats import pearsonr  # lazy: 1-2 s to import, for this statistic only
-
     if len(points) < 3:
         return None
     x = np.array([p["order_distance"] for p in points])
