@@ -60,7 +60,7 @@ class DataConfig:
     def legacy(cls, values: dict) -> dict:
         """`values` (this section's, from a config.json, a grid file or --set) with old keys under their names
         now (`OLD_KEYS`; where both are given, the name now wins)."""
-        return _nested(_renamed(_flat(values), cls.OLD_KEYS))
+        return _nested(_renamed(flat(values, keep_empty=True), cls.OLD_KEYS))
 
     @property
     def fake(self) -> str:
@@ -169,7 +169,7 @@ EXECUTION_SETTINGS = tuple(f"train.{f.name}" for f in dataclasses.fields(TrainCo
 
 def without_execution(config: dict) -> dict:
     """A config dict (`RunConfig.to_dict()`) without the EXECUTION_SETTINGS (a copy)."""
-    return _nested({k: v for k, v in _flat(config).items() if k not in EXECUTION_SETTINGS})
+    return _nested({k: v for k, v in flat(config, keep_empty=True).items() if k not in EXECUTION_SETTINGS})
 
 
 @dataclass(frozen=True)
@@ -282,11 +282,11 @@ def comparable(config: dict) -> dict:
     changes keeps its fingerprint (the report's setting names): tests/test_config_hashes.py checks the committed
     runs'."""
     old = {f"data.{new}": f"data.{old}" for old, new in DataConfig.OLD_KEYS.items()}
-    flat = _renamed(_flat(json.loads(json.dumps(config))), old)
+    values = _renamed(flat(json.loads(json.dumps(config)), keep_empty=True), old)
     for key, default in (("data.files", ""), ("mask.mixes", "text")):
-        if flat.get(key, default) == default:
-            flat.pop(key, None)
-    return _nested(flat)
+        if values.get(key, default) == default:
+            values.pop(key, None)
+    return _nested(values)
 
 
 def _renamed(flat: dict, names: dict[str, str]) -> dict:
@@ -298,10 +298,12 @@ def _renamed(flat: dict, names: dict[str, str]) -> dict:
     return flat
 
 
-def _flat(values: dict, prefix: str = "") -> dict:
-    """{"parallel": {"files": x}} -> {"parallel.files": x} (an empty section stays, {})"""
+def flat(values: dict, prefix: str = "", keep_empty: bool = False) -> dict:
+    """{"train": {"lr": 1e-3}} -> {"train.lr": 1e-3}: nested sections as the dotted keys `--set` takes (an empty
+    section: left out, or with `keep_empty` kept as {}, so that `_nested` gives the same sections back)."""
     return {key: v for k, value in values.items() for key, v in
-            (_flat(value, f"{prefix}{k}.").items() if isinstance(value, dict) and value else [(prefix + k, value)])}
+            (flat(value, f"{prefix}{k}.", keep_empty).items() if isinstance(value, dict) and (value or not keep_empty)
+             else [(prefix + k, value)])}
 
 
 def _nested(flat: dict) -> dict:
@@ -366,7 +368,7 @@ def _coerce(value, tp, key: str):
 
 def valid_keys() -> list[str]:
     """Every key `--set` takes: `section.name`, and `data.parallel.files` in a source's section within `data`."""
-    return [key for key in _flat(RunConfig().to_dict()) if "." in key]
+    return [key for key in flat(RunConfig().to_dict(), keep_empty=True) if "." in key]
 
 
 def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
@@ -376,7 +378,7 @@ def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
         data = DataConfig.legacy(changes["data"])
         changes["data"] = sources.get(data.get("source", cfg.data.source)).derive(cfg.data, data)
     valid = valid_keys()
-    unknown = [key for key in _flat(changes) if key not in valid]
+    unknown = [key for key in flat(changes, keep_empty=True) if key not in valid]
     if unknown:
         raise MinimultError(f"unknown setting {unknown[0]!r}; valid settings: {', '.join(valid)}")
     return _replaced(cfg, changes)

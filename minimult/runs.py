@@ -211,17 +211,6 @@ def check_writable_file(path: str | Path, what: str) -> Path:
     return path
 
 
-def flat(config: dict, prefix: str = "") -> dict:
-    """{"train": {"lr": 1e-3}} -> {"train.lr": 1e-3}: nested sections as the dotted keys `--set` takes."""
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def read_json(path: Path) -> dict:
     try:
         data = json.loads(Path(path).read_text())

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from minimult.config import EVALUATION_SECTIONS, RunConfig, comparable, resolve, without_execution
+from minimult.config import EVALUATION_SECTIONS, RunConfig, comparable, flat, resolve, without_execution
 from minimult.errors import MinimultError
 from minimult.evaluate.results import headline_problem
-from minimult.runs import flat, logged_seconds
+from minimult.runs import logged_seconds
 from minimult.sweep.grid import load_grid
 
 OTHER_SECTION = "Other runs (not part of a sweep)"

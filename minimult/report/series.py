@@ -30,14 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from minimult.config import EXECUTION_SETTINGS
+from minimult.config import EXECUTION_SETTINGS, flat
 from minimult.mods import REGISTRY
 from minimult.registry import Registry
 from minimult.report.collect import UNLEARNED_MARGIN, Group, Section, current_config, full_transfer, unlearned
 from minimult.report.figures import pyplot, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, baseline_for, mean_std, table_lines
-from minimult.runs import flat
 
 # Fields that a size solver derives (they follow the series' own field) and sections that do not
 # change what is trained.

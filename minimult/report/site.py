@@ -39,10 +39,10 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from minimult.config import PRESETS, flat
 from minimult.data.cache import cache_root
 from minimult.errors import MinimultError
-from minimult.runs import flat, write_json
-from minimult.config import PRESETS
+from minimult.runs import write_json
 from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
 from minimult.report.build import build_report, load, portable

@@ -41,11 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import minimult.evaluate  # noqa: F401  (registers every evaluator)
-from minimult.config import PRESETS, RunConfig, override, resolve
+from minimult.config import PRESETS, RunConfig, flat, override, resolve
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import STD, columns
 from minimult.mods import parse_mods
-from minimult.runs import flat
 
 @dataclass(frozen=True)
 class Setting:

@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, resolve
+from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, flat, resolve
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
-from minimult.runs import flat, folder_locked, mods_for_folder, read_json, write_json
+from minimult.runs import folder_locked, mods_for_folder, read_json, write_json
 from minimult.sweep.grid import Grid
 from minimult.train import SHARED_TRAIN
 
