@@ -30,7 +30,6 @@ are kept: the cluster may have GPUs).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
