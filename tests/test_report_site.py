@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import tomllib
 from html.parser import HTMLParser
@@ -77,6 +78,12 @@ class Page(HTMLParser):
             self._cell += data
 
 
+def curve_data(page: Path) -> list[dict] | None:
+    """The training curves a run page embeds for runs.js to draw (None: the page has none)."""
+    found = re.search(r'<script type="application/json" id="curve-data">(.*?)</script>', page.read_text(), re.S)
+    return json.loads(found.group(1)) if found else None
+
+
 def parse(path: Path) -> Page:
     page = Page()
     page.feed(path.read_text(encoding="utf-8"))
@@ -108,9 +115,13 @@ def test_every_page_is_well_formed_and_every_link_and_image_exists(site):
     pages = sorted(root.rglob("*.html"))
     parsed = {p: parse(p) for p in pages}
     assert {root / "index.html", root / "claims.html", root / "runs" / "index.html"} <= set(pages)
-    for name in RUNS:  # a page per run, and a training figure per run that trained (untrained logs nothing)
-        assert root / "runs" / "runs" / f"{name}.html" in parsed
-        assert (root / "runs" / "runs" / f"{name}.png").is_file() == ("untrained" not in name)
+    for name in RUNS:  # a page per run, with training curves (drawn by runs.js) per run that trained
+        page = root / "runs" / "runs" / f"{name}.html"
+        assert page in parsed and "../../runs.js" in parsed[page].images
+        curves = curve_data(page)
+        assert (curves is not None) == ("untrained" not in name), name  # untrained logs nothing
+        assert curves is None or ("run-curves" in parsed[page].ids and curves[0]["title"] == "training loss"
+                                  and all(len(p) == 2 for c in curves for p in c["points"]))
     n_images = 0
     for page, html in parsed.items():
         for ref in html.links + html.images:
@@ -127,31 +138,33 @@ def test_every_page_is_well_formed_and_every_link_and_image_exists(site):
     # the report's figures (training curves, each seed's numbers, positions and PCA of each setting, the probe)
     assert {"training_Tiny_test_grid.png", "seeds_Tiny_test_grid.png", "language_id.png",
             "positions_0-original-s0.png", "pca_0-original-s0.png"} <= set(folder.images)
-    assert n_images > len(RUNS)
+    assert n_images >= 5
     assert f"Training: {len(RUNS)} runs, " in (root / "runs" / "index.html").read_text()  # the table's footer
 
 
-def test_a_run_figure_is_drawn_again_only_when_what_it_shows_changed(swept, tmp_path):  # noqa: F811
-    """A site built again skips the run figures whose inputs did not change (the PNG carries the key of
-    what it was drawn from); a run that logged more is drawn again."""
+def test_a_run_pages_curves_are_what_its_log_holds(swept, tmp_path):  # noqa: F811
+    """A run page's curves are its metrics.jsonl: the loss of every training row, the learning rate, and one panel
+    per registry curve column its evaluation rows logged, each point as logged; a run that logged less shows less."""
     import shutil
 
     from minimult.report.collect import Run, eval_rows, read_object
-    from minimult.report.figures import FIGURE_KEY, run_figure
+    from minimult.report.figures import curve_panels
+    from minimult.report.site import run_curves
+    from minimult.report.tables import mu_top
 
     d = tmp_path / RUNS[0]
     shutil.copytree(swept.root / RUNS[0], d, ignore=shutil.ignore_patterns("*.pt"))
     load = lambda: Run(d, read_object(d / "results.json"), read_object(d / "config.json"), eval_rows(d))  # noqa: E731
-    png = tmp_path / "run.png"
-    run_figure(load(), png)
-    first, drawn = png.stat().st_mtime_ns, png.read_bytes()
-    assert FIGURE_KEY.encode() in drawn
-    run_figure(load(), png)
-    assert png.stat().st_mtime_ns == first and png.read_bytes() == drawn  # not drawn again
-    rows = (d / "metrics.jsonl").read_text().splitlines()
-    (d / "metrics.jsonl").write_text("\n".join(rows[:-2]) + "\n")  # another log: another figure
-    run_figure(load(), png)
-    assert png.read_bytes() != drawn
+    rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+    curves = {c["title"]: c["points"] for c in run_curves(load())}
+    assert curves["training loss"] == [[r["step"], pytest.approx(r["loss"], rel=1e-5)] for r in rows if "loss" in r]
+    assert curves["learning rate"] and len(curves["learning rate"]) == len(curves["training loss"])
+    evals = [r for r in rows if "eval" in r]
+    panels = curve_panels(mu_top(read_object(d / "results.json")), [r["eval"] for r in evals])
+    assert [t for t in curves if t not in ("training loss", "learning rate")] == [t for t, _, _ in panels] != []
+    assert curves["multilinguality µ"] == [[r["step"], pytest.approx(r["eval"]["mu"], rel=1e-5)] for r in evals]
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:-2]) + "\n")  # another log: other curves
+    assert sum(len(c["points"]) for c in run_curves(load())) < sum(map(len, curves.values()))
 
 
 def test_every_table1_row_shows_the_numbers_of_table1_csv(site):
@@ -180,8 +193,10 @@ def test_run_pages_show_config_budget_and_results_and_flag_runs_that_never_train
     swept, report, root, output = site
     page = (root / "runs" / "runs" / "1-lang-pos-s42.html").read_text()
     for text in ("lang-pos", "seed", "steps", "configuration (config.json)", "latest complete evaluation",
-                 "align_f1", "1-lang-pos-s42.png"):
+                 "align_f1", 'id="run-curves"'):
         assert text in page
+    curves = curve_data(root / "runs" / "runs" / "1-lang-pos-s42.html")
+    assert {"training loss", "learning rate", "multilinguality µ", "dev perplexity"} <= {c["title"] for c in curves}
     # a run on the unigram plateau (training perplexity within 0.3 nats of its pieces' unigram entropy,
     # after >= 500 updates) is flagged; one that trained, or a run too short to tell, is not
     from minimult.report.collect import Run, never_trained

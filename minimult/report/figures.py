@@ -14,7 +14,6 @@ Weights come from `minimult.runs.read_weights`; a run without a readable checkpo
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 from minimult.data import sources
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import STD, evaluators
-from minimult.report.collect import Group, Run, Section, log_rows, training_losses
+from minimult.report.collect import Group, Run, Section
 from minimult.report.recipes import FLOOR, wilson
 from minimult.report.tables import mu_top, table_columns
 from minimult.runs import read_weights
@@ -32,7 +31,7 @@ from minimult.runs import read_weights
 POSITIONS = "embeddings.lookups.position.weight"
 TOKENS = "embeddings.lookups.token.weight"
 N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK]: the first ids of each language's block, left out of the PCA
-FIGURE_KEY = "minimult-key"  # the PNG text field holding what a run figure was drawn from
+FIGURE_KEY = "minimult-key"  # the PNG text field holding what a keyed figure (the probe's) was drawn from
 
 
 def pyplot():
@@ -67,16 +66,6 @@ def panel_grid(n: int, ncols: int, width: float, height: float, extra: float = 0
     return plt, fig, [fig.add_subplot(nrows, ncols, i + 1) for i in range(n)]
 
 
-def fixed_layout(fig, ncols: int, nrows: int, left=0.75, right=0.3, bottom=0.55, top=0.65, wgap=1.5, hgap=0.8):
-    """Margins and gaps in inches, set at once: what `tight_layout` would find for the run figures' panels without
-    drawing the figure twice (a third of a run figure's time)."""
-    width, height = fig.get_size_inches()
-    cell_w = (width - left - right - (ncols - 1) * wgap) / ncols
-    cell_h = (height - bottom - top - (nrows - 1) * hgap) / nrows
-    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
-                        wspace=wgap / cell_w, hspace=hgap / cell_h)
-
-
 def save_figure(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
     """The figure as a PNG; `key` (what it was drawn from) goes into its metadata, for `already_drawn`."""
     fig.savefig(path, dpi=dpi, metadata={FIGURE_KEY: key} if key else None)
@@ -85,7 +74,7 @@ def save_figure(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
 
 
 def already_drawn(path: Path, key: str) -> bool:
-    """True when the PNG at `path` was drawn from `key` (a site built again skips the run figures whose
+    """True when the PNG at `path` was drawn from `key` (a site built again skips the keyed figures whose
     inputs and drawing code did not change)."""
     if not path.is_file():
         return False
@@ -283,74 +272,6 @@ def training_figure(section: Section, out: Path) -> Path | None:
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
     return save_figure(fig, plt, out / section_figure("training", section.title), 110)
-
-
-def run_figure(run: Run, path: Path) -> Path | None:
-    """One run's training: its loss (and learning rate) per logged step, then one panel per `curve` column
-    its `--eval-every` rows logged (the section figure's panels, for this run alone). None when the run
-    logged nothing."""
-    losses = training_losses(run.path)
-    rows = [row["eval"] for row in run.metrics_rows]
-    if not losses and not rows:
-        return None
-    top = mu_top(run.results) if run.results.get("mu_layers") else mu_top(rows[-1]) if rows else "8"
-    panels = curve_panels(top, rows)
-    key = _run_figure_key(run, top, panels)
-    if already_drawn(Path(path), key):
-        return Path(path)
-    lr = [(row["step"], row["lr"]) for row in log_rows(run.path) if isinstance(row.get("lr"), (int, float))]
-    plt, fig, axes, twin = _run_axes(1 + len(panels), min(3, 1 + len(panels)), bool(losses and lr))
-    ax = axes[0]
-    if losses:
-        ax.plot([s for s, _ in losses], [l for _, l in losses], color="C0", lw=1.2)
-        if lr:
-            twin.plot([s for s, _ in lr], [v for _, v in lr], color="0.6", lw=0.8, ls="--")
-            twin.set_ylabel("learning rate (dashed)", color="0.4")
-    ax.set_title("training loss")
-    ax.set_xlabel("training step")
-    ax.grid(alpha=0.3)
-    group = Group("", run.path.name, run.mods, [run])
-    colors = plt.get_cmap("tab10")
-    for a, (title, column, layer) in zip(axes[1:], panels):
-        _draw_panel(a, title, column, layer, [group], colors)
-    fig.suptitle(run.path.name, fontsize=10)
-    fig.savefig(path, dpi=100, metadata={FIGURE_KEY: key})
-    return Path(path)
-
-
-_RUN_AXES: dict[tuple, tuple] = {}  # (panels, columns, learning-rate axis) -> (pyplot, figure, axes, lr axis)
-
-
-def _run_axes(n: int, ncols: int, lr: bool):
-    """The axes of a run figure of this shape, its lines removed and its scales reset: a site draws ~200 run
-    figures, and drawing into the last one's axes (made and laid out once, ticks kept) takes 40% less time than
-    making them again, pixel for pixel the same figure."""
-    shape = (n, ncols, lr)
-    if shape not in _RUN_AXES:
-        plt, fig, axes = panel_grid(n, ncols, 4.2, 3.2)
-        _RUN_AXES[shape] = (plt, fig, axes, axes[0].twinx() if lr else None)
-        fixed_layout(fig, ncols, -(-n // ncols), right=1.0 if ncols == 1 else 0.3)
-    plt, fig, axes, twin = _RUN_AXES[shape]
-    for a in axes + ([twin] if twin else []):
-        for line in list(a.lines):
-            line.remove()
-        a.set_yscale("linear")
-        a.relim()
-    return plt, fig, axes, twin
-
-
-def _run_figure_key(run: Run, top: str, panels: list) -> str:
-    """What a run figure is drawn from: the run's log and name, its panels, this module's code and
-    matplotlib's version."""
-    import matplotlib
-
-    log = run.path / "metrics.jsonl"
-    h = hashlib.sha256()
-    for part in (run.path.name, top, repr([(t, c.key(l)) for t, c, l in panels]), matplotlib.__version__):
-        h.update(part.encode() + b"\0")
-    h.update(log.read_bytes() if log.is_file() else b"")
-    h.update(Path(__file__).read_bytes())
-    return h.hexdigest()
 
 
 # Each seed's final numbers, row by row.

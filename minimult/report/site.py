@@ -2,24 +2,24 @@
 
 One page per results folder (each root: its report's tables with their figures beside them, the
 settings and their runs, every run in no table with why), one page per run (configuration, mods, budget, training
-curves, every results block, why a run is flagged: never trained, left out of the tables, not evaluated (its
-run.json status), and its config.json, results.json and metrics.jsonl copied beside it), the claims page
-(`claims.judge` over every folder, filterable by verdict), the every-run page (one table of every run, filterable by
-folder, mods, preset and seed; ticked runs' training curves overlaid and their configurations compared, in the
-browser from the JSON in the page), the glossary (the measures, every registered mod and preset; the tables' column
-headings link to it) and an index whose headline is the Table 1 of a declared folder (`HEADLINE`, or a manifest's
-`"headline": true`). Pages are Jinja2 templates (`templates/`), plain HTML and CSS with two small scripts (sort.js:
-sort a table by the column clicked; runs.js: the every-run page and the claims filter); every link is relative and
-nothing is fetched, so the folder opens from disk. Each folder's report (`build_report`: table1.md, table1.csv,
-runs.csv, report.json, the PNG figures) is written into that folder's directory of the site, and the pages show
-those files, so the numbers are the markdown report's. No file names a path of the building machine (run folders
-are named relative to the folder above their results folder: `build.portable`). A folder's report whose inputs and
-code are unchanged is copied from the cache folder (`site-reports/`), and run figures are kept there too
-(`site-figures/`), so a second build only renders pages.
+curves drawn in the browser from the JSON in the page, every results block, why a run is flagged: never trained,
+left out of the tables, not evaluated (its run.json status), and its config.json, results.json and metrics.jsonl
+copied beside it), the claims page (`claims.judge` over every folder, filterable by verdict), the every-run page
+(one table of every run, filterable by folder, mods, preset and seed; ticked runs' training curves overlaid and their
+configurations compared, in the browser from the JSON in the page), the glossary (the measures, every registered mod
+and preset; the tables' column headings link to it) and an index whose headline is the Table 1 of a declared folder
+(`HEADLINE`, or a manifest's `"headline": true`). Pages are Jinja2 templates (`templates/`), plain HTML and CSS with
+two small scripts (sort.js: sort a table by the column clicked; runs.js: the curves of the run pages and the every-run
+page, and the claims filter); every link is relative and nothing is fetched, so the folder opens from disk. Each
+folder's report (`build_report`: table1.md, table1.csv, runs.csv, report.json, the PNG figures) is written into that
+folder's directory of the site, and the pages show those files, so the numbers are the markdown report's. No file
+names a path of the building machine (run folders are named relative to the folder above their results folder:
+`build.portable`). A folder's report whose inputs and code are unchanged is copied from the cache folder
+(`site-reports/`), and the probe's figure is kept there too (`site-figures/`), so a second build only renders pages.
 
 Layout: `index.html`, `claims.html`, `runs.html`, `glossary.html`, `style.css`, `sort.js`, `runs.js`, and per folder
-`<name>/index.html`, its report files, `<name>/runs/<run>.html`, `<name>/runs/<run>.png` (the run's training curves)
-and `<name>/runs/<run>/` (its config.json, results.json, metrics.jsonl).
+`<name>/index.html`, its report files, `<name>/runs/<run>.html` and `<name>/runs/<run>/` (its config.json,
+results.json, metrics.jsonl).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from minimult.runs import write_json
 from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
 from minimult.report.build import build_report, load, portable
-from minimult.report.collect import (Group, REPOSITORY, Run, Section, eval_rows, never_trained, read_object,
-                                     training_seconds)
-from minimult.report.figures import file_slug, run_figure, section_figure
+from minimult.report.collect import (Group, REPOSITORY, Run, Section, eval_rows, log_rows, never_trained,
+                                     read_object, training_losses, training_seconds)
+from minimult.report.figures import curve_panels, file_slug, section_figure
 from minimult.report.parts import report_parts
 from minimult.report.tables import (mu_top, number_cells, number_headings, pending_line, run_values, section_footer,
                                     section_table, table_columns)
@@ -310,11 +310,7 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     config = run.config if run else read_object(d / "config.json") or {}
     results = run.results if run else {}
     meta = read_object(d / "run.json") or {}
-    pseudo = run or Run(d, {}, config, eval_rows(d))
-    (folder.out / "runs").mkdir(exist_ok=True)
-    target = folder.out / "runs" / f"{file_slug(d.name)}.png"
-    with figure_cache(d, [target]):
-        figure = run_figure(pseudo, target)
+    curves = run_curves(run or Run(d, {}, config, eval_rows(d)))
     headline = None
     if run:
         top = mu_top(results)
@@ -331,13 +327,37 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     mods = results.get("mods") or meta.get("mods") or config.get("mods", "original")
     versions = results.get("mod_versions") or meta.get("mod_versions") or {}
     files = _copy_run_files(d, folder.out / folder.run_files(d), folder.shown)
-    return folder.shown({"name": d.name, "folder": folder.name, "setting": group.label if group else "", "flags": flags,
+    page = folder.shown({"name": d.name, "folder": folder.name, "setting": group.label if group else "", "flags": flags,
             "files": [f"{file_slug(d.name)}/{f}" for f in files],
             "mods": mods, "mod_versions": versions, "seed": results.get("seed", meta.get("seed")),
-            "budget": _budget(d, meta, config, results), "figure": figure.name if figure else None,
+            "budget": _budget(d, meta, config, results),
             "headline": headline, "blocks": blocks, "config": config,
             "environment": results.get("environment") or meta.get("environment") or {},
             "vocab": results.get("vocab_sha256") or meta.get("vocab_sha256") or ""})
+    return {**page, "curves": _page_json(curves) if curves else None}
+
+
+def _points(pairs) -> list[list]:
+    """[[step, value], ...] with the finite values to 6 significant digits (the page's JSON; metrics.jsonl beside
+    the page has them all)."""
+    return [[step, float(f"{v:.6g}")] for step, v in pairs
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def run_curves(run: Run) -> list[dict]:
+    """A run page's training curves, drawn by runs.js: its loss and learning rate per logged step, then one panel
+    per registry column marked `curve` that its `--eval-every` rows logged (the section figure's panels, for this run
+    alone): [{"title", "log" (a perplexity: a log scale when it spans more than 20x), "points": [[step, value]]}].
+    Empty when the run logged nothing."""
+    rows = [row["eval"] for row in run.metrics_rows]
+    top = mu_top(run.results) if run.results.get("mu_layers") else mu_top(rows[-1]) if rows else "8"
+    panels = [{"title": "training loss", "log": False, "points": _points(training_losses(run.path))},
+              {"title": "learning rate", "log": False,
+               "points": _points((row["step"], row.get("lr")) for row in log_rows(run.path))}]
+    panels += [{"title": title, "log": column.kind == "perplexity",
+                "points": _points((row["step"], column.value(row["eval"], layer)) for row in run.metrics_rows)}
+               for title, column, layer in curve_panels(top, rows)]
+    return [p for p in panels if p["points"]]
 
 
 def _copy_run_files(d: Path, dest: Path, shown) -> list[str]:
@@ -366,7 +386,7 @@ def _copy_shown(src: Path, dest: Path, shown) -> None:
 
 @contextmanager
 def figure_cache(source: Path, targets: list[Path]):
-    """Keyed figures (a run's curves, the probe's: their PNG carries what they were drawn from, and a figure whose
+    """Keyed figures (the probe's: their PNG carries what they were drawn from, and a figure whose
     key still matches is not drawn again) kept in the cache folder between sites: each target missing from the site
     is seeded from the cache before drawing, and whatever was drawn goes back to it after."""
     home = cache_root() / "site-figures" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
@@ -609,9 +629,8 @@ def _curve_points(rows: list[dict]) -> dict[str, list]:
         layer = (ev.get("layers") or {}).get(top) or {}
         for key, value in (("mu", ev.get("mu")), ("ppl_dev", ppl.get("dev")), ("ppl_train", ppl.get("train")),
                            ("retrieval_top", layer.get("retrieval")), ("translation_top", layer.get("translation"))):
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                out[key].append([step, round(float(value), 6)])
-    return {k: v for k, v in out.items() if v}
+            out[key].append((step, value))
+    return {k: points for k, v in out.items() if (points := _points(v))}
 
 
 def _flat(config: dict) -> dict:
@@ -637,9 +656,14 @@ def _run_row(folder: Folder, d: Path, run: Run | None, context: dict) -> dict:
 
 
 def _runs_json(rows: list[dict]):
-    """The runs' curves and configs as the page's embedded JSON (`</` escaped)."""
-    data = {"curves": dict(CURVES), "runs": {r["id"]: {"curves": r["curves"], "config": r["config"] or {},
-                                                       "name": r["name"], "folder": r["folder"]} for r in rows}}
+    """The runs' curves and configs as the page's embedded JSON."""
+    return _page_json({"curves": dict(CURVES), "runs": {r["id"]: {"curves": r["curves"], "config": r["config"] or {},
+                                                                 "name": r["name"], "folder": r["folder"]}
+                                                       for r in rows}})
+
+
+def _page_json(data) -> Markup:
+    """`data` as JSON to embed in a page's <script type="application/json"> (`</` escaped)."""
     return Markup(json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/"))
 
 
