@@ -101,6 +101,37 @@ def test_encode_pieces_rebuild_words(vocab, tiny_sentences):
         assert rebuilt == words
 
 
+def test_encoding_in_chunks_gives_the_arrays_of_encoding_at_once(vocab, tiny_sentences, monkeypatch):
+    """Vocab.encode takes ENCODE_CHUNK sentences at a time (memory of one chunk's lists, whatever the text):
+    the arrays are those of one encode_batch over every sentence, chunk boundaries anywhere."""
+    from minimult.data import vocab as vocab_mod
+
+    out = vocab.tokenizer.encode_batch(tiny_sentences, is_pretokenized=True, add_special_tokens=False)
+    whole = Encoded.from_lists([e.ids for e in out], [vocab_mod._word_starts(e.word_ids) for e in out],
+                               range(len(tiny_sentences)))
+    for chunk in (1, 7, len(tiny_sentences) - 1, len(tiny_sentences)):
+        monkeypatch.setattr(vocab_mod, "ENCODE_CHUNK", chunk)
+        enc = vocab.encode(tiny_sentences, range(len(tiny_sentences)))
+        for a, b in zip((enc.ids, enc.offsets, enc.word_starts, enc.verse_ids),
+                        (whole.ids, whole.offsets, whole.word_starts, whole.verse_ids)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_sorted_digest_spills_runs_and_merges_to_the_digest_of_sorting_in_memory():
+    """vocab_key's digest of the sorted training text, in runs written to disk when the text is larger than
+    its chunk: the same digest as sorting every line in memory, for prefixes, control characters below
+    "\\n", non-ASCII and repeated lines."""
+    from minimult.data.vocab import sorted_digest
+
+    rng = random.Random(0)
+    alphabet = ["a", "b", " ", "\t", "\x01", "é", "ß", "中", "\U0001F600", "Z"]
+    lines = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 6))) for _ in range(500)]
+    lines += ["a", "a b", "a", ""]
+    expected = hashlib.sha256("\n".join(sorted(lines)).encode("utf-8")).hexdigest()
+    for chunk in (1, 100, 5_000, 10**9):
+        assert sorted_digest(iter(lines), chunk) == expected
+
+
 def test_unseen_characters_are_unk(vocab):
     assert "He" in vocab.index and "said" in vocab.index
     enc = vocab.encode([["He", "\u2603", "Ωμέγα", "said", "\u00e9"]], [7])

@@ -37,7 +37,9 @@ class SequenceSet:
 
     def __init__(self, ids, starts, lengths, langs, layouts, device):
         self.device = torch.device(device)
-        self.ids = torch.as_tensor(ids, dtype=torch.long, device=self.device)
+        # int32 (ids are below n_langs x vocab_size): half the memory of the largest array; on the CPU it is the
+        # concatenated sides' array itself, not a copy. A batch's ids are long (`_pieces`), as they always were.
+        self.ids = torch.as_tensor(ids, dtype=torch.int32, device=self.device)
         self.starts = torch.as_tensor(starts, dtype=torch.long, device=self.device)
         self.lengths_np = np.asarray(lengths, dtype=np.int64)
         self.langs_np = np.asarray(langs, dtype=np.int64)
@@ -114,7 +116,7 @@ class SequenceSet:
     def _pieces(self, seqs: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
         """(B, T) pieces of sequences `seqs` (B,) at `offset` (B, T) from their starts (clamped into the set:
         the caller keeps only columns inside the sentence)."""
-        return self.ids[(self.starts[seqs, None] + offset).clamp(0, len(self.ids) - 1)]
+        return self.ids[(self.starts[seqs, None] + offset).clamp(0, len(self.ids) - 1)].long()
 
 
 # the choices of train.batching and train.attention: BATCHINGS and ATTENTIONS in minimult.config

@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +34,7 @@ FORMATS = ("auto", "lines", "keyed")
 MISSING = ("error", "drop")
 MANIFEST_KEYS = ("languages", "first", "dev", "dev_share", "words", "lowercase", "format", "missing", "dictionary",
                  "links", "links_base")
+MARK = 1 << 16  # `_scan` notes where every MARK-th line of a file starts: `Lines` seeks there
 DEV_SHARE = 0.1  # without dev files, the last tenth of the pairs is the development set
 RECIPE_VERSION = 1  # bump when the pairs a spec yields change (part of the prepared cache key)
 
@@ -186,10 +189,40 @@ def absolute(text: str) -> str:
 # Reading the files.
 
 
+class Lines(Sequence):
+    """Lines `start` .. `stop` - 1 (0-based) of a line-aligned file that `_scan` checked, as lists of words: read
+    from the file again at every pass, so a corpus of any size holds none of its text. Compares equal to the list
+    of its sentences (tests, small files); indexing reads the file (it is meant for those only)."""
+
+    def __init__(self, path: Path, marks: list[int], start: int, stop: int, words: str, lowercase: bool):
+        self.path, self.marks, self.start, self.stop = path, marks, start, stop  # marks: `_stream`'s
+        self.words, self.lowercase = words, lowercase
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __iter__(self):
+        mark = self.start // MARK
+        lines = _stream(self.path, mark * MARK, self.marks[mark])
+        for line in islice(lines, self.start - mark * MARK, self.stop - mark * MARK):
+            yield tokenize(line, self.words, self.lowercase)
+
+    def __getitem__(self, i):
+        return list(self)[i]
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def take(self, start: int, stop: int) -> "Lines":
+        return Lines(self.path, self.marks, self.start + start, self.start + min(stop, len(self)), self.words,
+                     self.lowercase)
+
+
 @dataclass(frozen=True)
 class ParallelCorpus(Corpus):
     """The first language's sentences (`sentences`) and every other language's (`others`), pair by pair;
-    `verse_ids` is each pair's id: its line number (line-aligned) or its key (keyed)."""
+    `verse_ids` is each pair's id: its line number (line-aligned) or its key (keyed). Line-aligned files give
+    `Lines` (read again at each pass) and a range of line numbers; keyed files, lists read into memory."""
 
     others: list[list[list[str]]] = field(default_factory=list)  # [language 1.., sentence, word]
     stats: dict = field(default_factory=dict)
@@ -197,9 +230,11 @@ class ParallelCorpus(Corpus):
     def language(self, k: int) -> list[list[str]]:
         return self.sentences if k == 0 else self.others[k - 1]
 
-    def take(self, index: list[int], name: str) -> "ParallelCorpus":
-        return ParallelCorpus(name, [self.sentences[i] for i in index], [self.verse_ids[i] for i in index],
-                              [[o[i] for i in index] for o in self.others], self.stats)
+    def take(self, start: int, stop: int, name: str) -> "ParallelCorpus":
+        """Pairs `start` .. `stop` - 1."""
+        cut = lambda xs: xs.take(start, stop) if isinstance(xs, Lines) else xs[start:stop]  # noqa: E731
+        return ParallelCorpus(name, cut(self.sentences), cut(self.verse_ids), [cut(o) for o in self.others],
+                              self.stats)
 
 
 def _lines(path: Path, lang: str) -> list[str]:
@@ -221,6 +256,81 @@ def _lines(path: Path, lang: str) -> list[str]:
             raise MinimultError(f"{path}:{i}: {len(line):,} characters: a line holds one sentence (at most "
                                 f"{MAX_LINE_CHARS:,} characters) (language {lang})")
     return lines
+
+
+def _stream(path: Path, line: int = 0, byte: int = 0, marks: list[int] | None = None):
+    """The lines of a file as `text_lines(read_text(path))` gives them, one at a time (a byte-order mark dropped),
+    from line `line` (0-based), which starts at byte `byte`; `marks` gets the byte where every MARK-th line
+    starts. `_Unclean` at a NUL byte or bytes that are not UTF-8 ("\\n" is never inside a UTF-8 sequence)."""
+    with open(path, "rb") as f:
+        f.seek(byte)
+        for raw in f:
+            if marks is not None and line % MARK == 0:
+                marks.append(byte)
+            if b"\x00" in raw:
+                raise _Unclean
+            try:
+                text = (raw.removeprefix(b"\xef\xbb\xbf") if byte == 0 else raw).decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Unclean from None
+            line, byte = line + 1, byte + len(raw)
+            yield text.removesuffix("\n").removesuffix("\r")
+
+
+class _Unclean(Exception):
+    """A file that `_scan` does not pass: `_lines` reads it whole for its error line."""
+
+
+def _scan(spec: Spec, paths: tuple[Path, ...]) -> tuple[int, list[list[int]]] | None:
+    """(the pairs of a set of line-aligned files, `_stream`'s marks of each), checked as `_pairs` and `_corpus`
+    check them (the same error for the same file) while holding one line at a time; None when the files are
+    keyed or may be (a line begins as a keyed one): `_pairs` reads those whole."""
+    if spec.format == "keyed":
+        return None
+    counts, empty, marks = [], [], []
+    for path, lang in zip(paths, spec.languages):
+        n = blank = 0
+        first_empty = None
+        marks.append([])
+        try:
+            if not path.is_file():
+                raise _Unclean
+            for line in _stream(path, marks=marks[-1]):
+                if not line.strip():
+                    blank += 1  # trailing blank lines are dropped; one before a line is an error
+                    continue
+                if blank or len(line) > MAX_LINE_CHARS:
+                    raise _Unclean
+                if spec.format == "auto" and STARTS_KEYED.match(line):
+                    return None
+                n += 1
+                if first_empty is None and spec.words != "whitespace" and not tokenize(line, spec.words,
+                                                                                         spec.lowercase):
+                    first_empty = n  # (split at whitespace, a line that is not blank has words)
+            if not n:
+                raise _Unclean
+        except _Unclean:
+            _lines(path, lang)  # raises the error line
+            raise AssertionError(f"{path}: _scan and _lines disagree") from None
+        counts.append(n)
+        empty.append(first_empty)
+    _check_counts(paths, spec.languages, counts)
+    for path, lang, number in zip(paths, spec.languages, empty):
+        if number is not None:
+            raise MinimultError(_no_words(path, number, spec.words, lang))
+    return counts[0], marks
+
+
+def _check_counts(paths, names, counts: list[int]) -> None:
+    if len(set(counts)) > 1:
+        short, long = counts.index(min(counts)), counts.index(max(counts))
+        raise MinimultError(f"{paths[long]} has {counts[long]:,} lines and {paths[short]} {counts[short]:,}: "
+                            f"line-aligned files pair line k of every file, so {paths[long]}:{counts[short] + 1} "
+                            f"has no partner (languages {names[long]}, {names[short]})")
+
+
+def _no_words(path: Path, number: int, words: str, lang: str) -> str:
+    return f"{path}:{number}: no words left after {words} tokenization (language {lang})"
 
 
 def _keyed(path: Path, lang: str, lines: list[str]) -> dict[int, tuple[int, str]]:
@@ -264,13 +374,8 @@ def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> t
     lines = [_lines(p, n) for p, n in zip(paths, names)]
     mode = spec.format if spec.format != "auto" else _detect(paths, names, lines)
     if mode == "lines":
-        counts = [len(ls) for ls in lines]
-        if len(set(counts)) > 1:
-            short, long = counts.index(min(counts)), counts.index(max(counts))
-            raise MinimultError(f"{paths[long]} has {counts[long]:,} lines and {paths[short]} {counts[short]:,}: "
-                                f"line-aligned files pair line k of every file, so {paths[long]}:{counts[short] + 1} "
-                                f"has no partner (languages {names[long]}, {names[short]})")
-        n = counts[0]
+        _check_counts(paths, names, [len(ls) for ls in lines])
+        n = len(lines[0])
         return list(range(1, n + 1)), [ls for ls in lines], [list(range(1, n + 1)) for _ in lines], {"format": "lines"}
     tables = [_keyed(p, n, ls) for p, n, ls in zip(paths, names, lines)]
     everywhere = set(tables[0]).intersection(*tables[1:])
@@ -301,19 +406,26 @@ def tokenize(text: str, words: str, lowercase: bool) -> list[str]:
 
 
 def _corpus(spec: Spec, paths, name: str, log) -> ParallelCorpus:
+    scanned = _scan(spec, paths)
+    if scanned is not None:  # line-aligned: read again at each pass
+        n, marks = scanned
+        lines = [Lines(path, m, 0, n, spec.words, spec.lowercase) for path, m in zip(paths, marks)]
+        return ParallelCorpus(name, lines[0], range(1, n + 1), lines[1:], {"format": "lines"})
     ids, texts, numbers, stats = _pairs(spec, paths, log)
     sentences = [[tokenize(text, spec.words, spec.lowercase) for text in ts] for ts in texts]
     for path, lang, mine, ns in zip(paths, spec.languages, sentences, numbers):
         empty = next((number for words, number in zip(mine, ns) if not words), None)
         if empty is not None:
-            raise MinimultError(f"{path}:{empty}: no words left after {spec.words} tokenization (language {lang})")
+            raise MinimultError(_no_words(path, empty, spec.words, lang))
     return ParallelCorpus(name, sentences[0], ids, sentences[1:], stats)
 
 
 def read_corpora(spec: Spec, train_limit: int | None = None, dev_limit: int | None = None,
                  log: Callable[[str], None] = lambda s: None) -> tuple[ParallelCorpus, ParallelCorpus]:
     """(training pairs, development pairs): the dev files', or the last `dev_share` of the training files'
-    pairs; each cut to its first `limit` pairs when given (data.train_sentences, data.dev_sentences)."""
+    pairs; each cut to its first `limit` pairs when given (data.train_sentences, data.dev_sentences).
+    Line-aligned files are checked line by line and then read again at each pass (`Lines`); keyed files are
+    read into memory (their ids pair lines across the files)."""
     everything = _corpus(spec, spec.train, "train", log)
     if spec.dev:
         train, dev = everything, _corpus(spec, spec.dev, "dev", log)
@@ -323,10 +435,10 @@ def read_corpora(spec: Spec, train_limit: int | None = None, dev_limit: int | No
         if n_dev < 2 or n - n_dev < 2:
             raise MinimultError(f"{spec.describe()}: {n:,} pairs at dev_share {spec.dev_share:g} leave {n - n_dev:,} "
                                 f"for training and {n_dev:,} for development; each needs at least 2 (give dev files)")
-        train, dev = everything.take(list(range(n - n_dev)), "train"), everything.take(list(range(n - n_dev, n)), "dev")
+        train, dev = everything.take(0, n - n_dev, "train"), everything.take(n - n_dev, n, "dev")
     names = "+".join(spec.languages)
-    train = train.take(list(range(min(train_limit or len(train), len(train)))), f"{names} train")
-    dev = dev.take(list(range(min(dev_limit or len(dev), len(dev)))), f"{names} dev")
+    train = train.take(0, train_limit or len(train), f"{names} train")
+    dev = dev.take(0, dev_limit or len(dev), f"{names} dev")
     for c in (train, dev):
         if len(c) < 2:
             raise MinimultError(f"{spec.describe()}: the {c.name} set has {len(c)} pair(s); at least 2 are needed")
@@ -341,33 +453,45 @@ def check_dictionaries(spec: Spec) -> None:
         read_dictionary(path, lang, spec)
 
 
-# prepare's peak resident memory per byte of text, every file together: 6.49 GiB for two files of 100 MB, 0.69 GiB
-# for two of 10 MB (experiments/scale_measure.py; docs/corpora.md, "A corpus 1,000× the Bible's"): the lists of
-# words of the whole text (~14 bytes a byte) and one language encoded at once (~18 bytes a byte)
-MEMORY_PER_BYTE = 35
+# prepare's peak resident memory per byte of text, every file together (experiments/scale_measure.py; docs/corpora.md,
+# "A corpus 1,000× the Bible's"): line-aligned files are read line by line, so what grows with the text is the token
+# arrays (~0.2 pieces a byte, 3 bytes a piece and 16 a sentence, every language's at the end, and one language's
+# twice while it is encoded); keyed files are read whole, as lists of words (35 bytes a byte measured)
+MEMORY_PER_BYTE = 2
+KEYED_MEMORY_PER_BYTE = 35
 MEMINFO = Path("/proc/meminfo")
 
 
 def check_memory(spec: Spec) -> None:
-    """Refuse, in one line and before anything is read, text whose preparation would not fit in the memory
-    available now (MEMINFO's MemAvailable; no check where it says nothing): MEMORY_PER_BYTE x the bytes of
-    the training and dev files."""
-    total = sum(p.stat().st_size for p in (*spec.train, *(spec.dev or ())) if p.is_file())
+    """Refuse, in one line and before the text is read, text whose preparation would not fit in the memory
+    available now (MEMINFO's MemAvailable; no check where it says nothing): MEMORY_PER_BYTE (keyed files, as
+    their first line or the manifest says: KEYED_MEMORY_PER_BYTE) x the bytes of the training and dev files."""
+    files = [p for p in (*spec.train, *(spec.dev or ())) if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
     try:
         available = next((int(line.split()[1]) * 1024 for line in MEMINFO.read_text().splitlines()
                           if line.startswith("MemAvailable:")), None)
     except (OSError, ValueError, IndexError):
         available = None
-    need = MEMORY_PER_BYTE * total
-    if available is None or need <= available:
+    if available is None or MEMORY_PER_BYTE * total <= available:
+        return
+    keyed = spec.format == "keyed" or spec.format == "auto" and any(_first_line_keyed(p) for p in files)
+    per_byte = KEYED_MEMORY_PER_BYTE if keyed else MEMORY_PER_BYTE
+    need = per_byte * total
+    if need <= available:
         return
     gib = 1024**3
+    held = "keyed files are read whole, as words" if keyed else "every language's token arrays"
     raise MinimultError(f"{spec.describe()}: {total / 1e6:,.1f} MB of text need ~{need / gib:.1f} GiB of memory to "
-                        f"prepare (~{MEMORY_PER_BYTE} bytes a byte: every line is held as words, a language is "
-                        f"encoded at once) and {available / gib:.1f} GiB is available: cut every file to its first N "
-                        f"lines (the same N, head -n N) or sample lines, to at most "
-                        f"~{available / MEMORY_PER_BYTE / 1e6:,.1f} MB in all (data.train_sentences does not lower "
-                        f"it: every line is read first); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
+                        f"prepare (~{per_byte} bytes a byte: {held}) and {available / gib:.1f} GiB is available: "
+                        f"cut every file to its first N lines (the same N, head -n N) or sample lines, to at most "
+                        f"~{available / per_byte / 1e6:,.1f} MB in all (data.train_sentences does not lower this "
+                        f"check, which counts the files' bytes); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
+
+
+def _first_line_keyed(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return STARTS_KEYED.match(f.readline().removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")) is not None
 
 
 def read_dictionary(path: Path, lang: str, spec: Spec) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import statistics
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -88,18 +88,22 @@ def trained_here(path: Path) -> bool:
 
 
 def corpus_stats(train: corpus_mod.Corpus, dev: corpus_mod.Corpus) -> dict:
-    """Sentences, words, types, characters and median words per sentence of each corpus; dev's OOV word rate."""
-    def one(c):
-        lengths = [len(s) for s in c.sentences]
-        return {"name": c.name, "sentences": len(c), "words": sum(lengths),
-                "types": len({w for s in c.sentences for w in s}),
-                "characters": sum(len(w) for s in c.sentences for w in s),
-                "median_words": float(statistics.median(lengths))}
+    """Sentences, words, types, characters and median words per sentence of each corpus; dev's OOV word rate.
+    One pass over each corpus's sentences (the parallel source reads them from its files again at each pass)."""
+    def one(c, known=None):
+        lengths, types, characters, oov = array("q"), set(), 0, 0
+        for s in c.sentences:
+            lengths.append(len(s))
+            types.update(s)
+            characters += sum(map(len, s))
+            oov += 0 if known is None else sum(w not in known for w in s)
+        words = sum(lengths)
+        return {"name": c.name, "sentences": len(c), "words": words, "types": len(types), "characters": characters,
+                "median_words": float(np.median(np.frombuffer(lengths, dtype=np.int64)))}, types, oov / max(words, 1)
 
-    train_types = {w for s in train.sentences for w in s}
-    dev_tokens = [w for s in dev.sentences for w in s]
-    oov = sum(w not in train_types for w in dev_tokens) / max(len(dev_tokens), 1)
-    return {"train": one(train), "dev": one(dev), "dev_oov_rate": oov}
+    train_stats, train_types, _ = one(train)
+    dev_stats, _, oov = one(dev, train_types)
+    return {"train": train_stats, "dev": dev_stats, "dev_oov_rate": oov}
 
 
 def _build(cfg, progress: Callable[[str], None]):
@@ -119,10 +123,10 @@ def _build(cfg, progress: Callable[[str], None]):
             vocab = source.train_vocab(train, cfg)
         stats.update(source.write_extra(vocab, train, dev, tmp, cfg) or {})
         vocab.save(tmp)
-        enc_train = vocab.encode(train.sentences, train.verse_ids)
-        enc_dev = vocab.encode(dev.sentences, dev.verse_ids)
-        enc_train.save(tmp / "train.npz")
-        enc_dev.save(tmp / "dev.npz")
+        for name, c in (("train", train), ("dev", dev)):  # unless the source encoded it (parallel: its first language)
+            if not (tmp / f"{name}.npz").is_file():
+                vocab.encode(c.sentences, c.verse_ids).save(tmp / f"{name}.npz")
+        enc_train, enc_dev = Encoded.load(tmp / "train.npz"), Encoded.load(tmp / "dev.npz")
         stats["vocab_entries"] = len(vocab)
         if cfg.tokenizer != "wordpiece":  # older entries have no key: they are all wordpiece
             stats["tokenizer"] = cfg.tokenizer
@@ -137,8 +141,8 @@ def _build(cfg, progress: Callable[[str], None]):
                             unk_rate=float(np.mean(enc_dev.ids == 1)) if len(enc_dev.ids) else 0.0)
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
         for name, c in (("train", train), ("dev", dev)):  # the words, for fastText and for reading
-            (tmp / f"{name}.words.txt").write_text("\n".join(" ".join(s) for s in c.sentences) + "\n",
-                                                   encoding="utf-8")
+            with open(tmp / f"{name}.words.txt", "w", encoding="utf-8") as f:
+                f.writelines(" ".join(s) + "\n" for s in c.sentences)
     return build
 
 

@@ -13,8 +13,10 @@ import hashlib
 import heapq
 import json
 import os
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,8 @@ SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIALS))
 N_SPECIAL = len(SPECIALS)
 LANG_PREFIX = "::"
+ENCODE_CHUNK = 20_000  # sentences per encode_batch call
+SORT_CHUNK = 1 << 28  # bytes (estimated) of lines sorted in memory at once by `sorted_digest`
 
 
 class Ragged:
@@ -109,15 +113,24 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.pieces)
 
-    def encode(self, sentences: list[list[str]], verse_ids) -> Encoded:
-        """Word-tokenized sentences (S lists of words) and their verse ids (S,) -> their pieces, ids in this
-        vocabulary (no language offset, no specials added), with each piece's word start."""
+    def encode(self, sentences, verse_ids) -> Encoded:
+        """Word-tokenized sentences (S lists of words, any re-iterable of them) and their verse ids (S,) -> their
+        pieces, ids in this vocabulary (no language offset, no specials added), with each piece's word start.
+        Encoded ENCODE_CHUNK sentences at a time (each sentence is encoded on its own: the same ids), so memory
+        beyond the arrays stays that of one chunk's Python lists (~175 bytes a piece), whatever the text."""
         if not sentences:
             raise MinimultError("nothing to encode: the corpus has no sentences")
-        out = self.tokenizer.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
-        pieces = [e.ids for e in out]
-        starts = [_word_starts(e.word_ids) for e in out]  # word_ids builds a new list on every access
-        return Encoded.from_lists(pieces, starts, verse_ids)
+        parts, rest = [], iter(sentences)
+        while chunk := list(islice(rest, ENCODE_CHUNK)):
+            out = self.tokenizer.encode_batch(chunk, is_pretokenized=True, add_special_tokens=False)
+            starts = [_word_starts(e.word_ids) for e in out]  # word_ids builds a new list on every access
+            parts.append(Encoded.from_lists([e.ids for e in out], starts, ()))
+        if len(parts) == 1:
+            return Encoded(parts[0].ids, parts[0].offsets, parts[0].word_starts, np.asarray(verse_ids, dtype=np.int64))
+        offsets = np.zeros(sum(len(p) for p in parts) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([p.lengths for p in parts]), out=offsets[1:])
+        return Encoded(np.concatenate([p.ids for p in parts]), offsets,
+                       np.concatenate([p.word_starts for p in parts]), np.asarray(verse_ids, dtype=np.int64))
 
     def decode(self, ids, word_starts) -> list[str]:
         """The words of one sentence from its ids (of any language) and word starts: the inverse of
@@ -164,11 +177,43 @@ class Vocab:
 SHIPPED = Path(__file__).resolve().parents[2] / "corpora" / "vocabularies"
 
 
-def vocab_key(sentences: list[list[str]], size: int, source: str) -> str:
+def vocab_key(sentences, size: int, source: str) -> str:
     """What determines a trained vocabulary: the (sorted) training text, the size and the language
     source, as a file name."""
-    text = "\n".join(sorted(" ".join(s) for s in sentences)).encode("utf-8")
-    return f"{source}-{size}-{hashlib.sha256(text).hexdigest()[:16]}"
+    return f"{source}-{size}-{sorted_digest(' '.join(s) for s in sentences)[:16]}"
+
+
+def sorted_digest(lines, chunk: int = SORT_CHUNK) -> str:
+    """sha256 (hex) of the lines sorted, joined by "\\n", in UTF-8 (lines hold no "\\n"). Memory stays that of
+    `chunk` bytes of lines: a larger text is sorted in runs written to temporary files, then merged (UTF-8
+    bytes sort as their code points do, so the order, and the digest, are those of sorting the whole)."""
+    digest, held, size = hashlib.sha256(), [], 0
+    with tempfile.TemporaryDirectory(prefix="minimult-sort-") as tmp:
+        runs = []
+        for line in lines:
+            held.append(line)
+            size += len(line) + 64  # a str's own bytes besides its characters
+            if size > chunk:
+                runs.append(_write_run(Path(tmp) / f"{len(runs)}", held))
+                held, size = [], 0
+        if not runs:
+            digest.update("\n".join(sorted(held)).encode("utf-8"))
+            return digest.hexdigest()
+        runs.append(_write_run(Path(tmp) / f"{len(runs)}", held))
+        files = [open(path, "rb") for path in runs]
+        try:
+            for i, line in enumerate(heapq.merge(*((raw[:-1] for raw in f) for f in files))):
+                digest.update(b"\n" + line if i else line)
+        finally:
+            for f in files:
+                f.close()
+    return digest.hexdigest()
+
+
+def _write_run(path: Path, lines: list[str]) -> Path:
+    with open(path, "wb") as f:
+        f.writelines(line.encode("utf-8") + b"\n" for line in sorted(lines))
+    return path
 
 
 def from_pieces(pieces: list[str], size: int) -> Vocab:
@@ -185,9 +230,11 @@ def shipped_vocab(sentences: list[list[str]], size: int, source: str) -> tuple[V
     (None, None) when none is shipped. Shipped vocabularies make every build on every machine give the
     same token ids; `ship_vocab` adds one. `source` "*": one shipped for this text and size by any source
     (the parallel source reading a built-in source's text from files gets that source's vocabulary)."""
+    if not SHIPPED.is_dir() or not any(SHIPPED.glob(f"{source}-{size}-*.txt")):  # ("*": any source's)
+        return None, None  # none of this size: the text is not hashed
     if source == "*":
         key = vocab_key(sentences, size, "")  # "-SIZE-HASH"
-        found = sorted(SHIPPED.glob(f"*{key}.txt")) if SHIPPED.is_dir() else []
+        found = sorted(SHIPPED.glob(f"*{key}.txt"))
         path = found[0] if found else SHIPPED / f"parallel{key}.txt"
     else:
         path = SHIPPED / f"{vocab_key(sentences, size, source)}.txt"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,7 @@ class Parallel(Source):
     def training_text(self, train, data_cfg):
         if not self.shares_vocabulary(data_cfg):
             return train.sentences
-        return [s for k in range(data_cfg.n_langs) for s in train.language(k)]
+        return Concatenated([train.language(k) for k in range(data_cfg.n_langs)])
 
     def shipped(self, text, size, data_cfg):
         return shipped_vocab(text, size, "*")  # shipped for this text by any source (en-es's verses from files)
@@ -162,20 +163,26 @@ class Parallel(Source):
                 v.save(tmp / lang)
         stats = {"parallel": {"languages": list(names), "files": spec.describe(), "words": spec.words,
                               "lowercase": spec.lowercase, "splits": {}}}
+        encoded = []  # the dev pairs' encoded languages
         for split, corpus in (("train", train), ("dev", dev)):
-            encoded = [v.encode(corpus.language(k), corpus.verse_ids) for k, v in enumerate(vocabs)]
-            for lang, enc in zip(names[1:], encoded[1:]):
-                enc.save(tmp / f"{split}_{lang}.npz")
-            (tmp / f"pairs-{split}.tsv").write_text(
-                "".join("\t".join([str(i)] + [" ".join(corpus.language(k)[s]) for k in range(len(names))]) + "\n"
-                        for s, i in enumerate(corpus.verse_ids)), encoding="utf-8")
-            stats["parallel"]["splits"][split] = {
-                "pairs": len(corpus), **corpus.stats,
-                "languages": {lang: {"words": sum(map(len, corpus.language(k))),
-                                     "types": len({w for s in corpus.language(k) for w in s}),
-                                     "pieces": int(len(encoded[k].ids)),
-                                     "unk_rate": float(np.mean(encoded[k].ids == 1))}
-                              for k, lang in enumerate(names)}}
+            languages = {}
+            for k, (lang, v) in enumerate(zip(names, vocabs)):  # one language's arrays at a time (dev's kept)
+                text = corpus.language(k)
+                enc = v.encode(text, corpus.verse_ids)
+                enc.save(tmp / (f"{split}.npz" if k == 0 else f"{split}_{lang}.npz"))  # the first: prepare's
+                types, words = set(), 0
+                for sentence in text:
+                    types.update(sentence)
+                    words += len(sentence)
+                languages[lang] = {"words": words, "types": len(types), "pieces": int(len(enc.ids)),
+                                   "unk_rate": float(np.mean(enc.ids == 1))}
+                if split == "dev":
+                    encoded.append(enc)
+                del enc  # before the next language is encoded
+            with open(tmp / f"pairs-{split}.tsv", "w", encoding="utf-8") as f:
+                f.writelines("\t".join([str(i)] + [" ".join(s) for s in pair]) + "\n"
+                             for i, *pair in zip(corpus.verse_ids, *(corpus.language(k) for k in range(len(names)))))
+            stats["parallel"]["splits"][split] = {"pairs": len(corpus), **corpus.stats, "languages": languages}
             if split == "dev":
                 for k, lang in enumerate(names[1:], 1):
                     if lang in spec.links:
@@ -268,6 +275,20 @@ class Parallel(Source):
             return prepared.vocab.display(ids)
         V = data_cfg.vocab_size
         return [self.language_vocab(prepared, data_cfg, int(i) // V).pieces[int(i) % V] for i in ids]
+
+
+class Concatenated:
+    """Sequences one after another, iterated again at each pass (a shared vocabulary's text: every language's
+    sentences, which line-aligned files give as `Lines`, read from the files each time)."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+    def __iter__(self):
+        return chain.from_iterable(self.parts)
 
 
 @lru_cache(maxsize=16)
