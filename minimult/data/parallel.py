@@ -70,7 +70,10 @@ class Spec:
 
 
 def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else f"missing:{path}"
+    if not path.is_file():
+        return f"missing:{path}"
+    with open(path, "rb") as f:  # in blocks: a gigabyte file is not read into memory
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _name(name: str, where: str) -> str:

@@ -56,7 +56,7 @@ class Prepared:
         h = hashlib.sha256()
         for enc in (self.train, self.dev, *(self.extra[k] for k in sorted(self.extra))):
             for a in (enc.ids, enc.offsets, enc.word_starts):
-                h.update(np.ascontiguousarray(a).tobytes())
+                h.update(memoryview(np.ascontiguousarray(a)).cast("B"))  # no copy of the array
         return h.hexdigest()
 
 
