@@ -680,3 +680,23 @@ def test_text_too_large_for_the_memory_available_is_refused_in_one_line_before_i
         parallel.check_memory(spec)
     result = cli("prepare", "--files", files, "--set", "data.vocab_size=256")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_memory_check_counts_the_token_arrays_of_line_aligned_files_and_the_words_of_keyed_ones(tmp_path, lines,
+                                                                                                 monkeypatch):
+    """Line-aligned files are read line by line (MEMORY_PER_BYTE a byte: the token arrays); keyed files are read
+    whole (KEYED_MEMORY_PER_BYTE, as their first line shows): memory between the two passes the first, refuses
+    the second in one line that says why."""
+    from minimult.data import parallel
+
+    keyed = {n: write(tmp_path / f"{n}.k.txt", [f"{i}\t{t}" for i, t in enumerate(p.read_text().splitlines(), 1)])
+             for n, p in lines.items() if n != "yy"}
+    meminfo = tmp_path / "meminfo"
+    monkeypatch.setattr(parallel, "MEMINFO", meminfo)
+    total = sum(p.stat().st_size for p in keyed.values())  # each keyed line is longer: this covers both
+    meminfo.write_text(f"MemAvailable: {parallel.MEMORY_PER_BYTE * total * 2 // 1024} kB\n")
+    assert parallel.MEMORY_PER_BYTE * 4 < parallel.KEYED_MEMORY_PER_BYTE
+    parallel.check_memory(parse_spec(inline({n: lines[n] for n in ("en", "xx")})))
+    with pytest.raises(MinimultError, match="keyed files are read whole") as e:
+        parallel.check_memory(parse_spec(inline(keyed)))
+    assert "\n" not in str(e.value) and "head -n N" in str(e.value)

@@ -476,7 +476,7 @@ def check_memory(spec: Spec) -> None:
                           if line.startswith("MemAvailable:")), None)
     except (OSError, ValueError, IndexError):
         available = None
-    if available is None or MEMORY_PER_BYTE * total <= available:
+    if available is None or KEYED_MEMORY_PER_BYTE * total <= available:  # fits however the files are read
         return
     keyed = spec.format == "keyed" or spec.format == "auto" and any(_first_line_keyed(p) for p in files)
     per_byte = KEYED_MEMORY_PER_BYTE if keyed else MEMORY_PER_BYTE
