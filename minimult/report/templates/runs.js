@@ -27,6 +27,7 @@
     var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs);
     var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
     var logY = logOK && y0 > 0 && y1 / y0 > 20;
+    var small = Math.max(Math.abs(y0), Math.abs(y1)) < 0.01;  // a learning rate: ticks as 2.0e-3
     var fy = logY ? Math.log : function (v) { return v; };
     var a = fy(y0), b = fy(y1);
     if (a === b) { a -= 0.5; b += 0.5; }
@@ -42,7 +43,7 @@
       var yv = logY ? Math.exp(a + (b - a) * k / 4) : a + (b - a) * k / 4;
       var yy = Y(yv);
       el("line", {x1: L, y1: yy, x2: W - R, y2: yy, stroke: "#eee"}, svg);
-      el("text", {x: L - 4, y: yy + 4, "font-size": 10, "text-anchor": "end"}, svg).textContent = yv < 0.01 && yv > 0 ?
+      el("text", {x: L - 4, y: yy + 4, "font-size": 10, "text-anchor": "end"}, svg).textContent = small ?
         yv.toExponential(1) : fmt(yv);
       var xv = x0 + (x1 - x0) * k / 4;
       el("text", {x: X(xv), y: H - B + 14, "font-size": 10, "text-anchor": "middle"}, svg).textContent = Math.round(xv);
