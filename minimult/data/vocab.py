@@ -39,7 +39,7 @@ PAD, UNK, CLS, SEP, MASK = range(len(SPECIALS))
 N_SPECIAL = len(SPECIALS)
 LANG_PREFIX = "::"
 ENCODE_CHUNK = 20_000  # sentences per encode_batch call
-SORT_CHUNK = 1 << 28  # bytes (estimated) of lines sorted in memory at once by `sorted_digest`
+SORT_CHUNK = 1 << 26  # bytes (estimated) of lines sorted in memory at once by `sorted_digest`
 
 
 class Ragged:
@@ -196,8 +196,10 @@ def sorted_digest(lines, chunk: int = SORT_CHUNK) -> str:
             if size > chunk:
                 runs.append(_write_run(Path(tmp) / f"{len(runs)}", held))
                 held, size = [], 0
-        if not runs:
-            digest.update("\n".join(sorted(held)).encode("utf-8"))
+        if not runs:  # line by line: the text is not joined into one string
+            held.sort()
+            for i, line in enumerate(held):
+                digest.update(("\n" + line if i else line).encode("utf-8"))
             return digest.hexdigest()
         runs.append(_write_run(Path(tmp) / f"{len(runs)}", held))
         files = [open(path, "rb") for path in runs]
@@ -211,8 +213,9 @@ def sorted_digest(lines, chunk: int = SORT_CHUNK) -> str:
 
 
 def _write_run(path: Path, lines: list[str]) -> Path:
+    lines.sort()
     with open(path, "wb") as f:
-        f.writelines(line.encode("utf-8") + b"\n" for line in sorted(lines))
+        f.writelines(line.encode("utf-8") + b"\n" for line in lines)
     return path
 
 
