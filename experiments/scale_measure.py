@@ -1,6 +1,7 @@
 """Wall time and peak memory of `minimult prepare` and `minimult pretrain` on a large parallel corpus.
 
     python experiments/scale_measure.py --mb 10 --work /work/scale [--preset quick] [--stop-after 200]
+    # (with the venv's bin on PATH: `source scripts/env.sh`; --mb 1000 is the 1 GB point, /work/scale/1000mb)
 
 Writes (unless it is there) WORK/<mb>mb/en.txt and xx.txt with experiments/scale_corpus.py, then runs, each
 under `/usr/bin/time -v` with MINIMULT_CACHE=WORK/cache-<mb>mb (a cache of its own, emptied first, so prepare
@@ -125,12 +126,15 @@ def breakdown(files: str, log=print) -> list[dict]:
         return value
 
     step("imports (baseline)", lambda: DataConfig)
-    step("cache key: sha256 of the files (Spec.key)", lambda: spec.key())
-    train, dev = step("read_corpora: lines -> lists of words, every language", lambda: read_corpora(spec, None, 10_000))
+    step("cache key: sha256 of the files, in blocks (Spec.key)", lambda: spec.key())
+    train, dev = step("read_corpora: every line checked, none kept (line-aligned)",
+                      lambda: read_corpora(spec, None, 10_000))
     step("corpus_stats", lambda: corpus_stats(train, dev))
-    step("shipped-vocabulary lookup (vocab_key: the sorted text joined)", lambda: vocab_key(train.sentences, 2048, ""))
+    step("shipped-vocabulary lookup (vocab_key: the text sorted, in runs past 256 MB)",
+         lambda: vocab_key(train.sentences, 2048, ""))
     vocab = step("train_vocab wordpiece, first language", lambda: train_vocab("wordpiece", train.sentences, 2048))
-    step("Vocab.encode, first language's training text", lambda: vocab.encode(train.sentences, train.verse_ids))
+    step("Vocab.encode, first language's training text (in chunks)",
+         lambda: vocab.encode(train.sentences, train.verse_ids))
     return rows
 
 

@@ -9,7 +9,9 @@ Reading is strict, because a pair that is silently shifted by one line ruins eve
 missing, not UTF-8, binary, holds an empty line, or (keyed) a line without text or an id twice, and files
 that do not pair up (unequal line counts; keyed ids missing in another file, unless the manifest says
 `missing = "drop"`) are each one error line naming the file and the line. Lines end at "\\n" (a "\\r"
-before it is dropped), so line k is what `sed -n kp` and a Pharaoh link file's line k mean.
+before it is dropped), so line k is what `sed -n kp` and a Pharaoh link file's line k mean. Line-aligned files
+are checked one line at a time and read again at each pass (`Lines`), so a corpus of any size holds none of its
+text; keyed files are read whole (docs/corpora.md, "A corpus 1,000× the Bible's").
 """
 
 from __future__ import annotations
