@@ -1,12 +1,14 @@
 """Open pages of a built site in headless Chromium: a screenshot of each, and what went wrong on it.
 
-    scripts/check_site.sh [SITE] [OUT]      # SITE: report/site (built by `minimult report --site`); OUT: SITE-check
+    scripts/check_site.sh [SITE] [OUT]        # SITE: report/site (built by `minimult report --site`); OUT: SITE-check
+    scripts/check_site.sh --all [SITE] [OUT]  # and every other page of the site, one line for each with a problem
 
 For the index, the first run page the every-run page links, and the claims page, it writes OUT/<page>.png (the
 whole page at 1,400 px wide) and prints one line a page: its console errors (uncaught exceptions, console.error, a
 file the page could not load), whether it is wider than the window, how many boxes on it scroll sideways (a table too
 wide for the page) and which figures it shows at under 60% of their pixels (labels smaller than drawn). Exit 1 when
-a page had a console error or did not load, 2 when Chromium or the site is missing.
+a page had a console error or did not load, 2 when Chromium or the site is missing. `--all` also opens every other
+page (no screenshot) and prints a line for each that has any of those problems, then a count of each.
 
 Chromium is driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON messages ending in a NUL on
 file descriptors 3 and 4), so nothing beyond the standard library and Debian's `chromium` package is needed.
@@ -114,8 +116,8 @@ LAYOUT = f"""({{
 }})"""
 
 
-def visit(browser: Browser, url: str, png: Path) -> dict:
-    """Load `url` in a fresh tab, screenshot the whole page into `png`; what went wrong on it."""
+def visit(browser: Browser, url: str, png: Path | None) -> dict:
+    """Load `url` in a fresh tab, screenshot the whole page into `png` (unless None); what went wrong on it."""
     target = browser.send("Target.createTarget", url="about:blank")["targetId"]
     session = browser.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     for domain in ("Page", "Runtime", "Log"):
@@ -128,9 +130,10 @@ def visit(browser: Browser, url: str, png: Path) -> dict:
     metrics = browser.send("Page.getLayoutMetrics", session)
     size = metrics.get("cssContentSize") or metrics["contentSize"]
     height = min(MAX_HEIGHT, int(size["height"]))
-    shot = browser.send("Page.captureScreenshot", session, format="png", captureBeyondViewport=True,
-                        clip={"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1})
-    png.write_bytes(base64.b64decode(shot["data"]))
+    if png is not None:
+        shot = browser.send("Page.captureScreenshot", session, format="png", captureBeyondViewport=True,
+                            clip={"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1})
+        png.write_bytes(base64.b64decode(shot["data"]))
     layout = browser.send("Runtime.evaluate", session, returnByValue=True, expression=LAYOUT)["result"]["value"]
     errors = errors_in([e for e in browser.events if e.get("sessionId") == session])
     browser.send("Target.closeTarget", targetId=target)
@@ -149,9 +152,28 @@ def first_run_page(site: Path) -> Path | None:
     return None
 
 
+def report(name: str, page: str, got: dict, shot: Path | None) -> None:
+    wide = f", {got['overflow_px']} px wider than the window" if got["overflow_px"] > 0 else ""
+    where = f"; screenshot {shot} ({WIDTH}x{got['height']})" if shot else ""
+    print(f"{name:7s} {page}: {'loaded' if got['loaded'] else 'NOT LOADED'}, {len(got['errors'])} console errors"
+          f"{wide}, {got['scrolling']} boxes scrolling sideways, {len(got['shrunk'])} figures shown under "
+          f"{SHRUNK:.0%} of their size{where}")
+    for line in got["errors"]:
+        print(f"        error: {line}")
+    for src in got["shrunk"]:
+        print(f"        shrunk: {src}")
+
+
+def problems(got: dict) -> dict:
+    return {"console errors": bool(got["errors"]) or not got["loaded"], "wider than the window": got["overflow_px"] > 0,
+            "scrolling sideways": got["scrolling"] > 0, "shrunk figures": bool(got["shrunk"])}
+
+
 def main(argv: list[str]) -> int:
-    site = Path(argv[1] if len(argv) > 1 else "report/site")
-    out = Path(argv[2] if len(argv) > 2 else f"{site}-check")
+    every = "--all" in argv
+    args = [a for a in argv[1:] if a != "--all"]
+    site = Path(args[0] if args else "report/site")
+    out = Path(args[1] if len(args) > 1 else f"{site}-check")
     binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if binary is None:
         print("check_site: no Chromium found: install Debian's package (apt install chromium)", file=sys.stderr)
@@ -171,16 +193,23 @@ def main(argv: list[str]) -> int:
                 failed += 1
                 continue
             got = visit(browser, page.resolve().as_uri(), out / f"{name}.png")
-            wide = f", {got['overflow_px']} px wider than the window" if got["overflow_px"] > 0 else ""
-            print(f"{name:7s} {page.relative_to(site)}: {'loaded' if got['loaded'] else 'NOT LOADED'}, "
-                  f"{len(got['errors'])} console errors{wide}, {got['scrolling']} boxes scrolling sideways, "
-                  f"{len(got['shrunk'])} figures shown under {SHRUNK:.0%} of their size; screenshot "
-                  f"{out / (name + '.png')} ({WIDTH}x{got['height']})")
-            for line in got["errors"]:
-                print(f"        error: {line}")
-            for src in got["shrunk"]:
-                print(f"        shrunk: {src}")
-            failed += bool(got["errors"]) or not got["loaded"]
+            report(name, page.resolve().relative_to(site.resolve()), got, out / f"{name}.png")
+            failed += problems(got)["console errors"]
+        if every:
+            seen = {p.resolve() for p in pages.values() if p is not None}
+            rest = sorted(p for p in site.rglob("*.html") if p.resolve() not in seen)
+            counts = dict.fromkeys(problems({"errors": [], "loaded": True, "overflow_px": 0, "scrolling": 0,
+                                             "shrunk": []}), 0)
+            for page in rest:
+                got = visit(browser, page.resolve().as_uri(), None)
+                found = problems(got)
+                if any(found.values()):
+                    report("page", page.relative_to(site), got, None)
+                for kind, present in found.items():
+                    counts[kind] += present
+            failed += counts["console errors"]
+            print(f"all     {len(rest) + len(seen)} pages: " + ", ".join(f"{n} with {k}" for k, n in counts.items())
+                  + " (beyond the three above)")
     finally:
         browser.close()
     return 1 if failed else 0

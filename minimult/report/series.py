@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from matplotlib.ticker import FuncFormatter, NullFormatter
+from scipy import stats
 
 from minimult.config import EXECUTION_SETTINGS, flat
 from minimult.mods import REGISTRY
@@ -144,8 +145,6 @@ def _point(g: Group, x) -> dict:
 
 
 def _spearman(points: list[dict], key: str) -> float | None:
-    from scipy import stats  # lazy: 1-2 s to import, for this statistic only
-
     xy = [(p["x"], p[key]["mean"]) for p in points if p[key]["mean"] is not None and not isinstance(p["x"], str)]
     if len(xy) < 3 or len({x for x, _ in xy}) < 2 or len({y for _, y in xy}) < 2:
         return None
@@ -261,13 +260,21 @@ def markdown(found: list[dict]) -> str:
     return "\n".join(lines)
 
 
+PANELS_A_ROW = 3  # 3.6 in a panel at 120 dpi: a row of 1,296 px, legible on a page 1,400 px wide
+
+
 def figure(found: list[dict], out: Path) -> Path | None:
-    """k_et_al.png: one panel per series, µ (left axis) and ∆ (right axis) with seed std as error bars."""
+    """k_et_al.png: one panel per series (rows of `PANELS_A_ROW`), µ (left axis) and ∆ (right axis) with seed std
+    as error bars."""
     if not found:
         return None
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(found), figsize=(3.6 * len(found), 3.4), squeeze=False)
-    for ax, s in zip(axes[0], found):
+    cols = min(len(found), PANELS_A_ROW)
+    rows = -(-len(found) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(found):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes.flat, found):
         axis = AXES[s["axis"]]
         numeric = [p for p in s["points"] if not isinstance(p["x"], str)]
         labels = [p for p in s["points"] if isinstance(p["x"], str)]
@@ -292,8 +299,6 @@ def figure(found: list[dict], out: Path) -> Path | None:
             a.set_ylabel(name, color=colour)
         ax.set_ylim(bottom=0)  # µ from 0: a flat series (heads) should not look steep
         if axis.log_x:
-            from matplotlib.ticker import FuncFormatter, NullFormatter  # lazy: ~1 s to import, for figures only
-
             ax.set_xscale("log")
             ax.set_xticks([p["x"] for p in numeric])
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: count_tick(v)))
