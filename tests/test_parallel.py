@@ -700,3 +700,21 @@ def test_memory_check_counts_the_token_arrays_of_line_aligned_files_and_the_word
     with pytest.raises(MinimultError, match="keyed files are read whole") as e:
         parallel.check_memory(parse_spec(inline(keyed)))
     assert "\n" not in str(e.value) and "head -n N" in str(e.value)
+
+
+def test_line_aligned_files_are_read_again_from_the_nearest_mark_as_they_were_checked(tmp_path, lines, monkeypatch):
+    """Line-aligned files hold none of their text: `parallel.Lines` reads them again at each pass, seeking to
+    where every MARK-th line starts (here every 7th). Whatever the mark, a byte-order mark, CRLF line ends and
+    trailing blank lines, the pairs are the files' lines split into words, train and dev alike."""
+    from minimult.data import parallel
+
+    monkeypatch.setattr(parallel, "MARK", 7)
+    texts = {n: p.read_text(encoding="utf-8").splitlines() for n, p in lines.items()}
+    for n, p in lines.items():
+        p.write_bytes(("\ufeff" + "".join(f"{t}\r\n" for t in texts[n]) + " \n\n").encode("utf-8"))
+    train, dev = read_corpora(parse_spec(inline(lines)), train_limit=100)
+    assert isinstance(train.sentences, parallel.Lines) and list(dev.verse_ids) == list(range(109, 121))
+    for corpus in (train, dev):
+        for k, name in enumerate(lines):
+            assert list(corpus.language(k)) == [texts[name][i - 1].split() for i in corpus.verse_ids]
+    assert train.take(50, 60, "part").others[1] == [texts["yy"][i].split() for i in range(50, 60)]
