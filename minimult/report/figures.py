@@ -66,6 +66,58 @@ def panel_grid(n: int, ncols: int, width: float, height: float, extra: float = 0
     return plt, fig, [fig.add_subplot(nrows, ncols, i + 1) for i in range(n)]
 
 
+LABEL_PAD = 0.12  # inches between a y tick label and its panel (a tick of 3.5 pt and a pad of 3.5 pt, rounded up)
+MARGIN = 0.1  # inches between a figure's text and its edge
+GAP = 0.35  # inches after a column of panels: the half of an x tick label that overhangs the panel's edge
+ROW_GAP = 0.7  # inches between rows of panels: the x tick labels of one and the title of the next
+TITLE = 11  # points, a figure's title
+
+
+def text_inches(texts, size: float, dpi: float) -> float:
+    """The width in inches of the widest of `texts` at font size `size` (points) in a PNG of `dpi`: Agg fits
+    glyphs to whole pixels, so the width of a text does not scale exactly with the dpi."""
+    from matplotlib.backends.backend_agg import RendererAgg  # lazy, as pyplot
+    from matplotlib.font_manager import FontProperties
+
+    renderer, font = RendererAgg(1, 1, dpi), FontProperties(size=size)
+    return max((renderer.get_text_width_height_descent(t, font, ismath=False)[0] for t in texts), default=0) / dpi
+
+
+def row_grid(n: int, ncols: int):
+    """(pyplot, figure, axes) for `n` panels in rows of `ncols` that share one y axis; `arrange` sizes and places
+    them once they are drawn."""
+    plt = pyplot()
+    fig = plt.figure()
+    axes = [fig.add_axes((0, 0, 1, 1))]
+    axes += [fig.add_axes((0, 0, 1, 1), sharey=axes[0]) for _ in range(n - 1)]
+    return plt, fig, axes
+
+
+def arrange(fig, axes, ncols: int, width: float, height: float, dpi: float, title: str, bottom: float) -> None:
+    """Sizes `fig` and places its `axes` (`row_grid`), each `width` x `height` inches, with `title` above them and
+    `bottom` inches below them for the x tick labels and a legend. The y tick labels show at the left of each row of
+    panels only, in a margin as wide as the longest of them; each column of panels is followed by GAP or by its
+    widest note beside a panel (an annotation at the panel's right). Measured, not drawn: `tight_layout` would
+    draw the figure once more to measure it."""
+    ticks = axes[0].get_yticklabels()
+    left = MARGIN + (text_inches([t.get_text() for t in ticks], ticks[0].get_fontsize(), dpi) + LABEL_PAD if ticks
+                     else GAP)
+    gaps = [GAP + max((text_inches([t.get_text()], t.get_fontsize(), dpi) for ax in axes[c::ncols] for t in ax.texts),
+                      default=0) for c in range(ncols)]
+    nrows = -(-len(axes) // ncols)
+    top = 0.45 + TITLE / 72  # the title, 0.12 inches below the top edge, and the panels' own titles
+    w = max(left + ncols * width + sum(gaps), text_inches([title], TITLE, dpi) + 0.4)
+    h = top + nrows * height + (nrows - 1) * ROW_GAP + bottom
+    fig.set_size_inches(w, h)
+    fig.suptitle(title, fontsize=TITLE, y=1 - 0.12 / h, va="top")
+    for i, ax in enumerate(axes):
+        row, col = divmod(i, ncols)
+        x = left + col * width + sum(gaps[:col])
+        ax.set_position((x / w, (h - top - row * (height + ROW_GAP) - height) / h, width / w, height / h))
+        if col:
+            ax.tick_params(labelleft=False)
+
+
 def save_figure(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
     """The figure as a PNG; `key` (what it was drawn from) goes into its metadata, for `already_drawn`."""
     fig.savefig(path, dpi=dpi, metadata={FIGURE_KEY: key} if key else None)
@@ -277,6 +329,7 @@ def training_figure(section: Section, out: Path) -> Path | None:
 # Each seed's final numbers, row by row.
 
 
+SEEDS_DPI = 110
 SEED_MARKS = {"cpu": ("o", "tab:blue"), "cuda": ("^", "tab:orange")}  # another device or a mix: a square
 
 
@@ -349,13 +402,14 @@ def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
         return None
     panels = [(c, l) for c, l in table_columns(top) if any((r["metrics"].get(c.key(l)) or {}).get("values")
                                                           for r in rows)]
-    plt, fig, axes = panel_grid(len(panels), min(3, len(panels)), 4.6, 0.26 * len(rows) + 1.2, extra=0.6)
+    ncols = min(3, len(panels))
+    plt, fig, axes = row_grid(len(panels), ncols)
     for ax, (column, layer) in zip(axes, panels):
         seeds_panel(ax, column, layer, rows)
     handles, labels = axes[0].get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: (labels[i] in ("mean", "paper"), labels[i] == "paper"))
     fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower center", ncol=len(labels),
                fontsize=8, frameon=False)
-    fig.suptitle(f"Each seed's final numbers — {agg['title']}", fontsize=11)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    return save_figure(fig, plt, out / section_figure("seeds", agg["title"]), 110)
+    arrange(fig, axes, ncols, 3.2, 0.26 * len(rows) + 0.2, SEEDS_DPI, f"Each seed's final numbers — {agg['title']}",
+            bottom=0.8)
+    return save_figure(fig, plt, out / section_figure("seeds", agg["title"]), SEEDS_DPI)

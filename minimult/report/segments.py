@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Run, Section, settings
-from minimult.report.figures import pyplot, save_figure
+from minimult.report.figures import arrange, row_grid, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, cell_text, table_columns, table_lines
 
 ORDER = ("original", "0s", "1s", "avg", "null")
+DPI = 120
 
 
 def _order(value: str) -> tuple:
@@ -62,27 +63,32 @@ def markdown(alt_rows: list[dict], top: str) -> str:
 
 
 def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
-    """Grouped bars: one panel per layer-`top` score (and µ), one group per setting, one bar per alternation."""
+    """Grouped bars: one panel per layer-`top` score (and µ), one row of bars per setting (the first at the top,
+    named once per row of panels), one bar per alternation (the first at the top of its row)."""
     if not alt_rows:
         return None
-    plt = pyplot()
     panels = [(c, l) for c, l in table_columns(top) if c.per_layer and l == top] + \
              [(c, l) for c, l in table_columns(top) if c.name == "mu"]
     settings = list(dict.fromkeys(r["setting"] for r in alt_rows))
     values = sorted({r["segment"] for r in alt_rows}, key=_order)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
-    width = 0.8 / len(values)
-    for ax, (c, l) in zip(axes[0], panels):
+    ys = np.arange(len(settings))[::-1]
+    height = 0.8 / len(values)
+    ncols = min(2, len(panels))
+    plt, fig, axes = row_grid(len(panels), ncols)
+    for ax, (c, l) in zip(axes, panels):
         for j, value in enumerate(values):
             got = {r["setting"]: r["metrics"][c.key(l)] for r in alt_rows if r["segment"] == value}
             means = [got[s]["mean"] if s in got and got[s]["mean"] is not None else np.nan for s in settings]
             stds = [got[s]["std"] if s in got and got[s]["std"] is not None else 0 for s in settings]
-            ax.bar(np.arange(len(settings)) + j * width, means, width, yerr=stds, label=value)
-        ax.set_xticks(np.arange(len(settings)) + 0.4 - width / 2, settings, rotation=20, ha="right", fontsize=8)
-        ax.set_title(c.heading(l))
-    axes[0][0].legend(fontsize=7, title="segment")
-    fig.tight_layout()
-    return save_figure(fig, plt, Path(out) / "segment_alternations.png", 120)
+            ax.barh(ys + 0.4 - (j + 0.5) * height, means, height, xerr=stds, color=f"C{j % 10}", label=value)
+        ax.set_yticks(ys, settings, fontsize=8)
+        ax.set_title(c.heading(l), fontsize=10)
+        ax.grid(alpha=0.3, axis="x")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(values), fontsize=8,
+               title="segment alternation", title_fontsize=8, frameon=False)
+    arrange(fig, axes, ncols, 3.6, 0.15 * len(values) * len(settings) + 0.3, DPI,
+            "Segment alternations at inference (van der Goot et al. 2022)", bottom=0.9)
+    return save_figure(fig, plt, Path(out) / "segment_alternations.png", DPI)
 
 
 register(Part("segments", order=20, keys=("segment_alternations",), compute=rows, markdown=markdown, figure=figure,
