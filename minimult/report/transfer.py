@@ -13,9 +13,12 @@ import numpy as np
 from scipy.stats import pearsonr
 
 from minimult.report.collect import Section, settings
-from minimult.report.figures import pyplot, save_figure
+from minimult.report.figures import pyplot, save_figure, text_inches
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, mean_std, table_lines
+
+
+DPI = 120
 
 
 def _task(t: dict) -> str:
@@ -101,20 +104,24 @@ def order_markdown(points: list[dict], top: str) -> str:
 
 
 def order_figure(points: list[dict], top: str, out: Path) -> Path | None:
+    """One dot per run, a colour per setting (and a shape per ten settings: no two settings look alike), the legend
+    beside the plot, never over its dots."""
     if not points:
         return None
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for k, setting in enumerate(dict.fromkeys(p["setting"] for p in points)):
+    settings = list(dict.fromkeys(p["setting"] for p in points))
+    beside = text_inches(settings, 7, DPI) + 0.6  # the legend's labels, their marks and a margin
+    fig, ax = plt.subplots(figsize=(5.5 + beside, 4), layout="constrained")
+    for k, setting in enumerate(settings):
         mine = [p for p in points if p["setting"] == setting]
         ax.scatter([p["order_distance"] for p in mine], [p["zero_shot"] for p in mine], color=f"C{k % 10}",
-                   label=setting, s=25)
+                   marker="o^sDv"[k // 10 % 5], label=setting, s=25)
     ax.set_title(f"{_r_text(points)}, n = {len(points)} runs", fontsize=9)
     ax.set_xlabel(f"word-order distance, layer {top}")
     ax.set_ylabel("zero-shot accuracy")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, plt, Path(out) / "transfer_word_order.png", 120)
+    ax.grid(alpha=0.3)
+    fig.legend(fontsize=7, loc="outside right upper", frameon=False)
+    return save_figure(fig, plt, Path(out) / "transfer_word_order.png", DPI)
 
 
 def _stored(data: dict) -> dict:
