@@ -80,7 +80,8 @@ def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
             got = {r["setting"]: r["metrics"][c.key(l)] for r in alt_rows if r["segment"] == value}
             means = [got[s]["mean"] if s in got and got[s]["mean"] is not None else np.nan for s in settings]
             stds = [got[s]["std"] if s in got and got[s]["std"] is not None else 0 for s in settings]
-            ax.barh(ys + 0.4 - (j + 0.5) * height, means, height, xerr=stds, color=f"C{j % 10}", label=value)
+            ax.barh(ys + 0.4 - (j + 0.5) * height, means, height, xerr=stds, color=f"C{j % 10}", error_kw={"lw": 0.8},
+                    label=value)
         ax.set_yticks(ys, settings, fontsize=8)
         ax.set_title(c.heading(l), fontsize=10)
         ax.grid(alpha=0.3, axis="x")
