@@ -148,6 +148,8 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=1800, help="kill a stage after this many seconds")
     p.add_argument("--stages", default="prepare,pretrain")
     p.add_argument("--breakdown", action="store_true", help="also run prepare's steps one by one in this process")
+    p.add_argument("--examples", type=int, help="prepare's --examples (0: the build alone; by default prepare shows "
+                                                "3 examples from views of the whole training text)")
     p.add_argument("--out", type=Path, help="JSON file (default experiments/results/bench/scale-<mb>mb.json)")
     a = p.parse_args(argv)
     from scale_corpus import generate
@@ -169,7 +171,9 @@ def main(argv=None) -> int:
     stages = a.stages.split(",")
     if "prepare" in stages:
         shutil.rmtree(cache, ignore_errors=True)
-        result["stages"].append(run_stage("prepare", ["minimult", "prepare", *common], env, a.guard_gb, a.timeout))
+        shown = [] if a.examples is None else ["--examples", str(a.examples)]
+        result["stages"].append(run_stage("prepare", ["minimult", "prepare", *common, *shown], env, a.guard_gb,
+                                          a.timeout))
     if "pretrain" in stages and all(s["rc"] == 0 for s in result["stages"]):
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -458,19 +458,21 @@ def check_dictionaries(spec: Spec) -> None:
         read_dictionary(path, lang, spec)
 
 
-# prepare's peak resident memory per byte of text, every file together (experiments/scale_measure.py; docs/corpora.md,
-# "A corpus 1,000× the Bible's"): line-aligned files are read line by line, so what grows with the text is the token
-# arrays (~0.2 pieces a byte, 3 bytes a piece and 16 a sentence, every language's at the end, and one language's
-# twice while it is encoded); keyed files are read whole, as lists of words (35 bytes a byte measured)
-MEMORY_PER_BYTE = 2
+# Resident memory per byte of text, every file together, that `minimult prepare` (which shows examples from views
+# of the whole training text) and `pretrain` on its entry need (experiments/scale_measure.py; docs/corpora.md, "A
+# corpus 1,000× the Bible's": 2.9 and 4.3 at 1 GB per language of two, the build alone ~1): line-aligned files are
+# read line by line, so what grows with the text is the token arrays (~0.2 pieces a byte: 3 bytes a piece in the
+# cache entry, ~15 in pretrain's views and training set); keyed files are read whole, as lists of words (35)
+MEMORY_PER_BYTE = 4
 KEYED_MEMORY_PER_BYTE = 35
 MEMINFO = Path("/proc/meminfo")
 
 
 def check_memory(spec: Spec) -> None:
-    """Refuse, in one line and before the text is read, text whose preparation would not fit in the memory
-    available now (MEMINFO's MemAvailable; no check where it says nothing): MEMORY_PER_BYTE (keyed files, as
-    their first line or the manifest says: KEYED_MEMORY_PER_BYTE) x the bytes of the training and dev files."""
+    """Refuse, in one line and before the text is read, text whose preparation and training would not fit in
+    the memory available now (MEMINFO's MemAvailable; no check where it says nothing): MEMORY_PER_BYTE (keyed
+    files, as their first line or the manifest says: KEYED_MEMORY_PER_BYTE) x the bytes of the training and dev
+    files."""
     files = [p for p in (*spec.train, *(spec.dev or ())) if p.is_file()]
     total = sum(p.stat().st_size for p in files)
     try:
@@ -486,10 +488,11 @@ def check_memory(spec: Spec) -> None:
     if need <= available:
         return
     gib = 1024**3
-    held = "keyed files are read whole, as words" if keyed else "every language's token arrays"
+    held = "keyed files are read whole, as words" if keyed else "every language's token arrays, as training holds them"
     raise MinimultError(f"{spec.describe()}: {total / 1e6:,.1f} MB of text need ~{need / gib:.1f} GiB of memory to "
-                        f"prepare (~{per_byte} bytes a byte: {held}) and {available / gib:.1f} GiB is available: "
-                        f"cut every file to its first N lines (the same N, head -n N) or sample lines, to at most "
+                        f"prepare and train on (~{per_byte} bytes a byte: {held}) and {available / gib:.1f} GiB is "
+                        f"available: cut every file to its first N lines (the same N, head -n N) or sample lines, to "
+                        f"at most "
                         f"~{available / per_byte / 1e6:,.1f} MB in all (data.train_sentences does not lower this "
                         f"check, which counts the files' bytes); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
 
