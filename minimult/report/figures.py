@@ -57,15 +57,6 @@ def _weight(run: Run, name: str) -> np.ndarray | None:
     return (read_weights(run.path, [name]) or {}).get(name)
 
 
-def panel_grid(n: int, ncols: int, width: float, height: float, extra: float = 0.0):
-    """(pyplot, figure, axes) for `n` panels in rows of `ncols`, each `width` x `height` inches (`extra` inches
-    more for a legend or title); only the panels drawn are made (an empty axes costs as much as a full one)."""
-    plt = pyplot()
-    nrows = -(-n // ncols)
-    fig = plt.figure(figsize=(width * ncols, height * nrows + extra))
-    return plt, fig, [fig.add_subplot(nrows, ncols, i + 1) for i in range(n)]
-
-
 LABEL_PAD = 0.12  # inches between a y tick label and its panel (a tick of 3.5 pt and a pad of 3.5 pt, rounded up)
 MARGIN = 0.1  # inches between a figure's text and its edge
 GAP = 0.35  # inches after a column of panels: the half of an x tick label that overhangs the panel's edge
@@ -83,39 +74,48 @@ def text_inches(texts, size: float, dpi: float) -> float:
     return max((renderer.get_text_width_height_descent(t, font, ismath=False)[0] for t in texts), default=0) / dpi
 
 
-def row_grid(n: int, ncols: int):
-    """(pyplot, figure, axes) for `n` panels in rows of `ncols` that share one y axis; `arrange` sizes and places
-    them once they are drawn."""
+def panel_grid(n: int, share_y: bool = False):
+    """(pyplot, figure, axes) for `n` panels, sharing one y axis with `share_y`; `place` (or `arrange`) sizes the
+    figure and puts them once they are drawn. Only the panels drawn are made (an empty axes costs as much as a
+    full one)."""
     plt = pyplot()
     fig = plt.figure()
     axes = [fig.add_axes((0, 0, 1, 1))]
-    axes += [fig.add_axes((0, 0, 1, 1), sharey=axes[0]) for _ in range(n - 1)]
+    axes += [fig.add_axes((0, 0, 1, 1), sharey=axes[0] if share_y else None) for _ in range(n - 1)]
     return plt, fig, axes
 
 
-def arrange(fig, axes, ncols: int, width: float, height: float, dpi: float, title: str, bottom: float) -> None:
-    """Sizes `fig` and places its `axes` (`row_grid`), each `width` x `height` inches, with `title` above them and
-    `bottom` inches below them for the x tick labels and a legend. The y tick labels show at the left of each row of
-    panels only, in a margin as wide as the longest of them; each column of panels is followed by GAP or by its
-    widest note beside a panel (an annotation at the panel's right). Measured, not drawn: `tight_layout` would
-    draw the figure once more to measure it."""
-    ticks = axes[0].get_yticklabels()
-    left = MARGIN + (text_inches([t.get_text() for t in ticks], ticks[0].get_fontsize(), dpi) + LABEL_PAD if ticks
-                     else GAP)
-    gaps = [GAP + max((text_inches([t.get_text()], t.get_fontsize(), dpi) for ax in axes[c::ncols] for t in ax.texts),
-                      default=0) for c in range(ncols)]
+def place(fig, axes, ncols: int, width: float, height: float, dpi: float, title: str, left: float, gaps: list[float],
+          bottom: float, row_gap: float = ROW_GAP) -> None:
+    """Sizes `fig` and puts its `axes` in rows of `ncols`, each `width` x `height` inches: `left` inches before the
+    first column, `gaps[c]` after column c, `row_gap` between rows, `bottom` below the last for its x tick labels and
+    a legend, `title` above the panels. Laid out in inches, not measured by drawing: `tight_layout` would draw the
+    figure once more to measure it."""
     nrows = -(-len(axes) // ncols)
     top = 0.45 + TITLE / 72  # the title, 0.12 inches below the top edge, and the panels' own titles
     w = max(left + ncols * width + sum(gaps), text_inches([title], TITLE, dpi) + 0.4)
-    h = top + nrows * height + (nrows - 1) * ROW_GAP + bottom
+    h = top + nrows * height + (nrows - 1) * row_gap + bottom
     fig.set_size_inches(w, h)
     fig.suptitle(title, fontsize=TITLE, y=1 - 0.12 / h, va="top")
     for i, ax in enumerate(axes):
         row, col = divmod(i, ncols)
         x = left + col * width + sum(gaps[:col])
-        ax.set_position((x / w, (h - top - row * (height + ROW_GAP) - height) / h, width / w, height / h))
-        if col:
+        ax.set_position((x / w, (h - top - row * (height + row_gap) - height) / h, width / w, height / h))
+
+
+def arrange(fig, axes, ncols: int, width: float, height: float, dpi: float, title: str, bottom: float) -> None:
+    """`place` for panels that share one y axis (`panel_grid(n, share_y=True)`): its tick labels show at the left
+    of each row of panels only, in a margin as wide as the longest of them at `dpi`; each column of panels is
+    followed by GAP or by its widest note beside a panel (an annotation at the panel's right)."""
+    ticks = axes[0].get_yticklabels()
+    left = MARGIN + (text_inches([t.get_text() for t in ticks], ticks[0].get_fontsize(), dpi) + LABEL_PAD if ticks
+                     else GAP)
+    gaps = [GAP + max((text_inches([t.get_text()], t.get_fontsize(), dpi) for ax in axes[c::ncols] for t in ax.texts),
+                      default=0) for c in range(ncols)]
+    for i, ax in enumerate(axes):
+        if i % ncols:
             ax.tick_params(labelleft=False)
+    place(fig, axes, ncols, width, height, dpi, title, left, gaps, bottom)
 
 
 def save_figure(fig, plt, path: Path, dpi: int, key: str | None = None) -> Path:
@@ -287,8 +287,8 @@ def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> N
         if c is None:
             continue
         steps, per_seed = c
-        color = colors(j % colors.N)
-        ax.plot(steps, per_seed.mean(0), marker="o", ms=3, color=color, label=f"{g.label} (n={len(g.runs)})")
+        color, marker = colors(j % colors.N), "o^sDv"[j // colors.N % 5]  # past ten settings, a colour comes again
+        ax.plot(steps, per_seed.mean(0), marker=marker, ms=3, color=color, label=f"{g.label} (n={len(g.runs)})")
         if len(per_seed) > 1:
             for y in per_seed:
                 ax.plot(steps, y, color=color, lw=0.9, alpha=0.7, ls="--", label="_seed")
@@ -303,6 +303,9 @@ def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> N
     ax.grid(alpha=0.3)
 
 
+TRAINING_DPI = 110
+
+
 def training_figure(section: Section, out: Path) -> Path | None:
     groups = [g for g in section.groups if any(r.metrics_rows for r in g.runs)]
     if not groups:
@@ -313,17 +316,18 @@ def training_figure(section: Section, out: Path) -> Path | None:
     top = next(iter(tops)) if len(tops) == 1 and tops <= set(layers) else (
         "8" if "8" in layers else (layers[-1] if layers else "0"))
     panels = curve_panels(top, rows)
-    plt, fig, axes = panel_grid(len(panels), 3, 5, 3.6, extra=0.8)
-    colors = plt.get_cmap("tab20" if len(groups) > 10 else "tab10")
+    plt, fig, axes = panel_grid(len(panels))
+    colors = plt.get_cmap("tab10")
     for ax, (title, column, layer) in zip(axes, panels):
         _draw_panel(ax, title, column, layer, groups, colors)
     handles, labels = next(((h, lab) for h, lab in (ax.get_legend_handles_labels() for ax in axes) if h),
                            axes[0].get_legend_handles_labels())
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False)
-    fig.suptitle(f"Multilinguality during training (mean over seeds; dashed: each seed) — {section.title}",
-                 fontsize=11)
-    fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 4), 1, 0.97))
-    return save_figure(fig, plt, out / section_figure("training", section.title), 110)
+    ncols = min(3, len(panels))  # each panel's y tick labels and axis label in the 0.85 inches before it
+    place(fig, axes, ncols, 4, 2.8, TRAINING_DPI, f"Multilinguality during training (mean over seeds; dashed: each "
+          f"seed) — {section.title}", left=0.85, gaps=[1.1] * (ncols - 1) + [0.25],
+          bottom=0.75 + 0.17 * math.ceil(len(labels) / 4), row_gap=0.95)
+    return save_figure(fig, plt, out / section_figure("training", section.title), TRAINING_DPI)
 
 
 # Each seed's final numbers, row by row.
@@ -403,7 +407,7 @@ def seeds_figure(agg: dict, top: str, out: Path) -> Path | None:
     panels = [(c, l) for c, l in table_columns(top) if any((r["metrics"].get(c.key(l)) or {}).get("values")
                                                           for r in rows)]
     ncols = min(3, len(panels))
-    plt, fig, axes = row_grid(len(panels), ncols)
+    plt, fig, axes = panel_grid(len(panels), share_y=True)
     for ax, (column, layer) in zip(axes, panels):
         seeds_panel(ax, column, layer, rows)
     handles, labels = axes[0].get_legend_handles_labels()

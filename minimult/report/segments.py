@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from minimult.report.collect import Run, Section, settings
-from minimult.report.figures import arrange, row_grid, save_figure
+from minimult.report.figures import arrange, panel_grid, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, cell_text, table_columns, table_lines
 
@@ -74,7 +74,7 @@ def figure(alt_rows: list[dict], top: str, out: Path) -> Path | None:
     ys = np.arange(len(settings))[::-1]
     height = 0.8 / len(values)
     ncols = min(2, len(panels))
-    plt, fig, axes = row_grid(len(panels), ncols)
+    plt, fig, axes = panel_grid(len(panels), share_y=True)
     for ax, (c, l) in zip(axes, panels):
         for j, value in enumerate(values):
             got = {r["setting"]: r["metrics"][c.key(l)] for r in alt_rows if r["segment"] == value}
