@@ -319,19 +319,15 @@ def _scan(spec: Spec, paths: tuple[Path, ...]) -> tuple[int, list[list[int]]] | 
             raise AssertionError(f"{path}: _scan and _lines disagree") from None
         counts.append(n)
         empty.append(first_empty)
-    _check_counts(paths, spec.languages, counts)
-    for path, lang, number in zip(paths, spec.languages, empty):
-        if number is not None:
-            raise MinimultError(_no_words(path, number, spec.words, lang))
-    return counts[0], marks
-
-
-def _check_counts(paths, names, counts: list[int]) -> None:
     if len(set(counts)) > 1:
         short, long = counts.index(min(counts)), counts.index(max(counts))
         raise MinimultError(f"{paths[long]} has {counts[long]:,} lines and {paths[short]} {counts[short]:,}: "
                             f"line-aligned files pair line k of every file, so {paths[long]}:{counts[short] + 1} "
-                            f"has no partner (languages {names[long]}, {names[short]})")
+                            f"has no partner (languages {spec.languages[long]}, {spec.languages[short]})")
+    for path, lang, number in zip(paths, spec.languages, empty):
+        if number is not None:
+            raise MinimultError(_no_words(path, number, spec.words, lang))
+    return counts[0], marks
 
 
 def _no_words(path: Path, number: int, words: str, lang: str) -> str:
@@ -356,12 +352,10 @@ def _keyed(path: Path, lang: str, lines: list[str]) -> dict[int, tuple[int, str]
     return out
 
 
-def _detect(paths, names, lines: list[list[str]]) -> str:
-    """keyed when every line of every file is ID<TAB>text, lines when no line of any file begins as one; anything
-    between (a header line, an id of 19 digits, one file keyed and one not) is one error line naming the first
-    line that is not keyed: detection never guesses."""
-    if not any(STARTS_KEYED.match(line) for ls in lines for line in ls):
-        return "lines"
+def _check_keyed(paths, names, lines: list[list[str]]) -> None:
+    """Files read as `auto`, of which a line begins as a keyed one (`_scan` read the others as lines): keyed when
+    every line of every file is ID<TAB>text; anything between (a header line, an id of 19 digits, one file keyed
+    and one not) is one error line naming the first line that is not keyed: detection never guesses."""
     for path, name, ls in zip(paths, names, lines):
         for i, line in enumerate(ls, 1):
             if KEYED.fullmatch(line):
@@ -370,18 +364,15 @@ def _detect(paths, names, lines: list[list[str]]) -> str:
             why = f"id {m.group(1)[:24]} has {len(m.group(1))} digits (at most 18)" if m else "no ID<TAB> at its start"
             raise MinimultError(f"{path}:{i}: {why}, while other lines are keyed (language {name}): give every line of "
                                 f"every file its id, or none (a manifest's format = \"lines\" reads them as text)")
-    return "keyed"
 
 
 def _pairs(spec: Spec, paths: tuple[Path, ...], log: Callable[[str], None]) -> tuple[list, list, list, dict]:
-    """(pair ids, per language its texts, per language the line numbers, stats) of one set of files."""
+    """(pair ids, per language its texts, per language the line numbers, stats) of a set of keyed files, read
+    whole (`_scan` reads line-aligned ones)."""
     names = spec.languages
     lines = [_lines(p, n) for p, n in zip(paths, names)]
-    mode = spec.format if spec.format != "auto" else _detect(paths, names, lines)
-    if mode == "lines":
-        _check_counts(paths, names, [len(ls) for ls in lines])
-        n = len(lines[0])
-        return list(range(1, n + 1)), [ls for ls in lines], [list(range(1, n + 1)) for _ in lines], {"format": "lines"}
+    if spec.format == "auto":
+        _check_keyed(paths, names, lines)
     tables = [_keyed(p, n, ls) for p, n, ls in zip(paths, names, lines)]
     everywhere = set(tables[0]).intersection(*tables[1:])
     dropped = {}
