@@ -125,8 +125,6 @@ class Vocab:
             out = self.tokenizer.encode_batch(chunk, is_pretokenized=True, add_special_tokens=False)
             starts = [_word_starts(e.word_ids) for e in out]  # word_ids builds a new list on every access
             parts.append(Encoded.from_lists([e.ids for e in out], starts, ()))
-        if len(parts) == 1:
-            return Encoded(parts[0].ids, parts[0].offsets, parts[0].word_starts, np.asarray(verse_ids, dtype=np.int64))
         offsets = np.zeros(sum(len(p) for p in parts) + 1, dtype=np.int64)
         np.cumsum(np.concatenate([p.lengths for p in parts]), out=offsets[1:])
         return Encoded(np.concatenate([p.ids for p in parts]), offsets,
