@@ -384,7 +384,7 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
             k = sum(v < FLOOR for v in values)  # seeds on the floor, with the share's Wilson 95% interval
             low, high = wilson(k, len(values))
             ax.annotate(f"floor {k}/{len(values)} ({low:.0%}–{high:.0%})", xy=(1.01, y),
-                        xycoords=("axes fraction", "data"), fontsize=6, va="center", color="tab:gray",
+                        xycoords=("axes fraction", "data"), fontsize=7, va="center", color="tab:gray",
                         annotation_clip=False)
     ax.set_yticks(ys, [f"{r['id']} {r['setting']}" for r in rows], fontsize=7)
     ax.set_ylim(-0.7, len(rows) - 0.3)
