@@ -15,7 +15,7 @@ from scipy.stats import pearsonr
 from minimult.report.collect import Section, settings
 from minimult.report.figures import pyplot, save_figure, text_inches
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, mean_std, table_lines
+from minimult.report.tables import aggregate, mean_std, p_text, table_lines
 
 
 DPI = 120
@@ -93,7 +93,7 @@ def pearson_test(points: list[dict]) -> tuple[float, float] | None:
 
 def _r_text(points: list[dict]) -> str:
     got = pearson_test(points)
-    return "Pearson r = n/a" if got is None else f"Pearson r = {got[0]:.2f} (p = {got[1]:.2f})"
+    return "Pearson r = n/a" if got is None else f"Pearson r = {got[0]:.2f} (p = {p_text(got[1])})"
 
 
 def order_markdown(points: list[dict], top: str) -> str:
