@@ -25,7 +25,7 @@ from minimult.errors import MinimultError
 from minimult.evaluate.registry import STD, evaluators
 from minimult.report.collect import Group, Run, Section
 from minimult.report.recipes import FLOOR, wilson
-from minimult.report.tables import mu_top, table_columns
+from minimult.report.tables import baseline_for, mu_top, table_columns
 from minimult.runs import read_weights
 
 POSITIONS = "embeddings.lookups.position.weight"
@@ -86,13 +86,12 @@ def panel_grid(n: int, share_y: bool = False):
 
 
 def place(fig, axes, ncols: int, width: float, height: float, dpi: float, title: str, left: float, gaps: list[float],
-          bottom: float, row_gap: float = ROW_GAP) -> None:
+          bottom: float, row_gap: float = ROW_GAP, top: float = 0.45 + TITLE / 72) -> None:
     """Sizes `fig` and puts its `axes` in rows of `ncols`, each `width` x `height` inches: `left` inches before the
     first column, `gaps[c]` after column c, `row_gap` between rows, `bottom` below the last for its x tick labels and
-    a legend, `title` above the panels. Laid out in inches, not measured by drawing: `tight_layout` would draw the
-    figure once more to measure it."""
+    a legend, `top` above the first for `title` (0.12 inches below the top edge) and the panels' own titles. Laid out
+    in inches, not measured by drawing: `tight_layout` would draw the figure once more to measure it."""
     nrows = -(-len(axes) // ncols)
-    top = 0.45 + TITLE / 72  # the title, 0.12 inches below the top edge, and the panels' own titles
     w = max(left + ncols * width + sum(gaps), text_inches([title], TITLE, dpi) + 0.4)
     h = top + nrows * height + (nrows - 1) * row_gap + bottom
     fig.set_size_inches(w, h)
@@ -281,32 +280,119 @@ def _curve(group: Group, extract) -> tuple[np.ndarray, np.ndarray] | None:
     return np.array(steps), np.array([[p[s] for s in steps] for p in per_run], dtype=float)
 
 
+def _draw_setting(ax, group: Group, column, layer, color, marker: str = "o", label: str | None = None) -> None:
+    """A setting's mean over seeds, marked, and (with two seeds or more) each seed's own curve dashed beside it."""
+    c = _curve(group, lambda e: column.value(e, layer))
+    if c is None:
+        return
+    steps, per_seed = c
+    ax.plot(steps, per_seed.mean(0), marker=marker, ms=3, color=color, label=label)
+    if len(per_seed) > 1:
+        for y in per_seed:
+            ax.plot(steps, y, color=color, lw=0.9, alpha=0.7, ls="--", label="_seed")
+
+
+def _perplexity_scale(ax, column, axes) -> None:
+    """A log y axis for a perplexity whose curves on `axes` span more than a factor of 20 (early-training
+    perplexities dwarf the later ones)."""
+    lines = [ln for a in axes for ln in a.get_lines()]
+    low, high = (min((ln.get_ydata().min() for ln in lines), default=0),
+                 max((ln.get_ydata().max() for ln in lines), default=0))
+    if column.kind == "perplexity" and low > 0 and high / low > 20:
+        ax.set_yscale("log")
+
+
 def _draw_panel(ax, title: str, column, layer, groups: list[Group], colors) -> None:
     for j, g in enumerate(groups):
-        c = _curve(g, lambda e: column.value(e, layer))
-        if c is None:
-            continue
-        steps, per_seed = c
-        color, marker = colors(j % colors.N), "o^sDv"[j // colors.N % 5]  # past ten settings, a colour comes again
-        ax.plot(steps, per_seed.mean(0), marker=marker, ms=3, color=color, label=f"{g.label} (n={len(g.runs)})")
-        if len(per_seed) > 1:
-            for y in per_seed:
-                ax.plot(steps, y, color=color, lw=0.9, alpha=0.7, ls="--", label="_seed")
-    ppl = column.kind == "perplexity"
+        marker = "o^sDv"[j // colors.N % 5]  # past ten settings, a colour comes again with another mark
+        _draw_setting(ax, g, column, layer, colors(j % colors.N), marker, f"{g.label} (n={len(g.runs)})")
     ax.set_title(title)
     ax.set_xlabel("training step")
-    ax.set_ylabel("perplexity" if ppl else "score")
-    lows = [ln.get_ydata().min() for ln in ax.get_lines()]
-    highs = [ln.get_ydata().max() for ln in ax.get_lines()]
-    if ppl and lows and min(lows) > 0 and max(highs) / min(lows) > 20:
-        ax.set_yscale("log")  # early-training perplexities dwarf the later ones
+    ax.set_ylabel("perplexity" if column.kind == "perplexity" else "score")
+    _perplexity_scale(ax, column, [ax])
     ax.grid(alpha=0.3)
 
 
 TRAINING_DPI = 110
+SMALL_MULTIPLES = 8  # past this many settings, a panel per setting: overlaid, their curves cannot be told apart
+HEADLINE = ("mu", "ppl_dev")  # the columns the small multiples show, a block of panels each (six would be too tall)
+SMALL = 8  # points: a small multiple's title and axis label
+LINE = 1.2 * SMALL / 72  # inches, a line of SMALL text
+
+
+def wrap(text: str, size: float, dpi: float, width: float) -> str:
+    """`text` broken at its spaces into lines at most `width` inches wide at `size` points (a longer word alone)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and text_inches([f"{lines[-1]} {word}"], size, dpi) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def _overlaid(fig, axes, panels, groups: list[Group], colors, title: str) -> None:
+    """Every setting in each panel of `panels` (a colour and mark each), their legend below."""
+    for ax, (name, column, layer) in zip(axes, panels):
+        _draw_panel(ax, name, column, layer, groups, colors)
+    handles, labels = next(((h, lab) for h, lab in (ax.get_legend_handles_labels() for ax in axes) if h),
+                           axes[0].get_legend_handles_labels())
+    ncols = min(3, len(panels))  # each panel's y tick labels and axis label in the 0.85 inches before it
+    gaps = [1.1] * (ncols - 1) + [0.25]
+    fits = int((0.85 + 4 * ncols + sum(gaps)) // (text_inches(labels, 8, TRAINING_DPI) + 0.6))  # legend columns
+    legend_cols = min(4, max(1, len(labels)), max(1, fits))
+    fig.legend(handles, labels, loc="lower center", ncol=legend_cols, fontsize=8, frameon=False)
+    place(fig, axes, ncols, 4, 2.8, TRAINING_DPI, title, left=0.85, gaps=gaps,
+          bottom=0.75 + 0.17 * math.ceil(len(labels) / legend_cols), row_gap=0.95)
+
+
+def _small_multiples(fig, axes, ncols: int, metrics, groups: list[Group], base: Group | None, title: str) -> None:
+    """A block of panels per metric of `metrics`, a panel per setting in rows of `ncols` (each block begins a row;
+    `axes` has a slot for every place of every block): the setting's mean and seeds in colour, the baseline's
+    mean in light grey behind them; the axes shared within a block, tick labels at its left and bottom edges only."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    width, n = 2.6, len(groups)
+    per = len(axes) // len(metrics)
+    titles = [wrap(f"{g.label} (n={len(g.runs)})", SMALL, TRAINING_DPI, width) for g in groups]
+    lines = max(t.count("\n") + 1 for t in titles)
+    for b, (name, column, layer) in enumerate(metrics):
+        block = axes[b * per: b * per + n]
+        reference = _curve(base, lambda e: column.value(e, layer)) if base is not None else None
+        for i, (ax, g) in enumerate(zip(block, groups)):
+            if ax is not axes[0]:
+                ax.sharex(axes[0])
+            if i:
+                ax.sharey(block[0])
+            if reference is not None and g is not base:
+                ax.plot(reference[0], reference[1].mean(0), color="0.78", lw=1.4, zorder=1)
+            _draw_setting(ax, g, column, layer, "tab:blue")
+            ax.set_title(titles[i], fontsize=SMALL)
+            ax.tick_params(labelsize=7, labelleft=i % ncols == 0, labelbottom=i + ncols >= n)
+            ax.grid(alpha=0.3)
+            if i % ncols == 0:
+                ax.set_ylabel(name, fontsize=SMALL)
+        _perplexity_scale(block[0], column, block)
+    block[(n - 1) // ncols * ncols].set_xlabel("training step", fontsize=SMALL)  # the last block's: no room between
+    axes[0].xaxis.set_major_locator(MaxNLocator(4))  # one locator for the shared x axes: 9 steps crowd 2.6 inches
+    keys = [Line2D([], [], color="tab:blue", marker="o", ms=3), Line2D([], [], color="tab:blue", lw=0.9, alpha=0.7,
+                                                                        ls="--")]
+    labels = ["the setting (mean over seeds)", "each seed"]
+    if base is not None:
+        keys.append(Line2D([], [], color="0.78", lw=1.4))
+        labels.append(f"in every panel: {base.label} (mean over seeds)")
+    fig.legend(keys, labels, loc="lower center", ncol=len(keys), fontsize=SMALL, frameon=False)
+    place(fig, axes, ncols, width, 1.35, TRAINING_DPI, title, left=0.85, gaps=[0.3] * (ncols - 1) + [0.25],
+          bottom=0.8, row_gap=0.4 + LINE * lines, top=0.3 + TITLE / 72 + LINE * lines)
+    for b in range(len(metrics)):
+        for ax in axes[b * per + n: (b + 1) * per]:  # a block's places after its last setting
+            fig.delaxes(ax)
 
 
 def training_figure(section: Section, out: Path) -> Path | None:
+    """`training_<section>.png`: each curve panel with every setting overlaid; past SMALL_MULTIPLES settings, the
+    HEADLINE columns only, a small panel per setting beside the section's baseline (`tables.baseline_for`)."""
     groups = [g for g in section.groups if any(r.metrics_rows for r in g.runs)]
     if not groups:
         return None
@@ -316,17 +402,16 @@ def training_figure(section: Section, out: Path) -> Path | None:
     top = next(iter(tops)) if len(tops) == 1 and tops <= set(layers) else (
         "8" if "8" in layers else (layers[-1] if layers else "0"))
     panels = curve_panels(top, rows)
-    plt, fig, axes = panel_grid(len(panels))
-    colors = plt.get_cmap("tab10")
-    for ax, (title, column, layer) in zip(axes, panels):
-        _draw_panel(ax, title, column, layer, groups, colors)
-    handles, labels = next(((h, lab) for h, lab in (ax.get_legend_handles_labels() for ax in axes) if h),
-                           axes[0].get_legend_handles_labels())
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8, frameon=False)
-    ncols = min(3, len(panels))  # each panel's y tick labels and axis label in the 0.85 inches before it
-    place(fig, axes, ncols, 4, 2.8, TRAINING_DPI, f"Multilinguality during training (mean over seeds; dashed: each "
-          f"seed) — {section.title}", left=0.85, gaps=[1.1] * (ncols - 1) + [0.25],
-          bottom=0.75 + 0.17 * math.ceil(len(labels) / 4), row_gap=0.95)
+    title = f"Multilinguality during training (mean over seeds; dashed: each seed) — {section.title}"
+    if len(groups) <= SMALL_MULTIPLES:
+        plt, fig, axes = panel_grid(len(panels))
+        _overlaid(fig, axes, panels, groups, plt.get_cmap("tab10"), title)
+    else:
+        metrics = [p for p in panels if p[1].key(p[2]) in HEADLINE] or panels[:1]
+        ncols = min(6, math.ceil(math.sqrt(len(groups))))
+        plt, fig, axes = panel_grid(len(metrics) * ncols * math.ceil(len(groups) / ncols))
+        base = baseline_for(section, [section])
+        _small_multiples(fig, axes, ncols, metrics, groups, base if any(g is base for g in groups) else None, title)
     return save_figure(fig, plt, out / section_figure("training", section.title), TRAINING_DPI)
 
 
