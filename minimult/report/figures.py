@@ -331,6 +331,16 @@ def wrap(text: str, size: float, dpi: float, width: float) -> str:
     return "\n".join(lines)
 
 
+def legend_columns(labels: list[str], width: float, most: int = 4) -> int:
+    """The most columns, up to `most`, in which a legend of `labels` at 8 points fits `width` inches: matplotlib fills
+    it column by column, each column as wide as its widest label and ~0.6 inches of mark and spacing."""
+    for ncol in range(min(most, len(labels)), 1, -1):
+        rows = -(-len(labels) // ncol)
+        if sum(text_inches(labels[i:i + rows], 8, TRAINING_DPI) + 0.6 for i in range(0, len(labels), rows)) <= width:
+            return ncol
+    return 1
+
+
 def _overlaid(fig, axes, panels, groups: list[Group], colors, title: str) -> None:
     """Every setting in each panel of `panels` (a colour and mark each), their legend below."""
     for ax, (name, column, layer) in zip(axes, panels):
@@ -339,8 +349,7 @@ def _overlaid(fig, axes, panels, groups: list[Group], colors, title: str) -> Non
                            axes[0].get_legend_handles_labels())
     ncols = min(3, len(panels))  # each panel's y tick labels and axis label in the 0.85 inches before it
     gaps = [1.1] * (ncols - 1) + [0.25]
-    fits = int((0.85 + 4 * ncols + sum(gaps)) // (text_inches(labels, 8, TRAINING_DPI) + 0.6))  # legend columns
-    legend_cols = min(4, max(1, len(labels)), max(1, fits))
+    legend_cols = legend_columns(labels, 0.85 + 4 * ncols + sum(gaps))
     fig.legend(handles, labels, loc="lower center", ncol=legend_cols, fontsize=8, frameon=False)
     place(fig, axes, ncols, 4, 2.8, TRAINING_DPI, title, left=0.85, gaps=gaps,
           bottom=0.75 + 0.17 * math.ceil(len(labels) / legend_cols), row_gap=0.95)
