@@ -18,7 +18,13 @@ import math
 import re
 from pathlib import Path
 
+import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import RendererAgg
+from matplotlib.font_manager import FontProperties
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator, NullFormatter
+from PIL import Image
 
 from minimult.data import sources
 from minimult.errors import MinimultError
@@ -35,10 +41,9 @@ FIGURE_KEY = "minimult-key"  # the PNG text field holding what a keyed figure (t
 
 
 def pyplot():
-    import matplotlib  # lazy: ~1 s to import, for figures only
-
+    """matplotlib.pyplot on the Agg backend (files only, no display): chosen before pyplot is first imported."""
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # lazy: ~1 s to import, for figures only
+    import matplotlib.pyplot as plt  # lazy: its backend must be chosen first
 
     return plt
 
@@ -67,9 +72,6 @@ TITLE = 11  # points, a figure's title
 def text_inches(texts, size: float, dpi: float) -> float:
     """The width in inches of the widest of `texts` at font size `size` (points) in a PNG of `dpi`: Agg fits
     glyphs to whole pixels, so the width of a text does not scale exactly with the dpi."""
-    from matplotlib.backends.backend_agg import RendererAgg  # lazy, as pyplot
-    from matplotlib.font_manager import FontProperties
-
     renderer, font = RendererAgg(1, 1, dpi), FontProperties(size=size)
     return max((renderer.get_text_width_height_descent(t, font, ismath=False)[0] for t in texts), default=0) / dpi
 
@@ -130,8 +132,6 @@ def already_drawn(path: Path, key: str) -> bool:
     if not path.is_file():
         return False
     try:
-        from PIL import Image  # matplotlib's own dependency
-
         with Image.open(path) as im:  # the key's chunk precedes the pixels: `info` has it without decoding them
             return (im.info.get(FIGURE_KEY) or im.text.get(FIGURE_KEY)) == key
     except Exception:  # a damaged or foreign file: draw it again
@@ -359,8 +359,6 @@ def _small_multiples(fig, axes, ncols: int, metrics, groups: list[Group], base: 
     """A block of panels per metric of `metrics`, a panel per setting in rows of `ncols` (each block begins a row;
     `axes` has a slot for every place of every block): the setting's mean and seeds in colour, the baseline's
     mean in light grey behind them; the axes shared within a block, tick labels at its left and bottom edges only."""
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import MaxNLocator
 
     width, n = 2.6, len(groups)
     per = len(axes) // len(metrics)
@@ -484,7 +482,6 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_title(column.heading(layer), fontsize=10)
     if column.kind == "perplexity" and xs and min(xs) > 0 and max(xs) / min(xs) > 20:
-        from matplotlib.ticker import NullFormatter
 
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short axis

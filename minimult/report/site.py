@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 import jinja2
+import matplotlib
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
@@ -410,8 +411,6 @@ REPORT_FILES = (".png", ".md", ".csv", ".json")  # a report's files, which the s
 def report_key(root: Path) -> str:
     """What a results folder's report is made from: every JSON, JSONL and TOML file below it (run folders, manifests)
     and minimult's code (any change to it may change a table or a figure) with matplotlib's version."""
-    import matplotlib
-
     h = hashlib.sha256(matplotlib.__version__.encode() + b"\0")
     code = Path(__file__).resolve().parents[1]
     for base, pattern in ((code, "*.py"), (code, "*.toml"), (root, "*.json"), (root, "*.jsonl"), (root, "*.toml")):
