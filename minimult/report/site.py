@@ -43,6 +43,7 @@ from markupsafe import Markup
 from minimult.config import PRESETS, flat
 from minimult.data.cache import cache_root
 from minimult.errors import MinimultError
+from minimult.evaluate.registry import columns
 from minimult.runs import write_json
 from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
@@ -616,19 +617,23 @@ CURVES = (("mu", "µ"), ("ppl_dev", "ppl dev"), ("ppl_train", "ppl train"), ("re
           ("translation_top", "τ (top layer)"))
 
 
+def _curve_columns() -> dict:
+    """{curve key: the registry Column it reads}: a per-layer column's key is its name + "_top" (the row's µ layer)."""
+    return {**{c.key(None): c for c in columns() if not c.per_layer},
+            **{f"{c.name}_top": c for c in columns() if c.per_layer}}
+
+
 def _curve_points(rows: list[dict]) -> dict[str, list]:
     """Each logged evaluation's numbers by step: {curve key: [[step, value], ...]}."""
+    by_key = _curve_columns()
     out: dict[str, list] = {k: [] for k, _ in CURVES}
     for row in rows:
         ev, step = row.get("eval"), row.get("step")
         if not isinstance(ev, dict) or not isinstance(step, (int, float)):
             continue
         top = mu_top(ev)
-        ppl = ev.get("perplexity") if isinstance(ev.get("perplexity"), dict) else {}
-        layer = (ev.get("layers") or {}).get(top) or {}
-        for key, value in (("mu", ev.get("mu")), ("ppl_dev", ppl.get("dev")), ("ppl_train", ppl.get("train")),
-                           ("retrieval_top", layer.get("retrieval")), ("translation_top", layer.get("translation"))):
-            out[key].append((step, value))
+        for key in out:
+            out[key].append((step, by_key[key].value(ev, top)))
     return {k: points for k, v in out.items() if (points := _points(v))}
 
 
