@@ -164,9 +164,13 @@ def report(name: str, page: str, got: dict, shot: Path | None) -> None:
         print(f"        shrunk: {src}")
 
 
+PROBLEMS = ("console errors", "wider than the window", "scrolling sideways", "shrunk figures")
+
+
 def problems(got: dict) -> dict:
-    return {"console errors": bool(got["errors"]) or not got["loaded"], "wider than the window": got["overflow_px"] > 0,
-            "scrolling sideways": got["scrolling"] > 0, "shrunk figures": bool(got["shrunk"])}
+    """{each of PROBLEMS: whether the page `visit` reported on has it}."""
+    return dict(zip(PROBLEMS, (bool(got["errors"]) or not got["loaded"], got["overflow_px"] > 0, got["scrolling"] > 0,
+                               bool(got["shrunk"]))))
 
 
 def main(argv: list[str]) -> int:
@@ -198,8 +202,7 @@ def main(argv: list[str]) -> int:
         if every:
             seen = {p.resolve() for p in pages.values() if p is not None}
             rest = sorted(p for p in site.rglob("*.html") if p.resolve() not in seen)
-            counts = dict.fromkeys(problems({"errors": [], "loaded": True, "overflow_px": 0, "scrolling": 0,
-                                             "shrunk": []}), 0)
+            counts = dict.fromkeys(PROBLEMS, 0)
             for page in rest:
                 got = visit(browser, page.resolve().as_uri(), None)
                 found = problems(got)
