@@ -35,7 +35,7 @@ from minimult.config import EXECUTION_SETTINGS, flat
 from minimult.mods import REGISTRY
 from minimult.registry import Registry
 from minimult.report.collect import UNLEARNED_MARGIN, Group, Section, current_config, full_transfer, unlearned
-from minimult.report.figures import pyplot, save_figure
+from minimult.report.figures import panel_grid, place, save_figure
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, baseline_for, mean_std, table_lines
 
@@ -260,7 +260,7 @@ def markdown(found: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PANELS_A_ROW = 3  # 3.6 in a panel at 120 dpi: a row of 1,296 px, legible on a page 1,400 px wide
+PANELS_A_ROW = 3  # a row of 2.4-inch panels and their labels: ~1,300 px at 120 dpi, legible on a 1,400 px page
 
 
 def figure(found: list[dict], out: Path) -> Path | None:
@@ -268,13 +268,8 @@ def figure(found: list[dict], out: Path) -> Path | None:
     as error bars."""
     if not found:
         return None
-    plt = pyplot()
-    cols = min(len(found), PANELS_A_ROW)
-    rows = -(-len(found) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
-    for ax in axes.flat[len(found):]:
-        ax.set_visible(False)
-    for ax, s in zip(axes.flat, found):
+    plt, fig, axes = panel_grid(len(found))
+    for ax, s in zip(axes, found):
         axis = AXES[s["axis"]]
         numeric = [p for p in s["points"] if not isinstance(p["x"], str)]
         labels = [p for p in s["points"] if isinstance(p["x"], str)]
@@ -305,7 +300,9 @@ def figure(found: list[dict], out: Path) -> Path | None:
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(axis.label)
         ax.set_title(f"{axis.name} ({s['table']})" + (f"\nat {s['context']}" if s.get("context") else ""), fontsize=9)
-    fig.tight_layout()
+    cols = min(len(found), PANELS_A_ROW)  # each panel's left labels before it, its right axis's labels after it
+    place(fig, axes, cols, 2.4, 2.4, 120, "", left=0.8, gaps=[1.35] * (cols - 1) + [0.7], bottom=0.55,
+          row_gap=1.0, top=0.5)
     return save_figure(fig, plt, Path(out) / "k_et_al.png", 120)
 
 
