@@ -23,7 +23,8 @@ def note(line: str) -> None:
 
 
 def data_options(f, preset: bool = True):
-    """Options that choose the data (shared by prepare, pretrain and, without --preset, budget)."""
+    """Options that choose the data (shared by prepare, pretrain, neighbours and, without --preset, budget); a
+    command takes those it does not use itself as `**_data`: `_overrides` reads them all from click's context."""
     from minimult.data.sources import REGISTRY
     from minimult.data.vocab import TOKENIZERS
 
@@ -94,7 +95,7 @@ def main():
 @click.option("--mods", default=None, help="Mods whose data effects to preview (comma-separated).")
 @click.option("--examples", default=3, show_default=True, help="Example sentences to show.")
 @_fail_cleanly
-def prepare(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, examples):
+def prepare(preset, mods, examples, **_data):
     """Build corpora, vocabulary and language views (cached) and print corpus statistics."""
     from minimult.config import resolve
     from minimult.data.prepare import summary
@@ -122,7 +123,7 @@ def prepare(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset,
 @click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Rewrite the table between this file's <!-- BEGIN budget --> and <!-- END budget --> lines.")
 @_fail_cleanly
-def budget(train, dev, source, files, n_langs, shared_vocab, tokenizer, settings, presets, mods, json_path, readme):
+def budget(presets, mods, json_path, readme, **_data):
     """Each preset's optimisation budget (updates, words and pieces per update) next to the paper's."""
     from minimult import budget as b
     from minimult.config import PRESETS, resolve
@@ -186,9 +187,7 @@ def budget(train, dev, source, files, n_langs, shared_vocab, tokenizer, settings
 @click.option("--resume", "resume", default=None, type=click.Path(file_okay=False),
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
-def pretrain(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, epochs,
-             mask_probs, device, precision,
-             eval_every, nproc, stop_after, out, resume):
+def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_after, out, resume, **_data):
     """Pretrain a BERT on English + Fake-English with the given mods into a new run folder.
 
     Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
@@ -582,7 +581,7 @@ def transfer(run, modes, layer, task_dir, settings, device, threads, json_path):
 @click.option("--words", default="God,Jesus,love,said,house,water,the,##s", show_default=True,
               help="Comma-separated English pieces whose neighbours to show.")
 @_fail_cleanly
-def neighbours(train, dev, source, files, n_langs, shared_vocab, tokenizer, preset, settings, mods, seed, words):
+def neighbours(preset, mods, seed, words, **_data):
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
     from minimult.config import resolve
     from minimult.data.run_data import RunData

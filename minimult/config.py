@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 
 from minimult import precision
-from minimult.errors import MinimultError
+from minimult.errors import MinimultError, check_at_least
 from minimult.data import sources
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.layout import layouts, model_sizes
@@ -136,14 +136,9 @@ class TrainConfig:
         for name in ("weight_decay", "adam_eps", "clip"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
                 raise MinimultError(f"train.{name} must be a finite number >= 0, got {getattr(self, name)}")
-        for name in ("warmup_steps", "threads", "checkpoint_every", "eval_every"):
-            if getattr(self, name) < 0:
-                raise MinimultError(f"train.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("nproc", "microbatches"):
-            if getattr(self, name) < 1:
-                raise MinimultError(f"train.{name} must be >= 1, got {getattr(self, name)}")
-        if self.eval_sentences < 2:
-            raise MinimultError(f"train.eval_sentences must be >= 2, got {self.eval_sentences}")
+        check_at_least("train", self, 0, "warmup_steps", "threads", "checkpoint_every", "eval_every")
+        check_at_least("train", self, 1, "nproc", "microbatches")
+        check_at_least("train", self, 2, "eval_sentences")
         if not 0 <= self.seed < 2**32:
             raise MinimultError(f"seed must be a whole number from 0 to {2**32 - 1}, got {self.seed}")
         if not -1 <= self.init_seed < 2**32:

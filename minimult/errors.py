@@ -8,6 +8,13 @@ class MinimultError(Exception):
     """Bad input or an impossible request; the message is the whole explanation."""
 
 
+def check_at_least(section: str, settings, minimum: int, *names: str) -> None:
+    """Each setting `names` of `settings` (a config section's dataclass) is >= `minimum`, else one error line."""
+    for name in names:
+        if getattr(settings, name) < minimum:
+            raise MinimultError(f"{section}.{name} must be >= {minimum}, got {getattr(settings, name)}")
+
+
 def fail_cleanly(f):
     """For CLI commands: a MinimultError becomes one `error: ...` line on stderr and exit code 2."""
     @wraps(f)

@@ -8,7 +8,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from minimult.errors import MinimultError
+from minimult.errors import MinimultError, check_at_least
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,8 @@ class ModelConfig:
     def __post_init__(self):
         if self.target_params < 0:
             raise MinimultError(f"model.target_params must be >= 0 (0 = off), got {self.target_params}")
-        for name in ("vocab_size", "hidden", "intermediate", "heads", "layers", "max_positions"):
-            if getattr(self, name) < 1:
-                raise MinimultError(f"model.{name} must be >= 1, got {getattr(self, name)}")
-        if self.type_vocab_size < 0:
-            raise MinimultError(f"model.type_vocab_size must be >= 0, got {self.type_vocab_size}")
+        check_at_least("model", self, 1, "vocab_size", "hidden", "intermediate", "heads", "layers", "max_positions")
+        check_at_least("model", self, 0, "type_vocab_size")
         if self.hidden % self.heads and not self.target_params:  # with a target, solve_sizes picks hidden
             raise MinimultError(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
         if not 0.0 <= self.dropout < 1.0:

@@ -337,16 +337,14 @@ class Run:
         check_masking(cfg, mods)  # before the folder: bad input leaves no empty run behind
         pick_device(cfg.train.device)  # a device that is not here would leave a folder no command can train
         data = RunData(cfg, mods)
-        prepared = data.prepare(log)
-        run = cls(create_run_dir(out, cfg.mods, cfg.train.seed), cfg, mods, data)
-        write_json(run.path / "config.json", cfg.to_dict())
-        copy_vocab(prepared.path, run.path)
-        return run
+        data.prepare(log)
+        return cls.create_at(create_run_dir(out, cfg.mods, cfg.train.seed), cfg, log, mods, data)
 
     @classmethod
-    def create_at(cls, path: str | Path, cfg, log: Callable[[str], None] = print) -> "Run":
+    def create_at(cls, path: str | Path, cfg, log: Callable[[str], None] = print, mods: tuple | None = None,
+                  data=None) -> "Run":
         """The run in folder `path` (a sweep's): config.json and vocabulary written if missing."""
-        run = cls(Path(path), cfg)
+        run = cls(Path(path), cfg, mods, data)
         run.path.mkdir(parents=True, exist_ok=True)
         if not (run.path / "config.json").is_file():
             write_json(run.path / "config.json", cfg.to_dict())

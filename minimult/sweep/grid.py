@@ -95,6 +95,12 @@ TOP_KEYS = {f.name for f in dataclasses.fields(Grid)} - {"path"} | {"description
 SETTING_KEYS = {f.name for f in dataclasses.fields(Setting)} | {"note"}
 
 
+def _known_keys(table: dict, valid: set[str], where: str) -> None:
+    unknown = set(table) - valid
+    if unknown:
+        raise MinimultError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(valid))}")
+
+
 def _flatten(table: dict, where: str) -> dict:
     """{"train": {"lr": 1e-3}} or {"train.lr": 1e-3} -> {"train.lr": 1e-3}."""
     if not isinstance(table, dict):
@@ -146,10 +152,7 @@ def parse_seeds(text) -> tuple[int, ...]:
 def load_grid(path: str | Path) -> Grid:
     path = Path(path)
     data = _read_toml(path)
-    unknown = set(data) - TOP_KEYS
-    if unknown:
-        raise MinimultError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; valid: "
-                            f"{', '.join(sorted(TOP_KEYS))}")
+    _known_keys(data, TOP_KEYS, str(path))
     preset = data.get("preset", "paper")
     if preset not in PRESETS:
         raise MinimultError(f"{path}: unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
@@ -194,10 +197,7 @@ def _setting(raw, where: str, path: Path, seen: set[str]) -> Setting:
     """One [[settings]] table, checked (its id new to `seen`, which it joins)."""
     if not isinstance(raw, dict):
         raise MinimultError(f"{where} must be a table")
-    bad = set(raw) - SETTING_KEYS
-    if bad:
-        raise MinimultError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; valid: "
-                            f"{', '.join(sorted(SETTING_KEYS))}")
+    _known_keys(raw, SETTING_KEYS, where)
     if "id" not in raw:
         raise MinimultError(f"{where} has no id")
     sid = str(raw["id"]).strip()
