@@ -36,7 +36,7 @@ FORMATS = ("auto", "lines", "keyed")
 MISSING = ("error", "drop")
 MANIFEST_KEYS = ("languages", "first", "dev", "dev_share", "words", "lowercase", "format", "missing", "dictionary",
                  "links", "links_base")
-MARK = 1 << 16  # `_scan` notes where every MARK-th line of a file starts: `Lines` seeks there
+MARK = 1 << 16  # `_read` notes where every MARK-th line of a file starts: `Lines` seeks there
 DEV_SHARE = 0.1  # without dev files, the last tenth of the pairs is the development set
 RECIPE_VERSION = 1  # bump when the pairs a spec yields change (part of the prepared cache key)
 
@@ -199,8 +199,8 @@ class Lines(Sequence):
     from the file again at every pass, so a corpus of any size holds none of its text. Compares equal to the list
     of its sentences (tests, small files); indexing reads the file (it is meant for those only)."""
 
-    def __init__(self, path: Path, marks: list[int], start: int, stop: int, words: str, lowercase: bool):
-        self.path, self.marks, self.start, self.stop = path, marks, start, stop  # marks: `_stream`'s
+    def __init__(self, path: Path, lang: str, marks: list[int], start: int, stop: int, words: str, lowercase: bool):
+        self.path, self.lang, self.marks, self.start, self.stop = path, lang, marks, start, stop  # marks: `_read`'s
         self.words, self.lowercase = words, lowercase
 
     def __len__(self) -> int:
@@ -208,7 +208,7 @@ class Lines(Sequence):
 
     def __iter__(self):
         mark = self.start // MARK
-        lines = _stream(self.path, mark * MARK, self.marks[mark])
+        lines = _read(self.path, self.lang, mark * MARK, self.marks[mark])
         for line in islice(lines, self.start - mark * MARK, self.stop - mark * MARK):
             yield tokenize(line, self.words, self.lowercase)
 
@@ -219,8 +219,8 @@ class Lines(Sequence):
         return list(self) == list(other)
 
     def take(self, start: int, stop: int) -> "Lines":
-        return Lines(self.path, self.marks, self.start + start, self.start + min(stop, len(self)), self.words,
-                     self.lowercase)
+        return Lines(self.path, self.lang, self.marks, self.start + start, self.start + min(stop, len(self)),
+                     self.words, self.lowercase)
 
 
 @dataclass(frozen=True)
@@ -244,79 +244,77 @@ class ParallelCorpus(Corpus):
 
 def _lines(path: Path, lang: str) -> list[str]:
     """The file's lines (trailing empty lines dropped), or one error line naming the file and the line."""
-    of = f" (language {lang})"  # a language's name holds no braces: the templates stay templates
-    lines = text_lines(read_text(path, folder="{path} is a folder, not a file" + of,
-                                 missing="file not found: {path}" + of,
-                                 nul="{path}:{line}: a NUL byte: a binary file, not UTF-8 text" + of,
-                                 not_utf8="{path}:{line}: not UTF-8 ({reason} at byte {byte})" + of))
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise MinimultError(f"{path} is empty (language {lang})")
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            raise MinimultError(f"{path}:{i}: empty line (language {lang}): every line is one sentence of a pair; "
-                                f"leave a pair out of every file, not one")
-        if len(line) > MAX_LINE_CHARS:
-            raise MinimultError(f"{path}:{i}: {len(line):,} characters: a line holds one sentence (at most "
-                                f"{MAX_LINE_CHARS:,} characters) (language {lang})")
-    return lines
+    return list(_read(path, lang))
 
 
-def _stream(path: Path, line: int = 0, byte: int = 0, marks: list[int] | None = None):
-    """The lines of a file as `text_lines(read_text(path))` gives them, one at a time (a byte-order mark dropped),
-    from line `line` (0-based), which starts at byte `byte`; `marks` gets the byte where every MARK-th line
-    starts. `_Unclean` at a NUL byte or bytes that are not UTF-8 ("\\n" is never inside a UTF-8 sequence)."""
+def _read(path: Path, lang: str, line: int = 0, byte: int = 0, marks: list[int] | None = None):
+    """The lines of a file as `_lines` gives them, one at a time, from line `line` (0-based), which starts at byte
+    `byte`; `marks` gets the byte where every MARK-th line starts. The lines stop at the first fault, and the rest of
+    the file is read for what reading it whole names first: a NUL byte, then bytes that are not UTF-8 ("\\n" is
+    never inside a UTF-8 sequence), then an empty file, an empty line or one over MAX_LINE_CHARS characters."""
+    of = f" (language {lang})"
+    if path.is_dir():
+        raise MinimultError(f"{path} is a folder, not a file{of}")
+    if not path.is_file():
+        raise MinimultError(f"file not found: {path}{of}")
+    bom, blank, n, not_utf8, fault = 0, 0, 0, None, None
     with open(path, "rb") as f:
         f.seek(byte)
         for raw in f:
             if marks is not None and line % MARK == 0:
                 marks.append(byte)
+            start, line, byte = byte, line + 1, byte + len(raw)
             if b"\x00" in raw:
-                raise _Unclean
+                raise MinimultError(f"{path}:{line}: a NUL byte: a binary file, not UTF-8 text{of}")
+            if not_utf8:
+                continue
+            if start == 0 and raw.startswith(b"\xef\xbb\xbf"):
+                bom, raw = 3, raw[3:]
             try:
-                text = (raw.removeprefix(b"\xef\xbb\xbf") if byte == 0 else raw).decode("utf-8")
-            except UnicodeDecodeError:
-                raise _Unclean from None
-            line, byte = line + 1, byte + len(raw)
-            yield text.removesuffix("\n").removesuffix("\r")
-
-
-class _Unclean(Exception):
-    """A file that `_scan` does not pass: `_lines` reads it whole for its error line."""
+                text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+            except UnicodeDecodeError as e:
+                not_utf8 = (line, start, max(start - bom, 0) + e.start, e.reason)  # its byte counted after the mark
+                continue
+            if fault:
+                continue
+            if not text.strip():
+                blank += 1  # trailing blank lines are dropped; one before a line is an error
+            elif blank:
+                fault = (f"{path}:{line - blank}: empty line{of}: every line is one sentence of a pair; leave a pair "
+                         f"out of every file, not one")
+            elif len(text) > MAX_LINE_CHARS:
+                fault = (f"{path}:{line}: {len(text):,} characters: a line holds one sentence (at most "
+                         f"{MAX_LINE_CHARS:,} characters){of}")
+            else:
+                n += 1
+                yield text
+    if not_utf8:
+        line, start, at, reason = not_utf8
+        if at < start:  # and its line counted with the mark, as corpus.read_text counts it
+            with open(path, "rb") as f:
+                f.seek(at)
+                line -= f.read(start - at).count(b"\n")
+        raise MinimultError(f"{path}:{line}: not UTF-8 ({reason} at byte {at}){of}")
+    if fault or not n:
+        raise MinimultError(fault or f"{path} is empty{of}")
 
 
 def _scan(spec: Spec, paths: tuple[Path, ...]) -> tuple[int, list[list[int]]] | None:
-    """(the pairs of a set of line-aligned files, `_stream`'s marks of each), checked as `_pairs` and `_corpus`
+    """(the pairs of a set of line-aligned files, `_read`'s marks of each), checked as `_pairs` and `_corpus`
     check them (the same error for the same file) while holding one line at a time; None when the files are
     keyed or may be (a line begins as a keyed one): `_pairs` reads those whole."""
     if spec.format == "keyed":
         return None
     counts, empty, marks = [], [], []
     for path, lang in zip(paths, spec.languages):
-        n = blank = 0
-        first_empty = None
+        n, first_empty = 0, None
         marks.append([])
-        try:
-            if not path.is_file():
-                raise _Unclean
-            for line in _stream(path, marks=marks[-1]):
-                if not line.strip():
-                    blank += 1  # trailing blank lines are dropped; one before a line is an error
-                    continue
-                if blank or len(line) > MAX_LINE_CHARS:
-                    raise _Unclean
-                if spec.format == "auto" and STARTS_KEYED.match(line):
-                    return None
-                n += 1
-                if first_empty is None and spec.words != "whitespace" and not tokenize(line, spec.words,
-                                                                                         spec.lowercase):
-                    first_empty = n  # (split at whitespace, a line that is not blank has words)
-            if not n:
-                raise _Unclean
-        except _Unclean:
-            _lines(path, lang)  # raises the error line
-            raise AssertionError(f"{path}: _scan and _lines disagree") from None
+        for line in _read(path, lang, marks=marks[-1]):
+            if spec.format == "auto" and STARTS_KEYED.match(line):
+                return None
+            n += 1
+            if first_empty is None and spec.words != "whitespace" and not tokenize(line, spec.words, spec.lowercase):
+                first_empty = n  # (split at whitespace, a line that is not blank has words)
         counts.append(n)
         empty.append(first_empty)
     if len(set(counts)) > 1:
@@ -405,7 +403,8 @@ def _corpus(spec: Spec, paths, name: str, log) -> ParallelCorpus:
     scanned = _scan(spec, paths)
     if scanned is not None:  # line-aligned: read again at each pass
         n, marks = scanned
-        lines = [Lines(path, m, 0, n, spec.words, spec.lowercase) for path, m in zip(paths, marks)]
+        lines = [Lines(path, lang, m, 0, n, spec.words, spec.lowercase)
+                 for path, lang, m in zip(paths, spec.languages, marks)]
         return ParallelCorpus(name, lines[0], range(1, n + 1), lines[1:], {"format": "lines"})
     ids, texts, numbers, stats = _pairs(spec, paths, log)
     sentences = [[tokenize(text, spec.words, spec.lowercase) for text in ts] for ts in texts]
