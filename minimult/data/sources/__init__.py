@@ -26,7 +26,7 @@ import numpy as np
 
 from minimult.data.corpus import load_corpus, normalise, words
 from minimult.data.languages import Side
-from minimult.data.vocab import Vocab, shipped_vocab, train_vocab
+from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
 from minimult.registry import Registry
 
@@ -150,9 +150,14 @@ class Source:
         progress(f"reading development corpus {data_cfg.dev} ...")
         return train, load_corpus(data_cfg.dev, data_cfg.dev_sentences or None)
 
+    def language_vocab(self, prepared, data_cfg, k: int) -> Vocab:
+        """Language k's vocabulary: its own where it has one (en-es, parallel), else the prepared one."""
+        return prepared.vocab
+
     def display(self, prepared, data_cfg, ids) -> list[str]:
-        """Global ids as pieces (language k's with k `::` prefixes)."""
-        return prepared.vocab.display(ids)
+        """Global ids as their language's pieces (language k's with k `::` prefixes)."""
+        vocabs = [self.language_vocab(prepared, data_cfg, k) for k in range(data_cfg.n_langs)]
+        return [vocabs[int(i) // prepared.vocab.stride].display([i])[0] for i in ids]
 
     def vocab_size(self, data_cfg) -> int:
         """Entries of the trained vocabulary (and the stride of `Vocab.display`); one shared by choice
@@ -190,7 +195,15 @@ class Source:
         raise NotImplementedError
 
     def random_ids(self, prepared, data_cfg):
-        raise NotImplementedError
+        """(R,) long: the ids a random replacement draws from, every non-special entry of each language's
+        vocabulary in its id block (one shared vocabulary: its own entries; a character set leaves the end of
+        its block unused, which is never drawn)."""
+        import torch  # lazy: the CLI imports every source to list them, and torch costs seconds
+
+        if self.shares_vocabulary(data_cfg):
+            return torch.arange(N_SPECIAL, len(prepared.vocab))
+        return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k)))
+                          + k * data_cfg.vocab_size for k in range(data_cfg.n_langs)])
 
 
 register = REGISTRY.register

@@ -36,7 +36,7 @@ from minimult.data.sources import Source, register
 from minimult.data.sources.shift import one_piece_sides, shifted_side
 from minimult.data.sources.unicode import shift_piece, shift_text, unicode_side
 from minimult.data.tasks import verse_split
-from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_wordpiece
+from minimult.data.vocab import Vocab, shipped_vocab, train_wordpiece
 from minimult.errors import MinimultError
 
 LANGUAGES = ("en", "es")
@@ -226,6 +226,10 @@ class EnEs(Source):
             return prepared.vocab
         return Vocab.load(prepared.path / "es", data_cfg.vocab_size)
 
+    def language_vocab(self, prepared, data_cfg, k: int) -> Vocab:
+        """Spanish's own; English's for English and Fake-English (`::::` pieces)."""
+        return self.spanish_vocab(prepared, data_cfg) if k == 1 else prepared.vocab
+
     def views(self, prepared, split, data_cfg):
         es = prepared.extra[f"{split}_es"]
         gold = np.load(prepared.path / f"{split}_es_gold.npy")
@@ -246,23 +250,6 @@ class EnEs(Source):
         if not self.shares_vocabulary(data_cfg):
             es, fake = es + V, en + 2 * V
         return one_piece_sides([en, es, fake][:data_cfg.n_langs])
-
-    def random_ids(self, prepared, data_cfg):
-        import torch  # lazy: the CLI imports every source to list them, and torch costs seconds
-
-        if self.shares_vocabulary(data_cfg):
-            return torch.arange(N_SPECIAL, len(prepared.vocab))
-        sizes = [len(prepared.vocab), len(self.spanish_vocab(prepared, data_cfg)), len(prepared.vocab)]
-        return torch.cat([torch.arange(N_SPECIAL, n) + k * data_cfg.vocab_size
-                          for k, n in enumerate(sizes[:data_cfg.n_langs])])
-
-    def display(self, prepared, data_cfg, ids) -> list[str]:
-        """Spanish ids as Spanish pieces; English and Fake-English (`::::` pieces) by the English vocabulary."""
-        if self.shares_vocabulary(data_cfg):
-            return prepared.vocab.display(ids)
-        es = self.spanish_vocab(prepared, data_cfg)
-        V = data_cfg.vocab_size
-        return [es.display([i])[0] if int(i) // V == 1 else prepared.vocab.display([i])[0] for i in ids]
 
 
 def write_files(out, train_verses: int | None = None, dev_verses: int | None = 10_000,

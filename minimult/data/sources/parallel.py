@@ -264,14 +264,6 @@ class Parallel(Source):
         return one_piece_sides([np.array(common, dtype=np.int32)]
                                + [np.array([m[i] for i in common], dtype=np.int32) for m in maps])
 
-    def random_ids(self, prepared, data_cfg):
-        import torch  # lazy: the CLI imports every source to list them, and torch costs seconds
-
-        if self.shares_vocabulary(data_cfg):
-            return torch.arange(N_SPECIAL, len(prepared.vocab))
-        return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k)))
-                          + k * data_cfg.vocab_size for k in range(data_cfg.n_langs)])
-
     def display(self, prepared, data_cfg, ids) -> list[str]:
         """Each id as its language's piece (one shared vocabulary: that vocabulary's)."""
         if self.shares_vocabulary(data_cfg):

@@ -8,7 +8,6 @@ import dataclasses
 import numpy as np
 
 from minimult.data.languages import Side, english_side
-from minimult.data.masking import random_replacement_ids
 from minimult.data.sources import Source, register
 from minimult.data.vocab import N_SPECIAL
 
@@ -41,9 +40,6 @@ class Shift(Source):
         (a character set leaves most of its block unused) are never inputs and are left out."""
         en = np.arange(N_SPECIAL, len(prepared.vocab), dtype=np.int32)
         return one_piece_sides([en + k * prepared.vocab.stride for k in range(data_cfg.n_langs)])
-
-    def random_ids(self, prepared, data_cfg):
-        return random_replacement_ids(prepared.vocab.stride, data_cfg.n_langs, entries=len(prepared.vocab))
 
 
 register(Shift())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from minimult.data.languages import Side, english_side, positions_within
-from minimult.data.masking import random_replacement_ids
 from minimult.data.sources import UNICODE_SHIFT, Source, register, shift_text  # noqa: F401 (re-exported)
 from minimult.data.sources.shift import one_piece_sides
 from minimult.data.vocab import N_SPECIAL, Encoded
@@ -76,9 +75,6 @@ class Unicode(Source):
         pairs = [(a, b) for a, b in pairs if b is not None and a != b]
         en, l1 = (np.array(x, dtype=np.int32) for x in zip(*pairs)) if pairs else (np.zeros(0, np.int32),) * 2
         return one_piece_sides([en, l1])
-
-    def random_ids(self, prepared, data_cfg):
-        return random_replacement_ids(len(prepared.vocab), 1)
 
 
 register(Unicode())
