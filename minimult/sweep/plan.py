@@ -69,10 +69,6 @@ class Summary:
                 + (f", {left_out} left out (need a GPU)" if left_out else "") + f"; run folders under {self.root}/")
 
 
-def run_dir_name(setting_id: str, mods: str, seed: int) -> str:
-    return f"{setting_id}-{mods_for_folder(mods)}-s{seed}"
-
-
 def _absolute_files(values: dict) -> dict:
     """Corpus files given by a relative path become absolute, so runs and workers do not depend on
     the current directory (built-in corpus names are left alone)."""
@@ -92,7 +88,7 @@ def plan(grid: Grid, seeds, preset: str, root: Path, overrides: dict) -> list[Ta
                 cfg, _ = resolve(preset, values, setting.mods)
             except MinimultError as e:
                 raise MinimultError(f"setting {setting.id} ({setting.name}): {e}") from None
-            run_dir = root / run_dir_name(setting.id, cfg.mods, seed)
+            run_dir = root / f"{setting.id}-{mods_for_folder(cfg.mods)}-s{seed}"
             tasks.append(Task(setting.id, setting.name, cfg.mods, seed, str(run_dir), _plain(cfg.to_dict()),
                               setting.needs_gpu))
     return tasks
