@@ -113,12 +113,9 @@ class Source:
         """Word-tokenized `sentences` of language `lang` as that language's Side (its vocabulary, its id
         offset, English text shifted where the language is written in a shifted script), with no gold
         alignment: how a labelled task's text reads as the run trained on that language."""
-        spec = self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]
-        vocab = Vocab.load(prepared.path / spec["tokenizer"], prepared.vocab.stride) if spec["tokenizer"] \
-            else prepared.vocab
-        if spec["unicode_shift"]:
+        if self.text_inputs(data_cfg)[self.names(data_cfg)[lang]]["unicode_shift"]:
             sentences = [[shift_text(w) for w in s] for s in sentences]
-        enc = vocab.encode(sentences, np.arange(len(sentences)))
+        enc = self.language_vocab(prepared, data_cfg, lang).encode(sentences, np.arange(len(sentences)))
         return Side(lang, enc.ids.astype(np.int32) + self.id_offset(lang, data_cfg), enc.offsets, enc.word_starts,
                     np.full(len(sentences), -1), np.full(len(enc.ids), -1))
 
