@@ -53,7 +53,7 @@ def resume(run: str | Path, stop_after: int | None = None, log: Log = print) -> 
 def evaluate(run: str | Path, layers=None, only=None, log: Log = print, **options) -> dict:
     """Every measure of a run (`minimult eval RUN`), written to its results.json and returned; `layers` (e.g.
     [0, 8]), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`) as the CLI takes them."""
-    if only is not None and isinstance(only, str):
+    if isinstance(only, str):
         only = [name.strip() for name in only.split(",") if name.strip()]
     return evaluate_run(run, layers=layers, only=only, log=log, **options)
 

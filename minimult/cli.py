@@ -689,7 +689,6 @@ def list_mods():
         click.echo(f"{m.spec(m.default) if m.parse else m.name:<16} v{m.version}  {m.description}")
 
 
-
 from minimult.cli_sweep import report, sweep  # noqa: E402  (commands defined in their own module)
 
 main.add_command(sweep)

@@ -1,4 +1,5 @@
-"""The one exception type users see, and the decorator that turns it into one line + exit code 2."""
+"""The one exception type users see, the lower-bound check of a config section's settings that raises it, and the
+decorator that turns it into one line + exit code 2."""
 
 import sys
 from functools import wraps

@@ -86,7 +86,6 @@ def cpu_count() -> int:
 # Starting the ranks (`minimult pretrain --nproc N`): one process each, this one waits and reports.
 
 
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
