@@ -45,7 +45,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minimult.data import sources
 from minimult.errors import MinimultError
 from minimult.model import Bert, ModelConfig
 from minimult.runs import Run
@@ -56,40 +55,36 @@ TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "
                     "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]", "model_max_length": 512}
 
 
+# HF BertForMaskedLM's modules -> ours, each a weight and a bias: outside the blocks, then in block i
+MODULES = {"bert.embeddings.LayerNorm": "embeddings.ln", "cls.predictions.transform.dense": "head.dense",
+           "cls.predictions.transform.LayerNorm": "head.ln"}
+BLOCK_MODULES = {"attention.output.dense": "attn.proj", "attention.output.LayerNorm": "ln_attn",
+                 "intermediate.dense": "fc_in", "output.dense": "fc_out", "output.LayerNorm": "ln_ffn"}
+
+
 def _hf_state_dict(model: Bert, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     """Our parameter names -> HF BertForMaskedLM names (fused QKV split back into query/key/value)."""
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     H = cfg.hidden
     token = sd["embeddings.lookups.token.weight"]
-    segment = sd.get("embeddings.lookups.segment.weight", torch.zeros(1, H))  # no table: one zero row
     out = {
         "bert.embeddings.word_embeddings.weight": token,
         "bert.embeddings.position_embeddings.weight": sd["embeddings.lookups.position.weight"],
-        "bert.embeddings.token_type_embeddings.weight": segment,
-        "bert.embeddings.LayerNorm.weight": sd["embeddings.ln.weight"],
-        "bert.embeddings.LayerNorm.bias": sd["embeddings.ln.bias"],
-        "cls.predictions.transform.dense.weight": sd["head.dense.weight"],
-        "cls.predictions.transform.dense.bias": sd["head.dense.bias"],
-        "cls.predictions.transform.LayerNorm.weight": sd["head.ln.weight"],
-        "cls.predictions.transform.LayerNorm.bias": sd["head.ln.bias"],
+        # no table: one zero row
+        "bert.embeddings.token_type_embeddings.weight": sd.get("embeddings.lookups.segment.weight", torch.zeros(1, H)),
         "cls.predictions.decoder.weight": token,  # tied
         "cls.predictions.decoder.bias": sd["head.bias"],
         "cls.predictions.bias": sd["head.bias"],
     }
+    modules = dict(MODULES)
     for i in range(cfg.layers):
         ours, hf = f"blocks.{i}.", f"bert.encoder.layer.{i}."
         for part, w, b in zip(("query", "key", "value"), sd[ours + "attn.qkv.weight"].split(H),
                               sd[ours + "attn.qkv.bias"].split(H)):
             out[f"{hf}attention.self.{part}.weight"], out[f"{hf}attention.self.{part}.bias"] = w, b
-        for theirs, mine in {
-            "attention.output.dense": "attn.proj",
-            "attention.output.LayerNorm": "ln_attn",
-            "intermediate.dense": "fc_in",
-            "output.dense": "fc_out",
-            "output.LayerNorm": "ln_ffn",
-        }.items():
-            out[f"{hf}{theirs}.weight"], out[f"{hf}{theirs}.bias"] = (sd[f"{ours}{mine}.weight"],
-                                                                      sd[f"{ours}{mine}.bias"])
+        modules.update({hf + theirs: ours + mine for theirs, mine in BLOCK_MODULES.items()})
+    for theirs, mine in modules.items():
+        out[f"{theirs}.weight"], out[f"{theirs}.bias"] = sd[f"{mine}.weight"], sd[f"{mine}.bias"]
     return {k: v.clone() for k, v in out.items()}
 
 
@@ -355,9 +350,8 @@ def export_run(run, hf_dir, force: bool = False, log=print) -> Path:
     a note (`log`), and the export records how far it trained. Returns the folder."""
     opened = Run.open(run)
     check_destination(Path(hf_dir), force)  # before loading anything
-    lang_source = sources.get(opened.cfg.data.source)
-    block = lang_source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
-    languages = language_record(lang_source, opened.cfg.data, opened.data.layouts, opened.mods)
+    block = opened.data.source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
+    languages = language_record(opened.data.source, opened.cfg.data, opened.data.layouts, opened.mods)
     with opened.locked():
         ckpt = opened.checkpoint()
         model = Bert(opened.cfg.model)

@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from minimult.data.corpus import text_lines
-from minimult.data.languages import Side
+from minimult.data.languages import Side, positions_within
 from minimult.data.layout import Layout
 from minimult.data.sources.shift import one_piece_sides
 from minimult.data.sources.unicode import shift_text
@@ -179,11 +179,9 @@ def _side(tokenizer, lines: list[str], lang: int, offset: int, gold: bool, unico
     enc = tokenizer(lines, add_special_tokens=False, return_offsets_mapping=True)
     pieces = [np.asarray(ids, dtype=np.int64) + offset for ids in enc["input_ids"]]
     starts = [whitespace_word_starts(line, spans) for line, spans in zip(lines, enc["offset_mapping"])]
-    lengths = np.array([len(p) for p in pieces])
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
     return Side(lang, np.concatenate(pieces).astype(np.int32), offsets, np.concatenate(starts).astype(bool),
-                np.arange(len(lines)), within if gold else np.full(offsets[-1], -1))
+                np.arange(len(lines)), positions_within(offsets) if gold else np.full(offsets[-1], -1))
 
 
 def check_words(side: Side, lines: list[str], path) -> None:

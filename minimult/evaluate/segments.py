@@ -59,11 +59,10 @@ def segment_vector(model, value: str) -> torch.Tensor | None:
     """The vector every sequence reads under `value` (None for original)."""
     if value == "original":
         return None
-    table = model.embeddings.lookups["segment"].weight if "segment" in model.embeddings.lookups else None
-    if table is None:
+    if "segment" not in model.embeddings.lookups:
         raise MinimultError(f"--segment {value}: this model has no segment table (no-segment); only "
                             f"'original' applies")
-    rows = table.detach()
+    rows = model.embeddings.lookups["segment"].weight.detach()
     if value in ("1s", "avg") and len(rows) < 2:
         raise MinimultError(f"--segment {value}: the segment table has {len(rows)} row(s)")
     fixed = {"0s": lambda: rows[0].clone(), "1s": lambda: rows[1].clone(), "avg": lambda: (rows[0] + rows[1]) / 2,

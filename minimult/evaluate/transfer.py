@@ -181,18 +181,23 @@ def fine_tune(model, side: Side, labels: np.ndarray, classes: int, layouts, free
     return encoder.eval(), head.eval()
 
 
+def sentence_means(model, side: Side, layouts, layer: int) -> torch.Tensor:
+    """(S, H): the mean-pooled layer-`layer` vectors of `side`'s S sentences (the pooling of retrieval ρ)."""
+    return sentence_vectors(piece_vectors(model, side, layouts, [layer], next(model.parameters()).device)[layer], side)
+
+
 @torch.no_grad()
 def predict(encoder, head: nn.Linear, side: Side, layouts) -> torch.Tensor:
     """Predicted class of every sentence of `side` (the encoder in eval mode: no dropout)."""
-    depth = encoder.cfg.layers
-    device = next(encoder.parameters()).device
-    vectors = piece_vectors(encoder, side, layouts, [depth], device)[depth]
-    return head(sentence_vectors(vectors, side)).argmax(-1)
+    return head(sentence_means(encoder, side, layouts, encoder.cfg.layers)).argmax(-1)
 
 
-def _row(seed, first: float, zero_shot: dict[str, float], dev: float, **extra) -> dict:
-    """One fine-tuning seed's (or the frozen fit's) numbers: the first language's test accuracy (`en`), each other
-    language's zero-shot accuracy and ∆ (`languages`), language 1's also at the top (`zero_shot`, `delta`)."""
+def _row(seed, classify: Callable[[Side], torch.Tensor], data: list[dict], names, dev: float, **extra) -> dict:
+    """One fine-tuning seed's (or the frozen fit's) numbers from `classify` (a side -> its sentences' predicted
+    classes): the first language's test accuracy (`en`), each other language's zero-shot accuracy and ∆
+    (`languages`), language 1's also at the top (`zero_shot`, `delta`)."""
+    first = accuracy(classify(data[0]["test"][0]), data[0]["test"][1])
+    zero_shot = {name: accuracy(classify(d["test"][0]), d["test"][1]) for name, d in zip(names[1:], data[1:])}
     z = next(iter(zero_shot.values()))
     return {"seed": seed, "en": first, "zero_shot": z, "delta": first - z, "en_dev": dev, **extra,
             "languages": {name: {"zero_shot": x, "delta": first - x} for name, x in zero_shot.items()}}
@@ -202,29 +207,19 @@ def frozen_row(model, data, layouts, layer: int, classes: int, names) -> dict:
     """The frozen mode: logistic regression on the mean-pooled layer-`layer` vectors (one deterministic fit,
     its L2 strength chosen on the first language's dev split)."""
     device = next(model.parameters()).device
-    first = data[0]
-
-    def vectors(side):
-        return sentence_vectors(piece_vectors(model, side, layouts, [layer], device)[layer], side)
-
-    x = {s: vectors(first[s][0]) for s in SPLITS}
-    y = {s: torch.as_tensor(first[s][1], device=device) for s in SPLITS}
+    x = {s: sentence_means(model, data[0][s][0], layouts, layer) for s in ("train", "dev")}
+    y = {s: torch.as_tensor(data[0][s][1], device=device) for s in ("train", "dev")}
     clf = fit_logistic(x["train"], y["train"], x["dev"], y["dev"], classes)
-    e = accuracy(clf.predict(x["test"]), first["test"][1])
-    zero_shot = {name: accuracy(clf.predict(vectors(d["test"][0])), d["test"][1])
-                 for name, d in zip(names[1:], data[1:])}
-    return _row(None, e, zero_shot, clf.dev_accuracy, l2=clf.l2)
+    return _row(None, lambda side: clf.predict(sentence_means(model, side, layouts, layer)), data, names,
+                clf.dev_accuracy, l2=clf.l2)
 
 
 def fine_tuned_row(model, data, layouts, freeze: int | None, cfg, seed: int, classes: int, log, tag: str,
                    names) -> dict:
     """One fine-tuning seed of `full` (freeze None) or `freeze:N`: test accuracies and the first language's dev."""
-    first = data[0]
-    encoder, head = fine_tune(model, *first["train"], classes, layouts, freeze, cfg, seed, log, tag)
-    e, d = (accuracy(predict(encoder, head, side, layouts), labels) for side, labels in (first["test"], first["dev"]))
-    zero_shot = {name: accuracy(predict(encoder, head, part["test"][0], layouts), part["test"][1])
-                 for name, part in zip(names[1:], data[1:])}
-    return _row(seed, e, zero_shot, d)
+    encoder, head = fine_tune(model, *data[0]["train"], classes, layouts, freeze, cfg, seed, log, tag)
+    dev = accuracy(predict(encoder, head, data[0]["dev"][0], layouts), data[0]["dev"][1])
+    return _row(seed, lambda side: predict(encoder, head, side, layouts), data, names, dev)
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float | None]:

@@ -14,15 +14,13 @@ def run(ctx) -> dict:
                 f"parallel source's: [dictionary] files or dictionary = \"identical\" in its manifest)")
     out = {}
     for l in ctx.layers:
+        tau = dict.fromkeys(("mean", "forward", "backward"))
         if en.num_sentences > 1:
             ven, vl1 = ctx.dictionary_vectors
             with ctx.phase("translation"):
                 tau = metrics.retrieval_p1(ven[l], vl1[l])
-        else:
-            tau = None
-        out[str(l)] = {"translation": tau["mean"] if tau else None,
-                       "translation_forward": tau["forward"] if tau else None,
-                       "translation_backward": tau["backward"] if tau else None}
+        out[str(l)] = {"translation": tau["mean"], "translation_forward": tau["forward"],
+                       "translation_backward": tau["backward"]}
     return {"layers": out, "dictionary_entries": en.num_sentences}
 
 

@@ -108,12 +108,9 @@ def build_mapping(prepared, sides: tuple[Side, Side], seed: int, dim: int = 300,
 def dictionary_p1(en, l1, dictionary) -> dict:
     """Translation P@1 of the mapped spaces against the source's dictionary (for Fake-English by
     shift: the identity)."""
-    en_ids, Xm = en
-    l1_ids, Zm = l1
-    translation = {int(a): int(b) for a, b in zip(dictionary[0].ids, dictionary[1].ids)}
-    where = {int(i): r for r, i in enumerate(l1_ids)}
-    pairs = np.array([(r, where[translation[int(i)]]) for r, i in enumerate(en_ids)
-                      if translation.get(int(i)) in where])
+    (en_ids, Xm), (l1_ids, Zm) = en, l1
+    translation = {int(a): {int(b)} for a, b in zip(dictionary[0].ids, dictionary[1].ids)}  # an id's last entry
+    pairs = seed_pairs(en_ids, l1_ids, translation)
     if len(pairs) == 0:
         return {"pairs": 0}
     return {"pairs": int(len(pairs)), "nn": translation_p1(Xm, Zm, pairs, "nn"),
