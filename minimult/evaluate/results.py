@@ -94,12 +94,10 @@ def standalone_record(run, kind: str, part: dict, t0: float) -> dict:
     """The results of a standalone evaluator's own command (`minimult transfer`: `kind`), begun at `t0` (epoch
     seconds): a block of its own, never 'complete' (it has no per-layer numbers), at the steps of the checkpoint
     the run loaded (run.json lacks a killed run's); `write_results` keeps its key at the top."""
-    steps, total = run.trained["steps"], run.trained["total_steps"]
     return {"evaluation": {"kind": kind, "complete": False, "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
-            "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": steps,
-            "total_steps": total,
-            "evaluator_versions": versions(), "config": run.cfg.to_dict(), "environment": environment(),
-            **part, "eval_seconds": time.time() - t0}
+            "run": str(run.path), "mods": run.cfg.mods, "seed": run.cfg.train.seed, "steps": run.trained["steps"],
+            "total_steps": run.trained["total_steps"], "evaluator_versions": versions(), "config": run.cfg.to_dict(),
+            "environment": environment(), **part, "eval_seconds": time.time() - t0}
 
 
 def replaces_headline(old: dict, results: dict) -> bool:

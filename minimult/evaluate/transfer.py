@@ -233,12 +233,11 @@ def _summary(rows: list[dict]) -> dict:
     for key in ("en", "zero_shot", "en_dev", "delta"):
         out[key], out[f"{key}_std"] = _mean_std([r[key] for r in rows])
     out["delta"] = out["en"] - out["zero_shot"]
-    languages = {}
+    out["languages"] = {}
     for name in rows[0]["languages"]:
         z, z_std = _mean_std([r["languages"][name]["zero_shot"] for r in rows])
         _, d_std = _mean_std([r["languages"][name]["delta"] for r in rows])
-        languages[name] = {"zero_shot": z, "zero_shot_std": z_std, "delta": out["en"] - z, "delta_std": d_std}
-    out["languages"] = languages
+        out["languages"][name] = {"zero_shot": z, "zero_shot_std": z_std, "delta": out["en"] - z, "delta_std": d_std}
     return out
 
 
