@@ -194,15 +194,11 @@ def sorted_digest(lines, chunk: int = SORT_CHUNK) -> str:
             if size > chunk:
                 runs.append(_write_run(Path(tmp) / f"{len(runs)}", held))
                 held, size = [], 0
-        if not runs:  # line by line: the text is not joined into one string
-            held.sort()
-            for i, line in enumerate(held):
-                digest.update(("\n" + line if i else line).encode("utf-8"))
-            return digest.hexdigest()
-        runs.append(_write_run(Path(tmp) / f"{len(runs)}", held))
+        held.sort()  # the last run, in memory: the whole text when it fits (line by line, never joined)
         files = [open(path, "rb") for path in runs]
         try:
-            for i, line in enumerate(heapq.merge(*((raw[:-1] for raw in f) for f in files))):
+            merged = heapq.merge(*((raw[:-1] for raw in f) for f in files), (line.encode("utf-8") for line in held))
+            for i, line in enumerate(merged):
                 digest.update(b"\n" + line if i else line)
         finally:
             for f in files:
