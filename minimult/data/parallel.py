@@ -482,9 +482,8 @@ def check_memory(spec: Spec) -> None:
     raise MinimultError(f"{spec.describe()}: {total / 1e6:,.1f} MB of text need ~{need / gib:.1f} GiB of memory to "
                         f"prepare and train on (~{per_byte} bytes a byte: {held}) and {available / gib:.1f} GiB is "
                         f"available: cut every file to its first N lines (the same N, head -n N) or sample lines, to "
-                        f"at most "
-                        f"~{available / per_byte / 1e6:,.1f} MB in all (data.train_sentences does not lower this "
-                        f"check, which counts the files' bytes); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
+                        f"at most ~{available / per_byte / 1e6:,.1f} MB in all (data.train_sentences does not lower "
+                        f"this check, which counts the files' bytes); docs/corpora.md, \"A corpus 1,000× the Bible's\"")
 
 
 def _first_line_keyed(path: Path) -> bool:

@@ -154,13 +154,12 @@ class Parallel(Source):
             if where is not None:
                 shipped[lang] = where.name
             vocabs.append(mine or train_vocab(data_cfg.tokenizer, text, vocab.stride))
-        if spec.lowercase:  # the tokenizers lowercase raw text too, as the corpus was (an export reads raw text)
-            for v in vocabs:
+        for k, v in enumerate(vocabs):
+            if spec.lowercase:  # the tokenizers lowercase raw text too, as the corpus was (an export reads raw text)
                 v.tokenizer.normalizer = normalizers.Lowercase()
-        for lang, v in zip(names[1:], vocabs[1:]):
-            if not shared:
-                (tmp / lang).mkdir()
-                v.save(tmp / lang)
+            if k and not shared:
+                (tmp / names[k]).mkdir()
+                v.save(tmp / names[k])
         stats = {"parallel": {"languages": list(names), "files": spec.describe(), "words": spec.words,
                               "lowercase": spec.lowercase, "splits": {}}}
         encoded = []  # the dev pairs' encoded languages
