@@ -180,11 +180,8 @@ def table(results: dict) -> str:
     r = results
 
     def row(name, s):
-        def num(k, spec):
-            return "-" if s.get(k) is None else format(s[k], spec)
-
-        return (name, num("precision", ".3f"), num("recall", ".3f"), num("f1", ".3f"), num("aer", ".3f"),
-                num("predicted", ","))
+        specs = {"precision": ".3f", "recall": ".3f", "f1": ".3f", "aer": ".3f", "predicted": ","}
+        return (name, *("-" if s.get(k) is None else format(s[k], spec) for k, spec in specs.items()))
 
     rows = [("layer", "precision", "recall", "F1", "AER", "predicted")]
     rows += [row(l, s) for l, s in sorted(r["layers"].items(), key=lambda kv: int(kv[0]))]
