@@ -25,15 +25,11 @@ def draw_figures(sections: list[Section], out: Path) -> list[str]:
     figures, drawn = [], set()
     for section in sections:
         for g in section.groups:
-            run = g.runs[0]
-            if run.path in drawn:
-                continue
-            drawn.add(run.path)
-            figures += [str(p) for p in (position_figure(run, g, out), pca_figure(run, g, out)) if p is not None]
-        p = training_figure(section, out)
-        if p is not None:
-            figures.append(str(p))
-    return figures
+            if g.runs[0].path not in drawn:
+                drawn.add(g.runs[0].path)
+                figures += [position_figure(g.runs[0], g, out), pca_figure(g.runs[0], g, out)]
+        figures.append(training_figure(section, out))
+    return [str(p) for p in figures if p is not None]
 
 
 def readme_table(report: dict) -> str:
@@ -46,13 +42,10 @@ def portable(paths, out=None) -> Callable[[object], object]:
     results folder (`table1-paper/0-original-s0`), anything else in the repository relative to it and, with `out`,
     a file of the report by its name (the site; `minimult report --out` names its figures as --out was given).
     Applied to every string of a JSON-like value (the notes name run folders too)."""
-    bases = {Path(out).absolute(): "", Path(out).resolve(): ""} if out is not None else {}
-    for root in map(Path, paths):
-        for r in (root.absolute(), root.resolve()):
-            bases.setdefault(r.parent, "")
-    for r in (REPOSITORY.absolute(), REPOSITORY.resolve()):
-        bases.setdefault(r, "")
-    prefixes = sorted((str(b) for b in bases if str(b) != "/"), key=len, reverse=True)
+    bases = [*((Path(out).absolute(), Path(out).resolve()) if out is not None else ()),
+             *(r.parent for root in map(Path, paths) for r in (root.absolute(), root.resolve())),
+             REPOSITORY.absolute(), REPOSITORY.resolve()]
+    prefixes = sorted(dict.fromkeys(str(b) for b in bases if str(b) != "/"), key=len, reverse=True)
 
     def text(s: str) -> str:
         if "/" not in s:
@@ -125,8 +118,8 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     atomic_write_text(out / "table1.csv", shown(csv_text(aggregated, top)))
     atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top, path=shown))
     figures = draw_figures(sections, out)
-    figures += [str(p) for p in (seeds_figure(a, top, out) for a in aggregated) if p is not None]
-    figures += [str(p) for p in (part.figure(computed[part.name], top, out) for part in figure_order() if part.figure)
+    figures += [str(p) for p in [*(seeds_figure(a, top, out) for a in aggregated),
+                                 *(part.figure(computed[part.name], top, out) for part in figure_order() if part.figure)]
                 if p is not None]
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv (per run: {out}/runs.csv)")

@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from minimult.errors import MinimultError
-from minimult.report.collect import Group, Run, Section, never_trained, read_object
+from minimult.report.collect import Group, Section, never_trained, read_object
 from minimult.report.parts import Part, register
 from minimult.report.tables import aggregate, finite, p_value, table_columns, table_lines, welch_p
 
@@ -199,10 +199,6 @@ def find(side: Side, found: list[Place]) -> tuple[Place | None, str]:
 # The rule.
 
 
-def _one_sample_p(xs: list[float], value: float) -> float | None:
-    return p_value(stats.ttest_1samp, xs, value) if len(xs) >= 2 else None
-
-
 def decide(a: list[float], b: list[float] | float, expect: str, margin: float = DEFAULT_MARGIN) -> dict:
     """The verdict for seed values `a` against seed values `b` (or a constant): verdict, why, p."""
     constant = not isinstance(b, list)
@@ -211,7 +207,7 @@ def decide(a: list[float], b: list[float] | float, expect: str, margin: float = 
         return {"verdict": UNKNOWN, "why": "no numbers on one side", "p": None}
     if len(a) < 2 or (not constant and len(bs) < 2):
         return {"verdict": UNKNOWN, "why": "fewer than 2 seeds on a side", "p": None}
-    p = _one_sample_p(a, bs[0]) if constant else welch_p(a, bs)
+    p = p_value(stats.ttest_1samp, a, bs[0]) if constant else welch_p(a, bs)
     ordered = max(a) < min(bs) or min(a) > max(bs)
     separated = (p is not None and p < ALPHA) or ordered
     diff = float(np.mean(a) - np.mean(bs))
@@ -260,7 +256,6 @@ def _budget(g: Group) -> str:
     """What a setting trained with: its preset, updates × sentences per batch (`quick-b256: 1,775 × 256`), or
     `<preset>: untrained` for a setting of 0 updates (the preset's name alone read as if it were a budget)."""
     run = g.runs[0]
-
     steps = run.results.get("total_steps") or (read_object(run.path / "run.json") or {}).get("total_steps")
     batch = run.config.get("train", {}).get("batch_size")
     preset = g.preset or run.config.get("preset", "")
@@ -377,9 +372,7 @@ def paper_text(paper: dict) -> str:
 
 
 def seeds_text(row: dict) -> str:
-    return (" vs ".join("–" if s["constant"] else str(s["stats"]["n"])
-                        for s in (row["a"], row["b"]) if not s["constant"])
-            if not row["b"]["constant"] else str(row["a"]["stats"]["n"]))
+    return " vs ".join(str(s["stats"]["n"]) for s in (row["a"], row["b"]) if not s["constant"])
 
 
 def budget_text(row: dict) -> str:

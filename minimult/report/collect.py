@@ -25,7 +25,7 @@ from typing import Callable
 from minimult.config import EVALUATION_SECTIONS, RunConfig, comparable, flat, resolve, without_execution
 from minimult.errors import MinimultError
 from minimult.evaluate.results import headline_problem
-from minimult.runs import logged_seconds
+from minimult.runs import log_lines, logged_seconds, read_json
 from minimult.sweep.grid import load_grid
 
 OTHER_SECTION = "Other runs (not part of a sweep)"
@@ -94,10 +94,9 @@ def settings(sections: list[Section]) -> list[Group]:
 def read_object(path: Path) -> dict | None:
     """A JSON object from `path`; None when it is missing, unreadable or not an object."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):  # ValueError: bad JSON and bytes that are not UTF-8
+        return read_json(path)
+    except MinimultError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def eval_rows(path: Path) -> list[dict]:
@@ -405,13 +404,14 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     """One sweep manifest's settings as groups of the runs found (with their paper numbers); settings
     without a run as `missing`, the left-out runs (`load_runs`) of the others as `lost`."""
     source, papers = paper_numbers(data, log)
+    left_out = left_out or {}
     groups, missing, lost, mixed, pending = [], [], [], [], []
     for s in data["settings"]:
         paths = [(manifest.parent / name).resolve() for name in s.get("runs", [])]
         pending += [{"run": p.name, "state": "under way" if p.is_dir() else "not started"}
-                    for p in paths if p not in by_path and p not in (left_out or {})]
+                    for p in paths if p not in by_path and p not in left_out]
         members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
-        dropped = [(p.name, (left_out or {})[p]) for p in paths if p in (left_out or {})]
+        dropped = [(p.name, left_out[p]) for p in paths if p in left_out]
         name, sid = s.get("name") or s.get("mods") or "", str(s.get("id", ""))
         # a run counts as the setting its own config.json says: a grid whose setting changed its mods and
         # swept into the same root lists the old runs beside the new ones (one row, seeds counted twice)
@@ -436,11 +436,9 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
                 mixed.append({"id": sid, "setting": name, "differ": differ})
                 log(f"note: the runs of {(sid + ' ' + name).strip()} did not train alike: {differ}")
             lost += [{"id": sid, "setting": name, "run": run, "why": why} for run, why in dropped]
-        elif dropped:
-            why = "; ".join(f"{run} left out, {why}" for run, why in dropped)
-            missing.append({"id": sid, "setting": name, "why": why})
-        else:
-            why = s.get("left_out") or ("no evaluated run yet" if s.get("runs") else "not run")
+        else:  # no row: its runs left out (each with why), or none evaluated yet, or none planned
+            why = ("; ".join(f"{run} left out, {why}" for run, why in dropped) if dropped
+                   else s.get("left_out") or ("no evaluated run yet" if s.get("runs") else "not run"))
             missing.append({"id": sid, "setting": name, "why": why})
     if not (groups or missing):
         return None
@@ -478,7 +476,7 @@ def _other_section(runs: list[Run]) -> Section | None:
     for (mods, preset, fp, ran), members in rest.items():
         name = mods if names.count(mods) == 1 else f"{mods} ({preset}, config {fp})"
         if configs.count((mods, preset, fp)) > 1:  # one configuration, `auto` precision run as bf16 and as fp32
-            name = f"{name[:-1]}, {ran})" if name.endswith(")") else f"{name} ({ran})"
+            name = f"{name[:-1]}, {ran})"  # (named by its configuration already: mods alone are not unique)
         kept: dict[int, Run] = {}  # one run a seed: the same seed twice is one draw counted twice, not n = 2
         for r in sorted(members, key=lambda r: (r.seed, str(r.path))):
             if r.seed in kept:
@@ -504,15 +502,7 @@ def log_rows(path: Path) -> list[dict]:
 
 @functools.lru_cache(maxsize=64)
 def _log_rows(file: Path, version) -> tuple[dict, ...]:
-    out = []
-    for line in file.read_text().splitlines() if version else []:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int):
-            out.append(row)
-    return tuple(out)
+    return tuple(row for _, row in log_lines(file) if isinstance(row.get("step"), int)) if version else ()
 
 
 def training_losses(path: Path) -> list[tuple[int, float]]:

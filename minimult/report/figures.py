@@ -173,7 +173,6 @@ def shares_vocabulary(data_cfg: dict) -> bool:
     name = data_cfg.get("source", data_cfg.get("fake"))  # runs made before the rename say `fake`
     if name is None:
         return False
-
     try:
         return bool(sources.get(name).shared_vocabulary or data_cfg.get("shared_vocab"))
     except MinimultError:
@@ -359,7 +358,6 @@ def _small_multiples(fig, axes, ncols: int, metrics, groups: list[Group], base: 
     """A block of panels per metric of `metrics`, a panel per setting in rows of `ncols` (each block begins a row;
     `axes` has a slot for every place of every block): the setting's mean and seeds in colour, the baseline's
     mean in light grey behind them; the axes shared within a block, tick labels at its left and bottom edges only."""
-
     width, n = 2.6, len(groups)
     per = len(axes) // len(metrics)
     titles = [wrap(f"{g.label} (n={len(g.runs)})", SMALL, TRAINING_DPI, width) for g in groups]
@@ -455,11 +453,11 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
 
     for y, row in zip(ys, rows):
         m = row["metrics"].get(key) or {}
-        pairs = [(v, d) for v, d in zip(m.get("values", []), _devices(row)) if v is not None]
+        pairs = [(v, d if several else None) for v, d in zip(m.get("values", []), _devices(row)) if v is not None]
         values = [v for v, _ in pairs]
         xs += values
-        for device in dict.fromkeys(d if several else None for _, d in pairs):
-            mine = [v for v, d in pairs if (d if several else None) == device]
+        for device in dict.fromkeys(d for _, d in pairs):
+            mine = [v for v, d in pairs if d == device]
             marker, colour = SEED_MARKS.get(device or "cpu", ("s", "tab:purple"))
             ax.scatter(mine, [y] * len(mine), s=22, marker=marker, color=colour, alpha=0.75, zorder=3,
                        label=label(f"a seed on {device}" if several else "each seed"))
@@ -482,7 +480,6 @@ def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_title(column.heading(layer), fontsize=10)
     if column.kind == "perplexity" and xs and min(xs) > 0 and max(xs) / min(xs) > 20:
-
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on a short axis
     ax.grid(alpha=0.3, axis="x")

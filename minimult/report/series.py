@@ -157,9 +157,9 @@ def _base(section: Section, sections: list[Section]) -> Group | None:
     base = baseline_for(section, sections)
     if base is None or base.id == "0":
         return base
-    plain = [g for g in section.groups
-             if g.mods == "original" and not _flat(g.runs[0].config).get("model.target_params")
-             and _flat(g.runs[0].config).get("data.tokenizer", "wordpiece") == "wordpiece"]
+    plain = [g for g in section.groups if g.mods == "original"
+             and not (cfg := _flat(g.runs[0].config)).get("model.target_params")
+             and cfg.get("data.tokenizer", "wordpiece") == "wordpiece"]
     return plain[0] if len(plain) == 1 else base
 
 
@@ -271,19 +271,18 @@ def figure(found: list[dict], out: Path) -> Path | None:
     plt, fig, axes = panel_grid(len(found))
     for ax, s in zip(axes, found):
         axis = AXES[s["axis"]]
-        numeric = [p for p in s["points"] if not isinstance(p["x"], str)]
-        labels = [p for p in s["points"] if isinstance(p["x"], str)]
-        if axis.categorical:
+        if axis.categorical:  # each value at its own place, by name
             xs = {p["x"]: i for i, p in enumerate(s["points"])}
             ax.set_xticks(range(len(xs)), list(xs))
-            numeric, labels, where = s["points"], [], lambda p: xs[p["x"]]
+            numeric, labels = [{**p, "x": xs[p["x"]]} for p in s["points"]], []
         else:
-            where = lambda p: p["x"]  # noqa: E731
+            numeric = [p for p in s["points"] if not isinstance(p["x"], str)]
+            labels = [p for p in s["points"] if isinstance(p["x"], str)]
         twin = ax.twinx()
         for a, key, colour, name in ((ax, "mu", "C0", "µ"), (twin, "delta", "C3", "∆ (lower: better transfer)")):
             pts = [p for p in numeric if p[key]["mean"] is not None]
             if pts:
-                a.errorbar([where(p) for p in pts], [p[key]["mean"] for p in pts],
+                a.errorbar([p["x"] for p in pts], [p[key]["mean"] for p in pts],
                            yerr=[p[key]["std"] or 0 for p in pts], color=colour, marker="o", ms=4, capsize=3,
                            label=name)
             for p in labels:  # unigram: a dashed level beside the series

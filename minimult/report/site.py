@@ -145,12 +145,12 @@ class Folder:
     out: Path
     shown: Callable = str  # `build.portable`: a value with this machine's paths made relative
 
-    def run_page(self, path: Path) -> str:
-        return f"runs/{file_slug(path.name)}.html"
-
     def run_files(self, path: Path) -> str:
         """The folder (relative to the folder's page) holding the run's config.json, results.json, metrics.jsonl."""
         return f"runs/{file_slug(path.name)}"
+
+    def run_page(self, path: Path) -> str:
+        return self.run_files(path) + ".html"
 
     def placed(self) -> dict[Path, tuple[Run, Group, Section]]:
         """Every run in a table: {run folder: (run, its setting, its section)}."""
@@ -234,8 +234,7 @@ def _settings(folder: Folder) -> list[dict]:
     for section in folder.loaded.sections:
         for g in section.groups:
             name = file_slug(g.runs[0].path.name)
-            figures = [f for f in (_figure(folder.out, f"positions_{name}.png"), _figure(folder.out, f"pca_{name}.png"))
-                       if f]
+            figures = [f for kind in ("positions", "pca") if (f := _figure(folder.out, f"{kind}_{name}.png"))]
             out.append({"section": section.title, "label": g.label, "mods": g.mods, "preset": g.preset,
                         "anchor": _anchor(section, g), "figures": figures, "runs": folder.run_links(g.runs)})
     return out
@@ -253,15 +252,11 @@ def status_text(d: Path) -> str:
 def _other_runs(folder: Folder) -> list[dict]:
     """Every run folder in no table, with why: left out (and why), not evaluated (its run.json status), or evaluated
     but in no section (a run its folder's manifest does not plan)."""
-    loaded = folder.loaded
-    rows = [{"name": d.name, "href": folder.run_page(d), "why": why} for d, why in loaded.left_out]
-    rows += [{"name": d.name, "href": folder.run_page(d), "why": status_text(d)} for d in loaded.unevaluated]
-    listed = set(folder.placed()) | {d for d, _ in loaded.left_out} | set(loaded.unevaluated)
-    lost = folder.lost()
-    rows += [{"name": d.name, "href": folder.run_page(d),
-              "why": folder.shown(lost.get(str(d)) or lost.get(d.name) or "evaluated; in no table of this folder")}
-             for d in loaded.run_dirs if d not in listed]
-    return rows
+    loaded, placed, lost = folder.loaded, folder.placed(), folder.lost()
+    why = {**dict(loaded.left_out), **{d: status_text(d) for d in loaded.unevaluated}}
+    why.update({d: folder.shown(lost.get(str(d)) or lost.get(d.name) or "evaluated; in no table of this folder")
+                for d in loaded.run_dirs if d not in placed and d not in why})
+    return [{"name": d.name, "href": folder.run_page(d), "why": text} for d, text in why.items()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,17 +310,14 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     curves = run_curves(run or Run(d, {}, config, eval_rows(d)))
     headline = None
     if run:
-        top = mu_top(results)
-        values = run_values(run, top)
-        headline = {"head": [c.heading(l) for c, l in table_columns(top)],
-                    "cells": [c.table_text(values[c.key(l)]) if values[c.key(l)] is not None else "–"
-                              for c, l in table_columns(top)]}
-    blocks = []
-    if results:
-        blocks.append(_block(results, "latest complete evaluation (what the tables read)"))
-        for i, b in enumerate(results.get("evaluations", [])):
-            what = b.get("evaluation", {}).get("segment") or ("transfer" if "transfer" in b else "")
-            blocks.append(_block(b, f"evaluation block {i + 1}" + (f" ({what})" if what else "")))
+        cols = table_columns(mu_top(results))
+        headline = {"head": [c.heading(l) for c, l in cols],
+                    "cells": ["–" if v is None else c.table_text(v)
+                              for (c, _), v in zip(cols, run_values(run, mu_top(results)).values())]}
+    blocks = [_block(results, "latest complete evaluation (what the tables read)")] if results else []
+    for i, b in enumerate(results.get("evaluations", [])):
+        what = b.get("evaluation", {}).get("segment") or ("transfer" if "transfer" in b else "")
+        blocks.append(_block(b, f"evaluation block {i + 1}" + (f" ({what})" if what else "")))
     mods = results.get("mods") or meta.get("mods") or config.get("mods", "original")
     versions = results.get("mod_versions") or meta.get("mod_versions") or {}
     files = _copy_run_files(d, folder.out / folder.run_files(d), folder.shown)
@@ -387,23 +379,21 @@ def _copy_shown(src: Path, dest: Path, shown) -> None:
 
 
 @contextmanager
-def figure_cache(source: Path, targets: list[Path]):
-    """Keyed figures (the probe's: their PNG carries what they were drawn from, and a figure whose
-    key still matches is not drawn again) kept in the cache folder between sites: each target missing from the site
-    is seeded from the cache before drawing, and whatever was drawn goes back to it after."""
-    home = cache_root() / "site-figures" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
-    for t in targets:
-        if not t.is_file() and (home / t.name).is_file():
-            t.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(home / t.name, t)
+def figure_cache(source: Path, target: Path):
+    """A keyed figure (the probe's: its PNG carries what it was drawn from, and a figure whose key still matches is
+    not drawn again) kept in the cache folder between sites: seeded from the cache before drawing when the site lacks
+    it, and back to the cache after when drawn anew."""
+    kept = cache_root() / "site-figures" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16] / target.name
+    if not target.is_file() and kept.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(kept, target)
     yield
-    for t in targets:
-        try:
-            if t.is_file() and (not (home / t.name).is_file() or (home / t.name).read_bytes() != t.read_bytes()):
-                home.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(t, home / t.name)
-        except OSError:  # a cache that cannot be written: the site is built anyway
-            pass
+    try:
+        if target.is_file() and (not kept.is_file() or kept.read_bytes() != target.read_bytes()):
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(target, kept)
+    except OSError:  # a cache that cannot be written: the site is built anyway
+        pass
 
 
 REPORT_FILES = (".png", ".md", ".csv", ".json")  # a report's files, which the site shows
@@ -452,7 +442,7 @@ def _folder(root: Path, name: str, site: Path, log, prebuilt: Path | None) -> Fo
                 _copy_shown(f, out / f.name, shown)
         report = json.loads((out / "report.json").read_text())
     else:
-        with figure_cache(root, [out / "language_id.png"]):
+        with figure_cache(root, out / "language_id.png"):
             report = build_report([root], out, lambda s: None, loaded=loaded)
     shown = portable([root], out)
     if home is not None:
@@ -522,7 +512,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
         t0 = time.perf_counter()
         top = folder.report["top_layer"]
         tables = [_table1(s, a, top, folder) for s, a in zip(folder.loaded.sections, folder.report["sections"])]
-        summaries.append({"name": folder.name, "href": f"{folder.name}/index.html", "root": _shown_root(folder.root),
+        summaries.append({"name": folder.name, "href": f"{folder.name}/index.html",
                           "titles": [s.title for s in folder.loaded.sections],
                           "runs": len(folder.loaded.runs),
                           "settings": sum(len(s.groups) for s in folder.loaded.sections),
@@ -537,11 +527,11 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
         log(f"site: pages of {folder.name} in {time.perf_counter() - t0:.1f} s "
             f"({time.perf_counter() - start:.0f} s in all)")
     chosen = _declared_headline(folders, headline)
-    summary = next((s for s in summaries if chosen is not None and s["name"] == chosen.name), None)
-    table = None
+    summary = summaries[folders.index(chosen)] if chosen is not None else None
+    head = None
     if summary is not None and summary["tables"]:
         table = next((t for t in summary["tables"] if t["title"].startswith("Table 1")), summary["tables"][0])
-    head = {"folder": summary["name"], "href": summary["href"], "table": table} if table else None
+        head = {"folder": summary["name"], "href": summary["href"], "table": table}
     by_recipe = recipes.table1_sections({f.name: f.loaded.sections for f in folders})
     recipe_md = recipes.both_markdown(recipes.both_recipes(by_recipe), by_recipe) + "\n" + recipes.floor_markdown(
         by_recipe) if len(by_recipe) > 1 else ""
@@ -579,9 +569,7 @@ def _natural(text: str):
 
 
 def _setting_href(folders: list[Folder], side: dict) -> str | None:
-    for f in folders:
-        if f.name != side["folder"]:
-            continue
+    for f in (f for f in folders if f.name == side["folder"]):
         for s in f.loaded.sections:
             for g in s.groups:
                 if g.id == side["setting_id"] and str(g.runs[0].path) in side["runs"]:
@@ -624,17 +612,11 @@ def _curve_columns() -> dict:
 
 
 def _curve_points(rows: list[dict]) -> dict[str, list]:
-    """Each logged evaluation's numbers by step: {curve key: [[step, value], ...]}."""
+    """Each logged evaluation's numbers by step (`collect.eval_rows`): {curve key: [[step, value], ...]}."""
     by_key = _curve_columns()
-    out: dict[str, list] = {k: [] for k, _ in CURVES}
-    for row in rows:
-        ev, step = row.get("eval"), row.get("step")
-        if not isinstance(ev, dict) or not isinstance(step, (int, float)):
-            continue
-        top = mu_top(ev)
-        for key in out:
-            out[key].append((step, by_key[key].value(ev, top)))
-    return {k: points for k, v in out.items() if (points := _points(v))}
+    curves = {key: _points((row["step"], by_key[key].value(row["eval"], mu_top(row["eval"]))) for row in rows)
+              for key, _ in CURVES}
+    return {key: points for key, points in curves.items() if points}
 
 
 def _flat(config: dict) -> dict:

@@ -303,10 +303,8 @@ def csv_text(aggregated: list[dict], top: str) -> str:
     every column's published number (`<key>_paper`) when some setting has one."""
     keys = column_keys(top)
     papers = any(_shows_paper(sec, keys) for sec in aggregated)
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["section", "id", "setting", "mods", "preset", "n_seeds", "seeds"]
-               + [f"{k}_{s}" for k in keys for s in ("mean", "std", "p")] + [f"{k}_paper" for k in keys if papers])
+    lines = [["section", "id", "setting", "mods", "preset", "n_seeds", "seeds"]
+             + [f"{k}_{s}" for k in keys for s in ("mean", "std", "p")] + [f"{k}_paper" for k in keys if papers]]
     for sec in aggregated:
         for row in sec["rows"]:
             cells = [sec["title"], row["id"], row["setting"], row["mods"], row["preset"], len(row["seeds"]),
@@ -316,7 +314,13 @@ def csv_text(aggregated: list[dict], top: str) -> str:
                 cells += ["" if v is None else repr(v) for v in (m["mean"], m["std"], m["p_vs_original"])]
             if papers:
                 cells += [repr(row["paper"][k]) if k in row.get("paper", {}) else "" for k in keys]
-            w.writerow(cells)
+            lines.append(cells)
+    return _csv(lines)
+
+
+def _csv(lines: list[list]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf).writerows(lines)
     return buf.getvalue()
 
 
@@ -344,11 +348,6 @@ def runs_csv_text(aggregated: list[dict], top: str, path=lambda p: p) -> str:
     """runs.csv: `run_rows` as CSV (an empty cell for None, numbers at full precision); `path`: how the `run`
     column names a run folder (`build.portable`: relative, never this machine's absolute path)."""
     header = list(RUN_FIELDS + HOW_TRAINED) + column_keys(top)
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(header)
-    for r in run_rows(aggregated, top):
-        r["run"] = path(r["run"])
-        w.writerow([r[k] if k in RUN_FIELDS else "" if r[k] is None else r[k] if isinstance(r[k], str) else repr(r[k])
-                    for k in header])
-    return buf.getvalue()
+    rows = [{**r, "run": path(r["run"])} for r in run_rows(aggregated, top)]
+    return _csv([header] + [["" if r[k] is None else r[k] if isinstance(r[k], str) else repr(r[k]) for k in header]
+                            for r in rows])
