@@ -157,9 +157,9 @@ class Source:
         return [vocabs[int(i) // prepared.vocab.stride].display([i])[0] for i in ids]
 
     def vocab_size(self, data_cfg) -> int:
-        """Entries of the trained vocabulary (and the stride of `Vocab.display`); one shared by choice
-        (data.shared_vocab) has n_langs x vocab_size, the ids the own vocabularies have together."""
-        return data_cfg.vocab_size * (data_cfg.n_langs if self.shared_option and data_cfg.shared_vocab else 1)
+        """Entries of the trained vocabulary (and the stride of `Vocab.display`); one shared (unicode's, or by
+        choice: data.shared_vocab) has n_langs x vocab_size, the ids the own vocabularies have together."""
+        return data_cfg.vocab_size * (data_cfg.n_langs if self.shares_vocabulary(data_cfg) else 1)
 
     def id_offset(self, lang: int, data_cfg) -> int:
         return 0 if self.shares_vocabulary(data_cfg) else lang * data_cfg.vocab_size

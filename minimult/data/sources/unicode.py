@@ -47,12 +47,6 @@ class Unicode(Source):
     shared_vocabulary = True
     extra = ("train_fake", "dev_fake")
 
-    def vocab_size(self, data_cfg) -> int:
-        return data_cfg.vocab_size * data_cfg.n_langs
-
-    def id_offset(self, lang, data_cfg) -> int:
-        return 0
-
     def text_inputs(self, data_cfg) -> dict[str, dict]:
         return {lang: {"tokenizer": "", "unicode_shift": k > 0} for k, lang in enumerate(self.names(data_cfg))}
 
