@@ -22,6 +22,8 @@ name `data.fake` / `--fake` still reads) names the source.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from minimult.data.corpus import load_corpus, normalise, words
@@ -148,8 +150,10 @@ class Source:
         return train, load_corpus(data_cfg.dev, data_cfg.dev_sentences or None)
 
     def language_vocab(self, prepared, data_cfg, k: int) -> Vocab:
-        """Language k's vocabulary: its own where it has one (en-es, parallel), else the prepared one."""
-        return prepared.vocab
+        """Language k's vocabulary: the one in its `text_inputs` tokenizer folder of the cache entry (en-es's
+        Spanish, parallel's own), else the prepared one."""
+        folder = self.text_inputs(data_cfg)[self.names(data_cfg)[k]]["tokenizer"]
+        return _load_vocab(str(prepared.path / folder), prepared.vocab.stride) if folder else prepared.vocab
 
     def display(self, prepared, data_cfg, ids) -> list[str]:
         """Global ids as their language's pieces (language k's with k `::` prefixes)."""
@@ -201,6 +205,11 @@ class Source:
             return torch.arange(N_SPECIAL, len(prepared.vocab))
         return torch.cat([torch.arange(N_SPECIAL, len(self.language_vocab(prepared, data_cfg, k)))
                           + k * data_cfg.vocab_size for k in range(data_cfg.n_langs)])
+
+
+@lru_cache(maxsize=16)
+def _load_vocab(path: str, size: int) -> Vocab:
+    return Vocab.load(path, size)
 
 
 register = REGISTRY.register

@@ -222,13 +222,7 @@ class EnEs(Source):
         return stats
 
     def spanish_vocab(self, prepared, data_cfg) -> Vocab:
-        if self.shares_vocabulary(data_cfg):
-            return prepared.vocab
-        return Vocab.load(prepared.path / "es", data_cfg.vocab_size)
-
-    def language_vocab(self, prepared, data_cfg, k: int) -> Vocab:
-        """Spanish's own; English's for English and Fake-English (`::::` pieces)."""
-        return self.spanish_vocab(prepared, data_cfg) if k == 1 else prepared.vocab
+        return self.language_vocab(prepared, data_cfg, 1)
 
     def views(self, prepared, split, data_cfg):
         es = prepared.extra[f"{split}_es"]

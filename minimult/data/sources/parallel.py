@@ -36,7 +36,7 @@ from minimult.data.parallel import (Spec, absolute, check_dictionaries, check_me
 from minimult.data.sources import Source, register
 from minimult.data.sources.en_es import silver_gold
 from minimult.data.sources.shift import one_piece_sides
-from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_vocab
+from minimult.data.vocab import N_SPECIAL, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
 
 
@@ -134,11 +134,6 @@ class Parallel(Source):
 
     def extra_names(self, data_cfg) -> tuple[str, ...]:
         return tuple(f"{split}_{lang}" for lang in self.names(data_cfg)[1:] for split in ("train", "dev"))
-
-    def language_vocab(self, prepared, data_cfg, k: int) -> Vocab:
-        if k == 0 or self.shares_vocabulary(data_cfg):
-            return prepared.vocab
-        return _load_vocab(str(prepared.path / self.names(data_cfg)[k]), data_cfg.vocab_size)
 
     def write_extra(self, vocab, train, dev, tmp, data_cfg=None) -> dict:
         spec = spec_of(data_cfg)
@@ -283,11 +278,6 @@ class Concatenated:
 
     def __iter__(self):
         return chain.from_iterable(self.parts)
-
-
-@lru_cache(maxsize=16)
-def _load_vocab(path: str, size: int) -> Vocab:
-    return Vocab.load(path, size)
 
 
 def _sure_gold(first, other, pair_ids, links) -> np.ndarray:
