@@ -664,8 +664,8 @@ def test_text_too_large_for_the_memory_available_is_refused_in_one_line_before_i
     monkeypatch.setenv("MINIMULT_CACHE", str(cache))
     need_kb = parallel.MEMORY_PER_BYTE * total // 1024
     meminfo.write_text(f"MemTotal: 99999999 kB\nMemAvailable: {need_kb // 2} kB\n")
-    read, reader = [], parallel._lines
-    monkeypatch.setattr(parallel, "_lines", lambda *a: read.append(a) or pytest.fail("read despite the check"))
+    read, reader = [], parallel._read  # every file is read through it (line by line or whole)
+    monkeypatch.setattr(parallel, "_read", lambda *a, **k: read.append(a) or pytest.fail("read despite the check"))
     result = cli("prepare", "--files", files, "--set", "data.vocab_size=256")
     assert result.returncode == 2, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.strip()]
@@ -673,7 +673,7 @@ def test_text_too_large_for_the_memory_available_is_refused_in_one_line_before_i
     assert "GiB is available" in errors[0] and "head -n N" in errors[0] and "data.train_sentences" in errors[0]
     assert not read and "reading" not in result.stdout
     assert not cache.exists() or not list(cache.iterdir())  # no cache entry, no temp folder left
-    monkeypatch.setattr(parallel, "_lines", reader)
+    monkeypatch.setattr(parallel, "_read", reader)
     for text in (f"MemAvailable: {need_kb * 2 + 1} kB\n", "MemTotal: 1 kB\n"):  # fits; says nothing
         meminfo.write_text(text)
         spec = parse_spec(files)
