@@ -193,6 +193,21 @@ def test_bad_files_are_one_line_naming_file_and_line_and_nothing_is_written(tmp_
     assert not cache.exists() or not [p for p in cache.iterdir()]  # no cache entry, no temp folder left
 
 
+@pytest.mark.parametrize("head", [b"", b"\xef\xbb\xbf"], ids=["plain", "byte-order mark"])
+def test_a_byte_that_is_not_utf8_is_named_by_its_place_in_the_file_by_both_readers(tmp_path, head):
+    """The byte and line named are the file's own, a byte-order mark counted (it is dropped from the text)."""
+    from minimult.data import parallel
+    from minimult.data.corpus import read_lines
+
+    path = tmp_path / "bad.txt"
+    path.write_bytes(head + b"in the beginning\nthe caf\xe9 of Jerusalem\n")
+    byte = len(head) + len(b"in the beginning\nthe caf")
+    with pytest.raises(MinimultError, match=f"^{path}:2: not UTF-8 \\(invalid continuation byte at byte {byte}\\)"):
+        parallel._lines(path, "xx")
+    with pytest.raises(MinimultError, match=f"at byte {byte}\\)"):
+        read_lines(path)
+
+
 def test_keyed_files_may_leave_out_pairs_when_the_manifest_says_so(tmp_path, lines):
     keyed = {n: write(tmp_path / f"{n}.k.txt", [f"{i}\t{t}" for i, t in enumerate(p.read_text().splitlines(), 1)
                                                  if not (n == "xx" and i in (7, 8))]) for n, p in lines.items()}

@@ -207,7 +207,8 @@ def read_text(path: str | Path, *, not_utf8: str, folder: str | None = None, mis
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise MinimultError(not_utf8.format(path=path, line=line_of(e.start), reason=e.reason, byte=e.start)) from None
+        byte = e.start + 3 * data.startswith(b"\xef\xbb\xbf")  # the file's byte: decoding began after the mark
+        raise MinimultError(not_utf8.format(path=path, line=line_of(byte), reason=e.reason, byte=byte)) from None
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -257,7 +257,7 @@ def _read(path: Path, lang: str, line: int = 0, byte: int = 0, marks: list[int] 
         raise MinimultError(f"{path} is a folder, not a file{of}")
     if not path.is_file():
         raise MinimultError(f"file not found: {path}{of}")
-    bom, blank, n, not_utf8, fault = 0, 0, 0, None, None
+    blank, n, not_utf8, fault = 0, 0, None, None
     with open(path, "rb") as f:
         f.seek(byte)
         for raw in f:
@@ -268,12 +268,12 @@ def _read(path: Path, lang: str, line: int = 0, byte: int = 0, marks: list[int] 
                 raise MinimultError(f"{path}:{line}: a NUL byte: a binary file, not UTF-8 text{of}")
             if not_utf8:
                 continue
-            if start == 0 and raw.startswith(b"\xef\xbb\xbf"):
-                bom, raw = 3, raw[3:]
+            if start == 0:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
             try:
                 text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as e:
-                not_utf8 = (line, start, max(start - bom, 0) + e.start, e.reason)  # its byte counted after the mark
+                not_utf8 = (line, byte - len(raw) + e.start, e.reason)  # (raw ends where the line does)
                 continue
             if fault:
                 continue
@@ -289,11 +289,7 @@ def _read(path: Path, lang: str, line: int = 0, byte: int = 0, marks: list[int] 
                 n += 1
                 yield text
     if not_utf8:
-        line, start, at, reason = not_utf8
-        if at < start:  # and its line counted with the mark, as corpus.read_text counts it
-            with open(path, "rb") as f:
-                f.seek(at)
-                line -= f.read(start - at).count(b"\n")
+        line, at, reason = not_utf8
         raise MinimultError(f"{path}:{line}: not UTF-8 ({reason} at byte {at}){of}")
     if fault or not n:
         raise MinimultError(fault or f"{path} is empty{of}")
