@@ -118,9 +118,9 @@ def build_report(paths, out_dir, log: Callable[[str], None] = print, readme=None
     atomic_write_text(out / "table1.csv", shown(csv_text(aggregated, top)))
     atomic_write_text(out / "runs.csv", runs_csv_text(aggregated, top, path=shown))
     figures = draw_figures(sections, out)
-    figures += [str(p) for p in [*(seeds_figure(a, top, out) for a in aggregated),
-                                 *(part.figure(computed[part.name], top, out) for part in figure_order() if part.figure)]
-                if p is not None]
+    drawn = [*(seeds_figure(a, top, out) for a in aggregated),
+             *(part.figure(computed[part.name], top, out) for part in figure_order() if part.figure)]
+    figures += [str(p) for p in drawn if p is not None]
     log(f"report: {len(runs)} runs in {sum(len(s.groups) for s in sections)} settings; "
         f"{len(figures)} figures; tables in {out}/table1.md, {out}/table1.csv (per run: {out}/runs.csv)")
     report = {"top_layer": top, "columns": column_keys(top), "sections": aggregated,

@@ -71,7 +71,6 @@ def probe_figure(by_label: dict[str, list[dict]], path: Path) -> Path | None:
     if already_drawn(path, key):
         return path
     plt = pyplot()
-
     n = len(by_label)
     cols = min(n, 4)
     rows = math.ceil(n / cols)

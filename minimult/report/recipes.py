@@ -101,12 +101,9 @@ register(Part("floor", order=15, keys=("floor",), compute=_floor_part, markdown=
 
 def table1_sections(sections_by_folder: dict[str, list[Section]]) -> list[Section]:
     """The first Table 1 section of each recipe (`RECIPES`' presets, in that order) among the folders'."""
-    found = {}
-    for sections in sections_by_folder.values():
-        for s in sections:
-            if s.grid == "table1" and s.preset in RECIPES and s.preset not in found:
-                found[s.preset] = s
-    return [found[p] for p in RECIPES if p in found]
+    table1 = [s for sections in sections_by_folder.values() for s in sections if s.grid == "table1"]
+    firsts = (next((s for s in table1 if s.preset == preset), None) for preset in RECIPES)
+    return [s for s in firsts if s is not None]
 
 
 def combined(verdicts: list[str]) -> str:

@@ -181,9 +181,9 @@ def series(sections: list[Section]) -> list[dict]:
             continue
         claimed = {id(base)}
         out += _axes(section, base, _found(section, base, claimed), "")
-        for anchor in [g for g in section.groups if g.mods == "original" and id(g) not in claimed]:
-            if id(anchor) not in claimed:  # not a point of an earlier anchor's series
-                out += _axes(section, anchor, _found(section, anchor, claimed), _context(anchor, base))
+        # each `original` not a point of an earlier anchor's series (`claimed` grows as they are taken)
+        for anchor in (g for g in section.groups if g.mods == "original" and id(g) not in claimed):
+            out += _axes(section, anchor, _found(section, anchor, claimed), _context(anchor, base))
     return out
 
 

@@ -103,10 +103,7 @@ def term_anchor(heading: str) -> str | None:
     """The glossary entry a column heading names ("ρ L8" -> "t-rho"), None when it has none."""
     head = re.sub(r" L\d+$", "", heading.strip())
     head = re.sub(r"^p \((.*)\)$", "p", head)
-    for anchor, names in TERM_NAMES.items():
-        if head in names:
-            return anchor
-    return None
+    return next((anchor for anchor, names in TERM_NAMES.items() if head in names), None)
 
 
 # Glossary anchors and the column headings that point at them.
@@ -457,10 +454,7 @@ def _declared_headline(folders: list[Folder], headline: str | None) -> Folder | 
         for manifest in sorted(f.root.glob("*.sweep.json")):
             if (read_object(manifest) or {}).get("headline") is True:
                 return f
-    named = [f for f in folders if f.root.resolve().name == headline]
-    if named:
-        return named[0]
-    return folders[0] if len(folders) == 1 else None
+    return next((f for f in folders if f.root.resolve().name == headline), folders[0] if len(folders) == 1 else None)
 
 
 def _shown_root(root: Path) -> str:
@@ -481,13 +475,11 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     site.mkdir(parents=True, exist_ok=True)
     env = _env()
     folders: list[Folder] = []
-    names: set[str] = set()
     roots = list(map(Path, roots))
     for k, root in enumerate(roots):
         name = file_slug(root.resolve().name)
-        while name in names:
+        while name in {f.name for f in folders}:
             name += "-2"
-        names.add(name)
         t0 = time.perf_counter()
         folders.append(_folder(root, name, site, log, (prebuilt or {}).get(root)))
         log(f"site: [{k + 1}/{len(roots)}] {name}: {plural(len(folders[-1].loaded.run_dirs), 'run folder')}, report "

@@ -115,11 +115,10 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         base = baseline_for(section, sections)
         base_values = {k: [run_values(r, top)[k] for r in base.runs] for k in keys} if base else None
         rows = [_group_row(g, base, base_values, keys, top) for g in section.groups]
-        grid = section.grid
         label = base.label if base else None
         if base is not None and not any(g is base for g in section.groups):  # borrowed: it may have trained otherwise
             label += f" (from the section {next(s.title for s in sections if any(g is base for g in s.groups))})"
-        out.append({"title": section.title, "preset": section.preset, "grid": grid, "rows": rows,
+        out.append({"title": section.title, "preset": section.preset, "grid": section.grid, "rows": rows,
                     "baseline": label, "not_run": section.missing, "training": training_time(rows),
                     "left_out": section.lost, "mixed": section.mixed, "pending": section.pending,
                     "paper_source": section.paper_source})
