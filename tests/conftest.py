@@ -111,3 +111,12 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: int = 5):
+    """The ids a random replacement draws from when every language has a full vocabulary block of its own, (R,)
+    long: k*V + n_special .. k*V + V-1 for every language k (as the sources' `random_ids` give them)."""
+    import torch
+
+    ids = torch.arange(vocab_size_per_lang * n_langs)
+    return ids[ids % vocab_size_per_lang >= n_special]

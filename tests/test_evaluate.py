@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS, cli
+from conftest import TINY_SETTINGS, cli, random_replacement_ids
 from minimult.data.batching import SequenceSet
 from minimult.config import resolve
 from minimult.evaluate import (PPL_SEED, evaluate_run, gold_links, mlm_perplexity, piece_vectors, row_slices,
                                sentence_vectors, truncate)
 from minimult.data.languages import Side
 from minimult.data.run_data import RunData
-from minimult.data.masking import MaskConfig, mask_batch, random_replacement_ids
+from minimult.data.masking import MaskConfig, mask_batch
 from minimult.model import Bert
 from minimult.data.prepare import prepare
 from minimult.runs import copy_vocab, write_json

@@ -187,7 +187,7 @@ def test_no_parallel_scores_the_whole_parallel_corpus_too(tmp_path):
 
 
 def results_ids(run):
-    from minimult.data.masking import random_replacement_ids
+    from conftest import random_replacement_ids
 
     return random_replacement_ids(run.cfg.data.vocab_size, run.cfg.data.n_langs)
 

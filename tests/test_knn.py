@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS, cli
+from conftest import TINY_SETTINGS, cli, random_replacement_ids
 from minimult.data.batching import SequenceSet, plan_epoch
 from minimult.config import resolve
 from minimult.knn.neighbours import neighbour_table, p1_text, table_info
 from minimult.data.run_data import RunData
-from minimult.data.masking import mask_batch, random_replacement_ids
-from minimult.data.prepare import prepare
+from minimult.data.masking import mask_batch
 
 TINY = {**TINY_SETTINGS, "knn.dim": 32}
 

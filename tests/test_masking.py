@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from minimult.errors import MinimultError
+from conftest import random_replacement_ids
 from minimult.data.masking import (KNN, KNN_PUBLISHED, NO_RANDOM, NO_RANDOM_PUBLISHED, STANDARD, MaskConfig,
-                              mask_batch, parse_probs, random_replacement_ids)
+                              mask_batch, parse_probs)
 
 V, N_SPECIAL = 2048, 5
 PAD, CLS, SEP, MASK = 0, 2, 3, 4

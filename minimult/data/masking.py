@@ -3,7 +3,7 @@
 Ids: language k uses `id + k*V`; its specials are `k*V + 0..4` = [PAD] [UNK] [CLS] [SEP] [MASK]
 (with shared specials every language uses 0..4). The caller says which tokens may be selected
 (`maskable`), which [MASK] id each sequence uses (`mask_ids`) and which ids a random replacement may
-draw from (`random_ids`, see `random_replacement_ids`); this module only draws and applies.
+draw from (`random_ids`: the language source's `random_ids`); this module only draws and applies.
 
 Replacement probabilities are (mask, keep, random, knn). The paper's text says `no-random` is
 (0.8, 0.2, 0, 0) and `knn-replace` (0.5, 0.1, 0.1, 0.3); its published code used (0.9, 0.1, 0, 0) and
@@ -102,20 +102,6 @@ class Masked:
     input_ids: torch.Tensor  # (B, T) long, the corrupted batch
     selected: torch.Tensor   # (N,) long, flat indices into B*T of the selected tokens
     targets: torch.Tensor    # (N,) long, their original ids
-
-
-def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: int = 5,
-                           entries: int | None = None) -> torch.Tensor:
-    """The non-special ids of all languages, (R,) long: k*V + n_special .. k*V + entries-1 for every k (`entries`:
-    the vocabulary's entries when it leaves the end of its block unused, as a character set does; V)."""
-    import torch
-
-    entries = vocab_size_per_lang if entries is None else entries
-    if n_langs < 1 or not 0 <= n_special < entries <= vocab_size_per_lang:
-        raise MinimultError(f"need n_langs >= 1 and 0 <= n_special < entries <= vocab size, got {n_langs}, "
-                            f"{n_special}, {entries}, {vocab_size_per_lang}")
-    ids = torch.arange(vocab_size_per_lang * n_langs)
-    return ids[(ids % vocab_size_per_lang >= n_special) & (ids % vocab_size_per_lang < entries)]
 
 
 def _thresholds(probs) -> list[float]:
