@@ -307,10 +307,9 @@ def _run_context(folder: Folder, d: Path, run: Run | None, group: Group | None, 
     curves = run_curves(run or Run(d, {}, config, eval_rows(d)))
     headline = None
     if run:
-        cols = table_columns(mu_top(results))
+        cols, values = table_columns(mu_top(results)), run_values(run, mu_top(results))
         headline = {"head": [c.heading(l) for c, l in cols],
-                    "cells": ["–" if v is None else c.table_text(v)
-                              for (c, _), v in zip(cols, run_values(run, mu_top(results)).values())]}
+                    "cells": ["–" if values[c.key(l)] is None else c.table_text(values[c.key(l)]) for c, l in cols]}
     blocks = [_block(results, "latest complete evaluation (what the tables read)")] if results else []
     for i, b in enumerate(results.get("evaluations", [])):
         what = b.get("evaluation", {}).get("segment") or ("transfer" if "transfer" in b else "")
