@@ -4,7 +4,8 @@
     python scripts/shape.py            # the numbers, and each import cycle
     python scripts/shape.py --verbose  # also every import inside a function, private-name import, registry
 
-- lines in minimult/ (all .py files), lines longer than 120 characters, lines of model.py;
+- lines in minimult/ (all .py files) and of model.py, each split into code, docstrings, blank lines and comments;
+  lines longer than 120 characters;
 - `Registry(...)` instances, and other module-level dict/tuple "registries": an UPPER_CASE name bound at
   module level to a table of components (`_component_table`: an empty dict that registering fills, a dict of
   >= 2 names to non-constant values, a dict comprehension, or a tuple of >= 2 constructed objects);
@@ -334,6 +335,30 @@ def registries(package: Path = PACKAGE) -> tuple[list[tuple[str, int, str]], lis
     return reg, other
 
 
+def line_kinds(source: str) -> dict[str, int]:
+    """A file's lines by kind: code, docstring (a module's, class's or function's first string), blank, comment."""
+    docs = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):  # a string
+                docs.update(range(first.lineno, first.end_lineno + 1))
+    kinds = {"code": 0, "docstring": 0, "blank": 0, "comment": 0}
+    for number, line in enumerate(source.splitlines(), 1):
+        text = line.strip()
+        kinds["blank" if not text else "docstring" if number in docs else "comment" if text[0] == "#" else "code"] += 1
+    return kinds
+
+
+def kinds_text(paths) -> str:
+    totals: dict[str, int] = {}
+    for path in paths:
+        for kind, n in line_kinds(path.read_text(encoding="utf-8")).items():
+            totals[kind] = totals.get(kind, 0) + n
+    return ", ".join(f"{n} {kind}" for kind, n in totals.items())
+
+
 def line_counts(package: Path = PACKAGE) -> tuple[int, int, int]:
     total = long = 0
     for path in sorted(package.rglob("*.py")):
@@ -354,9 +379,9 @@ def main(argv=None) -> int:
     found = cycles(graph)
     inner = inner_imports()
     private = private_imports()
-    print(f"lines in minimult/ (.py): {total}")
+    print(f"lines in minimult/ (.py): {total}: {kinds_text(sorted(PACKAGE.rglob('*.py')))}")
     print(f"lines longer than {LONG} characters: {long}")
-    print(f"lines of minimult/model.py: {model}")
+    print(f"lines of minimult/model.py: {model}: {kinds_text([PACKAGE / 'model.py'])}")
     print(f"Registry instances: {len(reg)}")
     if args.verbose:
         for mod, line, what in reg:

@@ -113,3 +113,19 @@ def test_no_line_of_minimult_is_longer_than_120_characters():
             for path in sorted(shape.PACKAGE.rglob("*.py"))
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if len(line) > shape.LONG]
     assert not long, f"lines longer than {shape.LONG} characters: " + "; ".join(long)
+
+
+def test_lines_are_counted_by_kind():
+    source = textwrap.dedent('''\
+        """Module docstring,
+        on two lines."""
+
+        # a comment
+        X = "a string, not a docstring"
+
+
+        def f(x):
+            """f's docstring."""
+            return x  # code with a comment is code
+        ''')
+    assert shape.line_kinds(source) == {"code": 3, "docstring": 3, "blank": 3, "comment": 1}
