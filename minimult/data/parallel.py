@@ -263,12 +263,12 @@ def _read(path: Path, lang: str, line: int = 0, byte: int = 0, marks: list[int] 
         for raw in f:
             if marks is not None and line % MARK == 0:
                 marks.append(byte)
-            start, line, byte = byte, line + 1, byte + len(raw)
+            line, byte = line + 1, byte + len(raw)
             if b"\x00" in raw:
                 raise MinimultError(f"{path}:{line}: a NUL byte: a binary file, not UTF-8 text{of}")
             if not_utf8:
                 continue
-            if start == 0:
+            if line == 1:  # the file's first line (line 0 starts at byte 0)
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
             try:
                 text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
