@@ -15,10 +15,10 @@ from minimult.config import RunConfig, resolve
 from minimult.errors import MinimultError
 from minimult.data import sources
 from minimult.data.languages import build_sides, positions_within
-from minimult.data.layout import is_special, layouts
+from minimult.data.layout import layouts
 from minimult.data.sources.unicode import UNICODE_SHIFT, shift_text
 from minimult.mods import REGISTRY, parse_mods, registered
-from minimult.data.vocab import CLS, MASK, PAD, SEP
+from minimult.data.vocab import CLS, MASK, N_SPECIAL, PAD, SEP
 
 V = 256
 ORDER_MODS = [None, "inv-order", "permute=0.25", "permute", "permute=1.0"]
@@ -29,6 +29,11 @@ def sides(tiny_prepared, tiny_data_cfg):
     def make(mods=None, split="train", seed=0, prepared=tiny_prepared, cfg=tiny_data_cfg):
         return build_sides(prepared, sources.get(cfg.fake), cfg, parse_mods(mods), split, seed)
     return make
+
+
+def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """ids (...) int -> (...) bool: whether each id is one of a language block's five specials (ids k*V + 0..4)."""
+    return (ids % vocab_size) < N_SPECIAL
 
 
 def same_side(a, b) -> bool:

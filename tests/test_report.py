@@ -719,7 +719,8 @@ def test_a_run_begun_on_a_gpu_and_ended_on_a_cpu_counts_each_stretchs_seconds_on
 
 def test_a_live_sweeps_report_names_the_planned_runs_not_in_the_table_yet(swept, tmp_path):  # noqa: F811
     """A report on a sweep's root while it trains: the runs its manifest plans that are not rows yet, as
-    under way (a folder without results.json) or not started (no folder); none on a finished sweep."""
+    each with a folder (but no results.json) as its run.json says it stands, then those without a folder; none
+    on a finished sweep."""
     root = tmp_path / "root"
     shutil.copytree(swept.root, root, ignore=shutil.ignore_patterns("*.pt"))
     (root / "1-lang-pos-s42" / "results.json").unlink()
@@ -727,10 +728,12 @@ def test_a_live_sweeps_report_names_the_planned_runs_not_in_the_table_yet(swept,
     result = CliRunner().invoke(main, ["report", str(root), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     md = (tmp_path / "out" / "table1.md").read_text()
-    assert ("Planned by the sweep and not in the table yet: 1 under way (1-lang-pos-s42); 1 not started "
-            "(18-untrained-s42).") in md
+    steps = read_json(root / "1-lang-pos-s42" / "run.json")["total_steps"]
+    status = f"run.json status: complete, step {steps} of {steps}"
+    assert ("Planned by the sweep and not in the table yet: 1 run with a folder but no results.json: "
+            f"1-lang-pos-s42 ({status}); 1 run without a folder: 18-untrained-s42.") in md
     assert read_json(tmp_path / "out" / "report.json")["sections"][0]["pending"] == [
-        {"run": "1-lang-pos-s42", "state": "under way"}, {"run": "18-untrained-s42", "state": "not started"}]
+        {"run": "1-lang-pos-s42", "status": status}, {"run": "18-untrained-s42", "status": None}]
 
 
 def test_a_finished_sweeps_report_plans_nothing_more(reported):

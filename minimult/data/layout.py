@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from minimult.data.vocab import CLS, MASK, N_SPECIAL, PAD, SEP
+from minimult.data.vocab import CLS, MASK, PAD, SEP
 
 
 @dataclass(frozen=True)
@@ -49,8 +47,3 @@ def model_sizes(layouts: list[Layout]) -> dict:
     no_table = any(l.segment < 0 for l in layouts)
     return {"max_positions": max(l.position_offset + l.max_len for l in layouts),
             "segments": 0 if no_table else max(max(l.segment, l.pair_segment) for l in layouts) + 1}
-
-
-def is_special(ids: np.ndarray, vocab_size: int) -> np.ndarray:
-    """ids (...) int -> (...) bool: whether each id is one of a language block's five specials (ids k*V + 0..4)."""
-    return (ids % vocab_size) < N_SPECIAL

@@ -76,8 +76,8 @@ class Section:
     # settings whose runs trained differently (beyond seed and execution): id, setting, differ (a sentence)
     mixed: list[dict] = field(default_factory=list)
     manifest: Path | None = None  # the sweep manifest the section comes from (None: runs no sweep claims)
-    # runs the manifest plans that are neither rows nor left out: run, state ("under way": its folder exists
-    # without a results.json; "not started")
+    # runs the manifest plans that are neither rows nor left out: run, status (`run_status` where its folder
+    # exists without a results.json; None without a folder)
     pending: list[dict] = field(default_factory=list)
 
     @property
@@ -399,6 +399,15 @@ def paper_numbers(data: dict, log: Callable[[str], None] = lambda s: None) -> tu
     return grid.paper_source, {s.id: dict(s.paper) for s in grid.settings if s.id in recorded and s.paper}
 
 
+def run_status(d: Path) -> str:
+    """Where a run without results.json stands, from its run.json (what training last wrote there), never a fixed
+    phrase that goes stale once a committed folder stops changing: "run.json status: training, step 7 of 40"."""
+    meta = read_object(d / "run.json") or {}
+    steps, total = meta.get("steps"), meta.get("total_steps")
+    at = f", step {steps:,} of {total:,}" if isinstance(steps, int) and isinstance(total, int) and total else ""
+    return f"run.json status: {meta.get('status') or 'unknown (no run.json status)'}{at}"
+
+
 def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
                       log: Callable[[str], None] = lambda s: None, left_out: dict | None = None) -> Section | None:
     """One sweep manifest's settings as groups of the runs found (with their paper numbers); settings
@@ -408,7 +417,7 @@ def _manifest_section(manifest: Path, data: dict, by_path: dict[Path, Run],
     groups, missing, lost, mixed, pending = [], [], [], [], []
     for s in data["settings"]:
         paths = [(manifest.parent / name).resolve() for name in s.get("runs", [])]
-        pending += [{"run": p.name, "state": "under way" if p.is_dir() else "not started"}
+        pending += [{"run": p.name, "status": run_status(p) if p.is_dir() else None}
                     for p in paths if p not in by_path and p not in left_out]
         members = sorted((by_path[p] for p in paths if p in by_path), key=lambda r: r.seed)
         dropped = [(p.name, left_out[p]) for p in paths if p in left_out]

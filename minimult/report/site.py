@@ -49,10 +49,10 @@ from minimult.mods import registered
 from minimult.report import claims as claims_mod, recipes
 from minimult.report.build import build_report, load, portable
 from minimult.report.collect import (Group, REPOSITORY, Run, Section, eval_rows, log_rows, never_trained,
-                                     read_object, training_losses, training_seconds)
+                                     read_object, run_status, training_losses, training_seconds)
 from minimult.report.figures import curve_panels, file_slug, section_figure
 from minimult.report.parts import report_parts
-from minimult.report.tables import (mu_top, number_cells, number_headings, pending_line, run_values, section_footer,
+from minimult.report.tables import (mu_top, number_cells, number_headings, run_values, section_footer,
                                     section_table, table_columns)
 
 RESULTS = REPOSITORY / "experiments" / "results"
@@ -176,30 +176,13 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
         cells = [_split(cells[0]), (p_shown(cells[1]), ""), *map(_split, cells[2:])]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": folder.run_links(g.runs), "cells": cells})
-    stale = pending_line(agg["pending"]) if agg.get("pending") else None
-    notes = [_one_runs(_pending(section) if line == stale else line)
-             for line in section_table(agg, top) + section_footer(agg) if line and not line.startswith("|")]
+    notes = [_one_runs(line) for line in section_table(agg, top) + section_footer(agg)
+             if line and not line.startswith("|")]
     presets = sorted({r["preset"] for r in agg["rows"] if r["preset"]})
     training, seeds = (_figure(folder.out, section_figure(kind, section.title)) for kind in ("training", "seeds"))
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
             "notes": notes, "training": training, "seeds": seeds,
             "anchor": "s-" + file_slug(section.title.split(":")[0])}
-
-
-def _pending(section: Section) -> str:
-    """The sweep's planned runs not in the table, each as its run.json says it stands (status, step), rather than a
-    phrase that goes stale once a committed folder stops changing ("under way")."""
-    started, waiting = [], []
-    for p in section.pending:
-        d = section.manifest.parent / p["run"] if section.manifest else None
-        if d is not None and d.is_dir():
-            started.append(f"{p['run']} ({status_text(d).split('; ', 1)[1]})")
-        else:
-            waiting.append(p["run"])
-    parts = ([f"{plural(len(started), 'run')} with a folder but no results.json: {', '.join(started)}"]
-             if started else [])
-    parts += [f"{plural(len(waiting), 'run')} without a folder: {', '.join(waiting)}"] if waiting else []
-    return f"Planned by the sweep and not in the table: {'; '.join(parts)}."
 
 
 def _split(cell: str) -> tuple[str, str]:
@@ -239,11 +222,7 @@ def _settings(folder: Folder) -> list[dict]:
 
 def status_text(d: Path) -> str:
     """Where an unevaluated run stands, from its run.json (what training last wrote there), never a fixed phrase."""
-    meta = read_object(d / "run.json") or {}
-    status = str(meta.get("status") or "unknown (no run.json status)")
-    steps, total = meta.get("steps"), meta.get("total_steps")
-    at = f", step {number(steps)} of {number(total)}" if steps is not None and total else ""
-    return f"not evaluated (no results.json); run.json status: {status}{at}"
+    return f"not evaluated (no results.json); {run_status(d)}"
 
 
 def _other_runs(folder: Folder) -> list[dict]:

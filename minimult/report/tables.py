@@ -147,12 +147,16 @@ def section_footer(sec: dict) -> list[str]:
 
 
 def pending_line(pending: list[dict]) -> str:
-    """The sweep's planned runs not in the table yet, as a sentence (a live sweep root's report)."""
-    parts = []
-    for state in ("under way", "not started"):
-        names = [p["run"] for p in pending if p["state"] == state]
-        if names:
-            parts.append(f"{len(names)} {state} ({', '.join(names)})")
+    """The sweep's planned runs not in the table yet, as a sentence (a live sweep root's report): those with a
+    folder as their run.json says they stand (`collect.run_status`), then those without one."""
+    started = [f"{p['run']} ({p['status']})" for p in pending if p["status"]]
+    waiting = [p["run"] for p in pending if not p["status"]]
+
+    def runs(names: list[str]) -> str:
+        return f"{len(names)} run{'s' * (len(names) != 1)}"
+
+    parts = [f"{runs(started)} with a folder but no results.json: {', '.join(started)}"] if started else []
+    parts += [f"{runs(waiting)} without a folder: {', '.join(waiting)}"] if waiting else []
     return f"Planned by the sweep and not in the table yet: {'; '.join(parts)}."
 
 
