@@ -52,7 +52,7 @@ from minimult.report.collect import (Group, REPOSITORY, Run, Section, eval_rows,
                                      read_object, run_status, training_losses, training_seconds)
 from minimult.report.figures import curve_panels, file_slug, section_figure
 from minimult.report.parts import report_parts
-from minimult.report.tables import (mu_top, number_cells, number_headings, run_values, section_footer,
+from minimult.report.tables import (mu_top, number_cells, number_headings, plural, run_values, section_footer,
                                     section_table, table_columns)
 
 RESULTS = REPOSITORY / "experiments" / "results"
@@ -87,11 +87,6 @@ def p_shown(p) -> str:
         return ""
     p = float(p)
     return "nan" if not math.isfinite(p) else "< 0.001" if p < 0.001 else f"{p:.2g}"
-
-
-def plural(n: int, word: str) -> str:
-    """"1 run", "2 runs"."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def _one_runs(text: str) -> str:

@@ -146,17 +146,19 @@ def section_footer(sec: dict) -> list[str]:
     return [line for line in lines if line]
 
 
+def plural(n: int, word: str) -> str:
+    """"1 run", "2 runs"."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def pending_line(pending: list[dict]) -> str:
     """The sweep's planned runs not in the table yet, as a sentence (a live sweep root's report): those with a
     folder as their run.json says they stand (`collect.run_status`), then those without one."""
     started = [f"{p['run']} ({p['status']})" for p in pending if p["status"]]
     waiting = [p["run"] for p in pending if not p["status"]]
-
-    def runs(names: list[str]) -> str:
-        return f"{len(names)} run{'s' * (len(names) != 1)}"
-
-    parts = [f"{runs(started)} with a folder but no results.json: {', '.join(started)}"] if started else []
-    parts += [f"{runs(waiting)} without a folder: {', '.join(waiting)}"] if waiting else []
+    parts = ([f"{plural(len(started), 'run')} with a folder but no results.json: {', '.join(started)}"]
+             if started else [])
+    parts += [f"{plural(len(waiting), 'run')} without a folder: {', '.join(waiting)}"] if waiting else []
     return f"Planned by the sweep and not in the table yet: {'; '.join(parts)}."
 
 
