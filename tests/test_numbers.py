@@ -30,7 +30,6 @@ LAYERS = (0, 2)
 def numbers(tmp_path_factory):
     from minimult.config import resolve
     from minimult.evaluate import evaluate_run
-    from minimult.mods import parse_mods
     from minimult.runs import Run
     from minimult.train import train
 

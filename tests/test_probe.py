@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS, cli
+from conftest import cli
 from minimult.data.languages import Side
 from minimult.evaluate import evaluate_run
 from minimult.evaluate.linear import fit_logistic

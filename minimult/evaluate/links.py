@@ -200,5 +200,5 @@ register(Evaluator(
     "links", "word alignment P, R, F1 and AER against a link file (eval --links), words pooled from pieces",
     version=3, order=25, run=run, periodic=False, standalone=True, inputs=inputs, options=("link_file", "link_base"),
     columns=(Column("f1", "links F1", group="links"),
-             Column("aer", "links AER", group="links", higher_is_better=False)),
+             Column("aer", "links AER", group="links")),
     describe=lambda results: [table(results["links"])] if "links" in results else []))

@@ -134,13 +134,11 @@ register(Evaluator(
     "perplexity", "MLM perplexity with 15% of tokens masked (fixed seed), training and dev data, per unit "
     "and per word, and per language", version=4,  # 4: per-language numbers (the pooled ones are unchanged)
     order=90, run=run,
-    columns=(Column("train", "ppl train", group="perplexity", kind="perplexity", higher_is_better=False, table=True),
-             Column("train_parallel", "ppl train (whole parallel)", group="perplexity", kind="perplexity",
-                    higher_is_better=False),
-             Column("dev", "ppl dev", group="perplexity", kind="perplexity", higher_is_better=False, table=True,
-                    curve=True, summary=True, short="ppl dev"),
-             Column("train_word", "ppl/word train", group="perplexity", kind="perplexity", higher_is_better=False),
-             Column("train_parallel_word", "ppl/word train (whole parallel)", group="perplexity",
-                    kind="perplexity", higher_is_better=False),
-             Column("dev_word", "ppl/word dev", group="perplexity", kind="perplexity", higher_is_better=False)),
+    columns=(Column("train", "ppl train", group="perplexity", kind="perplexity", table=True),
+             Column("train_parallel", "ppl train (whole parallel)", group="perplexity", kind="perplexity"),
+             Column("dev", "ppl dev", group="perplexity", kind="perplexity", table=True, curve=True, summary=True,
+                    short="ppl dev"),
+             Column("train_word", "ppl/word train", group="perplexity", kind="perplexity"),
+             Column("train_parallel_word", "ppl/word train (whole parallel)", group="perplexity", kind="perplexity"),
+             Column("dev_word", "ppl/word dev", group="perplexity", kind="perplexity")),
     describe=describe))

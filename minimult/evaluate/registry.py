@@ -34,7 +34,6 @@ class Column:
     per_layer: bool = False
     group: str | None = None
     kind: str = "score"  # "score" (3 decimals) | "perplexity" (1 decimal, none from 100)
-    higher_is_better: bool = True
     table: bool = False  # a column of Table 1
     curve: bool = False  # a panel of the training figure
     summary: bool = False  # in the sweep's one-line summary and the training log's evaluation line

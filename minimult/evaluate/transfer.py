@@ -406,5 +406,5 @@ register(Evaluator(
     order=97, run=evaluate, standalone=True, combine=combine, inputs=inputs, settings=("transfer", TransferConfig),
     columns=(Column("en_acc", "transfer EN acc", group="transfer", summary=True, short="transfer EN"),
              Column("zero_shot_acc", "transfer zero-shot acc", group="transfer", summary=True, short="0-shot"),
-             Column("delta", "transfer ∆", group="transfer", higher_is_better=False, summary=True, short="∆")),
+             Column("delta", "transfer ∆", group="transfer", summary=True, short="∆")),
     describe=describe))

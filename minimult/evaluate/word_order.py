@@ -24,4 +24,4 @@ def run(ctx) -> dict:
 register(Evaluator(
     "word_order", "Kendall tau distance of the Match alignment's permutation, mean over dev pairs", version=1,
     order=45, run=run, pairwise=True,
-    columns=(Column("order_distance", "order dist", per_layer=True, higher_is_better=False),)))
+    columns=(Column("order_distance", "order dist", per_layer=True),)))

@@ -73,14 +73,8 @@ def order_points(sections: list[Section], top: str) -> list[dict]:
     return out
 
 
-def pearson(points: list[dict]) -> float | None:
-    """Pearson's r of word-order distance and zero-shot accuracy (None below 3 points or without spread)."""
-    got = pearson_test(points)
-    return None if got is None else got[0]
-
-
 def pearson_test(points: list[dict]) -> tuple[float, float] | None:
-    """(r, two-sided p) of word-order distance against zero-shot accuracy, as `pearson`."""
+    """(r, two-sided p) of word-order distance against zero-shot accuracy (None below 3 points or without spread)."""
     if len(points) < 3:
         return None
     x = np.array([p["order_distance"] for p in points])
