@@ -443,15 +443,15 @@ def _knn_tables(m: Member, log) -> dict:
 
 def _execution(m: Member, step: int, processes: int, device) -> dict:
     """run.json's `processes`, `microbatches` and `execution`: how the run trains now, and from which step
-    each way it trained, on which device (EXECUTION_SETTINGS may change between resumes: a run may begin on
-    a GPU and end on a CPU; a run from before this record began trained on its recorded processes and
-    device, in one pass)."""
+    each way it trained, on which device and, on a CPU, how many threads (they change fp32 sums in the last
+    bit). EXECUTION_SETTINGS may change between resumes: a run may begin on a GPU and end on a CPU; a run
+    from before this record began trained on its recorded processes and device, in one pass."""
     now = {"processes": processes, "microbatches": m.cfg.train.microbatches}
     history = list(m.run.meta.get("execution", []))
     if not history and step > 0:
         history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1,
                     "device": m.run.meta.get("device", str(device))}]
-    entry = {**now, "device": str(device)}
+    entry = {**now, "device": str(device), **({"threads": torch.get_num_threads()} if device.type == "cpu" else {})}
     if not history or {k: history[-1].get(k, entry[k]) for k in entry} != entry:
         history.append({"from_step": step, **entry})
     return {**now, "execution": history}

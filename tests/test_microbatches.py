@@ -142,8 +142,9 @@ def test_cuts_leave_the_fewest_padded_positions():
 
 
 def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path):
-    """An execution setting may change when a run resumes (a long random-batch run sped up halfway):
-    run.json keeps each way it trained with the step it began at, and the run ends complete."""
+    """An execution setting may change when a run resumes (a long random-batch run sped up halfway, on
+    another number of threads): run.json keeps each way it trained with the step it began at, and the run
+    ends complete."""
     from test_train import new_run
 
     from minimult.runs import read_json
@@ -151,11 +152,12 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
 
     over = {"train.batching": "random", "train.checkpoint_every": 7}
     cfg, mods = tiny_cfg(None, **over)
-    split, _ = tiny_cfg(None, **over, **{"train.microbatches": 3})
+    threads = torch.get_num_threads()
+    split, _ = tiny_cfg(None, **over, **{"train.microbatches": 3, "train.threads": threads + 1})
     d = new_run(tmp_path, "run", cfg)
     pretrain(cfg, mods, d, log=quiet, stop_after=14)
     assert read_json(d / "run.json")["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1,
-                                                        "device": "cpu"}]
+                                                        "device": "cpu", "threads": threads}]
     lines = []
     pretrain(cfg, mods, new_run(tmp_path, "again", cfg), log=lines.append, stop_after=1)
     assert sum("--set train.microbatches=4" in line for line in lines) == 1  # random batches in one pass: the hint
@@ -165,5 +167,6 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     assert not any("--set train.microbatches" in line for line in lines)
     meta = read_json(d / "run.json")
     assert meta["status"] == "complete" and meta["microbatches"] == 3
-    assert meta["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1, "device": "cpu"},
-                                 {"from_step": 14, "processes": 1, "microbatches": 3, "device": "cpu"}]
+    cpu = {"processes": 1, "device": "cpu"}
+    assert meta["execution"] == [{"from_step": 0, **cpu, "microbatches": 1, "threads": threads},
+                                 {"from_step": 14, **cpu, "microbatches": 3, "threads": threads + 1}]
