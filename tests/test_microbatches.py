@@ -156,8 +156,8 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     split, _ = tiny_cfg(None, **over, **{"train.microbatches": 3, "train.threads": threads + 1})
     d = new_run(tmp_path, "run", cfg)
     pretrain(cfg, mods, d, log=quiet, stop_after=14)
-    assert read_json(d / "run.json")["execution"] == [{"from_step": 0, "processes": 1, "microbatches": 1,
-                                                        "device": "cpu", "threads": threads}]
+    cpu = {"processes": 1, "device": "cpu"}
+    assert read_json(d / "run.json")["execution"] == [{"from_step": 0, **cpu, "microbatches": 1, "threads": threads}]
     lines = []
     pretrain(cfg, mods, new_run(tmp_path, "again", cfg), log=lines.append, stop_after=1)
     assert sum("--set train.microbatches=4" in line for line in lines) == 1  # random batches in one pass: the hint
@@ -167,6 +167,5 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     assert not any("--set train.microbatches" in line for line in lines)
     meta = read_json(d / "run.json")
     assert meta["status"] == "complete" and meta["microbatches"] == 3
-    cpu = {"processes": 1, "device": "cpu"}
     assert meta["execution"] == [{"from_step": 0, **cpu, "microbatches": 1, "threads": threads},
                                  {"from_step": 14, **cpu, "microbatches": 3, "threads": threads + 1}]
