@@ -100,11 +100,13 @@ def tiny_run(tmp_path_factory):
     return run
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def one_thread():
-    """Torch on one thread for every test: the tiny models train faster so (with a second process busy on this
-    2-core machine, a tiny run's training and evaluation took 2-3 s on one thread, 40-60 s on two), and the
-    machine's other thread stays free. The sweep's workers run on one thread each too."""
+    """Torch on one thread at the start of every test: the tiny models train faster so (with a second process
+    busy on this 2-core machine, a tiny run's training and evaluation took 2-3 s on one thread, 40-60 s on
+    two), and the machine's other thread stays free. The sweep's workers run on one thread each too. Set per
+    test, not once: a test that trains with train.threads leaves torch on that count, and a later test in the
+    same worker would train on it (fp32 sums then differ in the last bit from a run on one thread)."""
     import torch
 
     threads = torch.get_num_threads()
