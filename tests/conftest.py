@@ -100,19 +100,28 @@ def tiny_run(tmp_path_factory):
     return run
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def one_thread():
-    """Torch on one thread at the start of every test: the tiny models train faster so (with a second process
-    busy on this 2-core machine, a tiny run's training and evaluation took 2-3 s on one thread, 40-60 s on
-    two), and the machine's other thread stays free. The sweep's workers run on one thread each too. Set per
-    test, not once: a test that trains with train.threads leaves torch on that count, and a later test in the
-    same worker would train on it (fp32 sums then differ in the last bit from a run on one thread)."""
+    """Torch on one thread for every test: the tiny models train faster so (with a second process busy on this
+    2-core machine, a tiny run's training and evaluation took 2-3 s on one thread, 40-60 s on two), and the
+    machine's other thread stays free. The sweep's workers run on one thread each too."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def one_thread_again():
+    """Torch back on one thread after every test: a test that trains with train.threads leaves torch on that
+    count, and a later test or module fixture in the same worker would compute on it (fp32 sums then differ
+    in the last bit from one thread's). A session fixture is set up before any module's, this one after."""
+    yield
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def random_replacement_ids(vocab_size_per_lang: int, n_langs: int, n_special: int = 5):
