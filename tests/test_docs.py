@@ -106,3 +106,17 @@ def test_docs_pages_link_to_pages_that_exist_and_the_index_lists_every_page():
                 assert (page.parent / m.group(1)).resolve().is_file(), f"{page.name} links to missing {m.group(1)}"
     index = (DOCS / "README.md").read_text(encoding="utf-8")
     assert all(f"]({p.name})" in index for p in pages if p.name != "README.md")
+
+
+def test_every_experiments_script_is_in_its_folders_index():
+    """experiments/README.md names each script of experiments/ and experiments/gpu/, analyses/README.md each
+    of analyses/: a script nobody indexed is one nobody can tell the purpose of."""
+    experiments = ROOT / "experiments"
+    index = {folder: (experiments / readme).read_text(encoding="utf-8")
+             for folder, readme in (("", "README.md"), ("gpu", "README.md"), ("analyses", "analyses/README.md"))}
+    scripts = {folder: sorted(p.name for p in (experiments / folder).glob("*") if p.suffix in (".py", ".sh"))
+               for folder in index}
+    assert len(scripts[""]) > 10 and scripts["gpu"] and scripts["analyses"]
+    missing = [f"experiments/{folder}/{name}".replace("//", "/") for folder, names in scripts.items()
+               for name in names if f"`{name}`" not in index[folder]]
+    assert not missing, "scripts no index names:\n" + "\n".join(missing)
