@@ -120,3 +120,12 @@ def test_every_experiments_script_is_in_its_folders_index():
     missing = [f"experiments/{folder}/{name}".replace("//", "/") for folder, names in scripts.items()
                for name in names if f"`{name}`" not in index[folder]]
     assert not missing, "scripts no index names:\n" + "\n".join(missing)
+
+
+def test_every_results_folder_is_named_in_the_results_index():
+    results = ROOT / "experiments" / "results"
+    index = (results / "README.md").read_text(encoding="utf-8")
+    folders = sorted(p.name for p in results.iterdir() if p.is_dir())
+    assert len(folders) > 10
+    missing = [name for name in folders if f"`{name}/`" not in index]
+    assert not missing, "experiments/results/ folders its README.md does not name: " + ", ".join(missing)
