@@ -129,3 +129,17 @@ def test_every_results_folder_is_named_in_the_results_index():
     assert len(folders) > 10
     missing = [name for name in folders if f"`{name}/`" not in index]
     assert not missing, "experiments/results/ folders its README.md does not name: " + ", ".join(missing)
+
+
+def test_docs_usage_names_every_option_of_every_command():
+    """docs/usage.md calls itself the whole reference: each command's every long option is on it."""
+    import click
+
+    from minimult.cli import main
+
+    usage = (DOCS / "usage.md").read_text(encoding="utf-8")
+    options = {f"{name} {opt}" for name, command in main.commands.items() for p in command.params
+               if isinstance(p, click.Option) for opt in p.opts if opt.startswith("--") and opt != "--help"}
+    assert len(options) > 50
+    missing = sorted(o for o in options if o.split()[1] not in usage)
+    assert not missing, "options docs/usage.md does not name: " + ", ".join(missing)
