@@ -143,3 +143,16 @@ def test_docs_usage_names_every_option_of_every_command():
     assert len(options) > 50
     missing = sorted(o for o in options if o.split()[1] not in usage)
     assert not missing, "options docs/usage.md does not name: " + ", ".join(missing)
+
+
+def test_the_readme_tables_list_every_registered_mod_preset_and_source():
+    from minimult.config import PRESETS
+    from minimult.data.sources import REGISTRY as SOURCES
+    from minimult.mods import REGISTRY as MODS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_cells = " ".join(re.findall(r"^\|([^|\n]+)\|", readme, re.M))
+    named = set(re.findall(r"`([\w-]+)", first_cells))
+    assert set(MODS) | set(PRESETS) <= named, sorted((set(MODS) | set(PRESETS)) - named)
+    source_option = re.search(r"`--source ([\w|-]+)`", readme).group(1).split("|")
+    assert sorted(source_option) == sorted(SOURCES)
