@@ -112,13 +112,13 @@ def test_every_experiments_script_is_in_its_folders_index():
     """experiments/README.md names each script of experiments/ and experiments/gpu/, analyses/README.md each
     of analyses/: a script nobody indexed is one nobody can tell the purpose of."""
     experiments = ROOT / "experiments"
-    index = {folder: (experiments / readme).read_text(encoding="utf-8")
-             for folder, readme in (("", "README.md"), ("gpu", "README.md"), ("analyses", "analyses/README.md"))}
-    scripts = {folder: sorted(p.name for p in (experiments / folder).glob("*") if p.suffix in (".py", ".sh"))
-               for folder in index}
-    assert len(scripts[""]) > 10 and scripts["gpu"] and scripts["analyses"]
-    missing = [f"experiments/{folder}/{name}".replace("//", "/") for folder, names in scripts.items()
-               for name in names if f"`{name}`" not in index[folder]]
+    main, analyses = ((folder / "README.md").read_text(encoding="utf-8")
+                      for folder in (experiments, experiments / "analyses"))
+    scripts = [(p, main) for p in [*experiments.glob("*"), *(experiments / "gpu").glob("*")]]
+    scripts += [(p, analyses) for p in (experiments / "analyses").glob("*")]
+    scripts = [(p, index) for p, index in scripts if p.suffix in (".py", ".sh")]
+    assert len(scripts) > 15
+    missing = sorted(str(p.relative_to(ROOT)) for p, index in scripts if f"`{p.name}`" not in index)
     assert not missing, "scripts no index names:\n" + "\n".join(missing)
 
 
@@ -146,6 +146,7 @@ def test_docs_usage_names_every_option_of_every_command():
 
 
 def test_the_readme_tables_list_every_registered_mod_preset_and_source():
+    """The README's first table cells name every mod and preset, and its `--source` choices are the sources."""
     from minimult.config import PRESETS
     from minimult.data.sources import REGISTRY as SOURCES
     from minimult.mods import REGISTRY as MODS
