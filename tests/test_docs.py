@@ -157,3 +157,33 @@ def test_the_readme_tables_list_every_registered_mod_preset_and_source():
     assert set(MODS) | set(PRESETS) <= named, sorted((set(MODS) | set(PRESETS)) - named)
     source_option = re.search(r"`--source ([\w|-]+)`", readme).group(1).split("|")
     assert sorted(source_option) == sorted(SOURCES)
+
+
+def test_fidelity_published_cells_are_the_committed_runs():
+    """docs/fidelity.md's lang-pos table gives, per row, `published` µ and F1/ρ/τ at layer 0 as mean ± sample
+    std over the seeds it names: each number is what the committed results.json of those seeds give (to 3
+    decimals), so a landed seed cannot leave a cell computed by hand behind."""
+    import json
+    import statistics
+
+    runs = ROOT / "experiments" / "results" / "table1-published"
+    lines = (DOCS / "fidelity.md").read_text(encoding="utf-8").split("### Every lang-pos row", 1)[1].splitlines()
+    checked, setting = 0, None
+    for line in lines:
+        if m := re.match(r"\| (\w+) ", line):
+            setting = m.group(1)
+        m = re.match(r"\| \| `published`, seeds ([\d, ]+?)(?: \(.*?\))? \|(.*)\|$", line)
+        if not m:
+            continue
+        seeds = [int(s) for s in m.group(1).split(",")]
+        found = [sorted(runs.glob(f"{setting}-*-s{seed}/results.json")) for seed in seeds]
+        assert all(len(f) == 1 for f in found), f"row {setting}: seeds {seeds} are not each one committed run"
+        results = [json.loads(f[0].read_text()) for f in found]
+        columns = [[r["mu"] for r in results]]
+        columns += [[r["layers"]["0"][key] for r in results] for key in ("align_f1", "retrieval", "translation")]
+        cells = [[float(x) for x in cell.split("±")] for cell in m.group(2).split("|")]
+        for cell, values in zip(cells, columns, strict=True):
+            expected = [statistics.mean(values), statistics.stdev(values)]
+            assert cell == pytest.approx(expected, abs=5e-4), f"row {setting}, seeds {seeds}"
+        checked += 1
+    assert checked >= 7
