@@ -103,18 +103,18 @@ def parse_spec(text: str) -> Spec:
     """`NAME=PATH,NAME=PATH,...` (paths relative to the current folder) or a TOML manifest's path."""
     text = text.strip()
     if not text:
-        raise MinimultError("--source parallel reads the files named by --files (data.files): NAME=PATH,NAME=PATH,... "
-                            "or a .toml manifest (docs/corpora.md)")
+        raise MinimultError("--source parallel reads the files named by --files (data.parallel.files): "
+                            "NAME=PATH,NAME=PATH,... or a .toml manifest (docs/corpora.md)")
     if is_manifest(text):
         return _manifest(Path(text))
     items = [item.strip() for item in text.split(",") if item.strip()]
     pairs = [item.partition("=") for item in items]
     bad = next((item for item, (n, eq, p) in zip(items, pairs) if not eq or not n.strip() or not p.strip()), None)
     if bad is not None:
-        raise MinimultError(f"data.files {text!r}: {bad!r} is not NAME=PATH; give NAME=PATH,NAME=PATH,... (the first "
+        raise MinimultError(f"--files {text!r}: {bad!r} is not NAME=PATH; give NAME=PATH,NAME=PATH,... (the first "
                             f"the first language) or a .toml manifest")
     names = [n.strip() for n, _, _ in pairs]
-    _check_names(names, f"data.files {text!r}")
+    _check_names(names, f"--files {text!r}")
     return Spec(tuple(names), tuple(Path(p.strip()) for _, _, p in pairs))
 
 
