@@ -187,3 +187,20 @@ def test_fidelity_published_cells_are_the_committed_runs():
             assert cell == pytest.approx(expected, abs=5e-4), f"row {setting}, seeds {seeds}"
         checked += 1
     assert checked >= 7
+
+
+def test_the_readme_says_of_both_recipes_what_results_md_generated():
+    """The README's paragraph on the published recipe repeats, by hand, from docs/results.md's generated block:
+    how many orderings are robust and how many cannot be told, lang-pos's µ per seed, and which rows of the
+    newest seed are in. Each must be what the block and the committed run folders say."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    block = (DOCS / "results.md").read_text(encoding="utf-8").split("<!-- BEGIN recipes -->", 1)[1]
+    robust, unknown = re.search(r"(\d+) robust .*?, (\d+) cannot tell", block).groups()
+    assert re.search(rf"\b{robust} of the 14 orderings hold under both recipes and {unknown} cannot be told", readme)
+    floor_row = re.search(r"^\| 1 lang-pos \|.*\| \d+ of \d+ [^|]*?: ([^|]*?) \|$", block, re.M).group(1)
+    said = re.search(r"lang-pos splits by seed under the published recipe too \(µ ([.\d, ]+):", readme).group(1)
+    assert [float(x) for x in said.split(",")] == [float(x) for x in re.findall(r"s\d+ ([.\d]+)", floor_row)]
+    seed, rows = re.search(r"and seed (\d+) of rows ([\d, and]+?), \d+ of the 14", readme).groups()
+    done = {p.parent.name.split("-", 1)[0] for p in (ROOT / "experiments" / "results" / "table1-published")
+            .glob(f"*-s{seed}/results.json")}
+    assert set(re.findall(r"\d+b?", rows)) == done
