@@ -179,6 +179,20 @@ def git_commit() -> str | None:
         return None
 
 
+def cpu_name() -> str | None:
+    """The CPU's model name and its native bf16 instructions, e.g. `Intel(R) Xeon(R) Processor (amx_bf16,
+    avx512_bf16)`: what a run's seconds were measured on (Linux: /proc/cpuinfo's first CPU; else `platform`)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        first = ""
+    fields = {key.strip(): value.strip() for key, sep, value in (line.partition(":") for line in first.splitlines())
+              if sep}
+    model = fields.get("model name") or platform.processor() or None
+    native = [flag for flag in ("amx_bf16", "avx512_bf16") if flag in fields.get("flags", "").split()]
+    return f"{model} ({', '.join(native)})" if model and native else model
+
+
 def environment() -> dict:
     def v(name):
         try:
@@ -186,7 +200,7 @@ def environment() -> dict:
         except PackageNotFoundError:
             return None
 
-    return {"python": platform.python_version(), "platform": platform.platform(),
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_name(),
             "minimult": v("minimult"), "torch": v("torch"), "tokenizers": v("tokenizers"),
             "numpy": v("numpy"), "nltk": v("nltk"), "fasttext": v("fasttext-numpy2"),
             "git_commit": git_commit()}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,6 +63,13 @@ def test_untrained_shared_positions_align_but_do_not_retrieve(untrained_small):
     saved = json.loads((untrained_small["untrained"] / "results.json").read_text())
     assert saved["layers"]["8"]["align_f1"] == r["layers"]["8"]["align_f1"]
     assert saved["mods"] == "untrained" and "torch" in saved["environment"]
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():  # the machine its seconds were measured on: /proc/cpuinfo's model, with native bf16
+        first = cpuinfo.read_text().split("\n\n")[0]
+        model = re.search(r"^model name\s*:\s*(.*?)\s*$", first, re.M)
+        flags = re.search(r"^flags\s*:(.*)$", first, re.M)
+        assert not model or saved["environment"]["cpu"].startswith(model.group(1))
+        assert ("amx_bf16" in saved["environment"]["cpu"]) == bool(flags and "amx_bf16" in flags.group(1).split())
 
 
 def test_lang_pos_collapses_alignment_of_untrained_model(untrained_small):
