@@ -45,7 +45,7 @@ from minimult.config import TrainConfig
 from minimult.model import Bert
 from minimult.stacked import StackedBert, pack, stack
 from minimult.mods import check_masking, versions
-from minimult.runs import Run, environment, logged_seconds, truncate_log
+from minimult.runs import Run, cpu_name, environment, logged_seconds, truncate_log
 
 # The train settings each run of a stack keeps its own (its randomness); all others are one schedule for the stack
 PER_RUN_TRAIN = ("seed", "init_seed")
@@ -443,15 +443,18 @@ def _knn_tables(m: Member, log) -> dict:
 
 def _execution(m: Member, step: int, processes: int, device) -> dict:
     """run.json's `processes`, `microbatches` and `execution`: how the run trains now, and from which step
-    each way it trained, on which device and, on a CPU, how many threads (they change fp32 sums in the last
-    bit). EXECUTION_SETTINGS may change between resumes: a run may begin on a GPU and end on a CPU; a run
-    from before this record began trained on its recorded processes and device, in one pass."""
+    each way it trained, on which device and machine (`machine`: the CPU's or GPU's name) and, on a CPU, how
+    many threads (they change fp32 sums in the last bit). EXECUTION_SETTINGS may change between resumes: a run
+    may begin on a GPU and end on a CPU, or resume on another machine; a run from before this record began
+    trained on its recorded processes and device, in one pass."""
     now = {"processes": processes, "microbatches": m.cfg.train.microbatches}
     history = list(m.run.meta.get("execution", []))
     if not history and step > 0:
         history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1,
                     "device": m.run.meta.get("device", str(device))}]
-    entry = {**now, "device": str(device), **({"threads": torch.get_num_threads()} if device.type == "cpu" else {})}
+    on_cpu = device.type == "cpu"
+    entry = {**now, "device": str(device), "machine": cpu_name() if on_cpu else torch.cuda.get_device_name(device),
+             **({"threads": torch.get_num_threads()} if on_cpu else {})}
     if not history or {k: history[-1].get(k, entry[k]) for k in entry} != entry:
         history.append({"from_step": step, **entry})
     return {**now, "execution": history}

@@ -147,7 +147,7 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     ends complete."""
     from test_train import new_run
 
-    from minimult.runs import read_json
+    from minimult.runs import cpu_name, read_json
     from minimult.train import pretrain
 
     over = {"train.batching": "random", "train.checkpoint_every": 7}
@@ -156,7 +156,7 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     split, _ = tiny_cfg(None, **over, **{"train.microbatches": 3, "train.threads": threads + 1})
     d = new_run(tmp_path, "run", cfg)
     pretrain(cfg, mods, d, log=quiet, stop_after=14)
-    cpu = {"processes": 1, "device": "cpu"}
+    cpu = {"processes": 1, "device": "cpu", "machine": cpu_name()}
     assert read_json(d / "run.json")["execution"] == [{"from_step": 0, **cpu, "microbatches": 1, "threads": threads}]
     lines = []
     pretrain(cfg, mods, new_run(tmp_path, "again", cfg), log=lines.append, stop_after=1)
@@ -169,3 +169,23 @@ def test_run_json_records_from_which_step_a_run_trained_in_microbatches(tmp_path
     assert meta["status"] == "complete" and meta["microbatches"] == 3
     assert meta["execution"] == [{"from_step": 0, **cpu, "microbatches": 1, "threads": threads},
                                  {"from_step": 14, **cpu, "microbatches": 3, "threads": threads + 1}]
+
+
+def test_a_run_resumed_on_another_machine_records_the_stretch_each_machine_trained(tmp_path):
+    """run.json's `execution` names the machine each stretch trained on (the seconds of a run resumed across
+    machines are otherwise unattributable), and a resume on the same machine adds no stretch."""
+    from test_train import new_run
+
+    from minimult.runs import cpu_name, read_json, write_json
+    from minimult.train import pretrain
+
+    cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7})
+    d = new_run(tmp_path, "run", cfg)
+    pretrain(cfg, mods, d, log=quiet, stop_after=7)
+    meta = read_json(d / "run.json")
+    meta["execution"][-1]["machine"] = "another CPU"
+    write_json(d / "run.json", meta)
+    for stop in (14, 21):
+        pretrain(cfg, mods, d, resume=True, log=quiet, stop_after=stop)
+    stretches = [(e["from_step"], e["machine"]) for e in read_json(d / "run.json")["execution"]]
+    assert stretches == [(0, "another CPU"), (7, cpu_name())]
