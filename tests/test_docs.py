@@ -204,3 +204,26 @@ def test_the_readme_says_of_both_recipes_what_results_md_generated():
     done = {p.parent.name.split("-", 1)[0] for p in (ROOT / "experiments" / "results" / "table1-published")
             .glob(f"*-s{seed}/results.json")}
     assert set(re.findall(r"\d+b?", rows)) == done
+
+
+def test_published_recipe_costs_are_the_committed_runs():
+    """docs/published-recipe.md's cost table gives training seconds a run (run.json's `train_seconds`) by hand:
+    each number in it is a committed run's, rounded, every trained run's seconds fall within one of its rows, and
+    the total it quotes is the committed runs'. A landed run the table does not cover fails here."""
+    import json
+
+    text = (DOCS / "published-recipe.md").read_text(encoding="utf-8")
+    records = [json.loads(p.read_text()) for p in
+               sorted((ROOT / "experiments" / "results" / "table1-published").glob("*/run.json"))]
+    seconds = [r["train_seconds"] for r in records if r.get("train_seconds")]
+    table = text.split("| machine | runs | seconds a run |", 1)[1].split("\n\n", 1)[0]
+    spans = []
+    for row in table.splitlines()[2:]:
+        said = [int(n.replace(",", "")) for n in re.findall(r"\d{1,2},\d{3}", row.split("|")[3])]
+        assert said and all(any(round(s) == n for s in seconds) for n in said), row
+        spans.append((min(said), max(said)))
+    assert all(any(lo <= round(s) <= hi for lo, hi in spans) for s in seconds)
+    n, untrained, hours = re.search(r"with the (\d+) runs committed by [\d-]+, (\d+) of them untrained: ([\d.]+) h",
+                                    " ".join(text.split())).groups()
+    assert (int(n), int(untrained), float(hours)) == (len(records), len(records) - len(seconds),
+                                                      round(sum(seconds) / 3600, 1))
