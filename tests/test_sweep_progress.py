@@ -43,8 +43,8 @@ class Clock:
 
 
 def test_status_lines_and_time_left(tmp_path):
-    a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="20m00s"))
-    b = run(tmp_path, "b", LINE.format(step=1200, elapsed="20m00s", left="10m00s"))
+    a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="19m35s"))  # 1 s an update
+    b = run(tmp_path, "b", LINE.format(step=1200, elapsed="20m00s", left="9m35s"))
     queued = [SimpleNamespace(run_dir=str(tmp_path / q), name=q) for q in ("c", "d")]
     lines = []
     clock = Clock(0)  # the sweep starts at 0 (1970): the logs count as written during it
@@ -55,11 +55,11 @@ def test_status_lines_and_time_left(tmp_path):
     assert lines == []  # less than a status interval since the start
     clock.now = 300
     progress.tick()
-    # running: 20 + 10 min left; 2 queued x a typical run of 30 min; over 2 workers -> 45 min
-    assert "] 2 running, 2 queued, 0 done in 5m00s" in lines[0] and lines[0].endswith("; ~45m00s left")
-    assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 20m00s left",
-                         "    b: step 1200/1775, loss 3.9585, 11,962 tok/s, 10m00s left"]
-    progress.finished(SimpleNamespace(task=b, status="done", seconds=1200.0))  # a finished run sets the pace
+    # running: 1,175 + 575 s left; 2 queued x a whole run of 1,775 s; over 2 workers -> 2,650 s
+    assert "] 2 running, 2 queued, 0 done in 5m00s" in lines[0] and lines[0].endswith("; ~44m10s left")
+    assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 19m35s left",
+                         "    b: step 1200/1775, loss 3.9585, 11,962 tok/s, 9m35s left"]
+    progress.finished(SimpleNamespace(task=b, status="done", message="new run", seconds=1200.0))  # sets the pace
     lines.clear()
     clock.now = 599
     progress.tick()
@@ -67,7 +67,27 @@ def test_status_lines_and_time_left(tmp_path):
     clock.now = 600
     progress.tick()
     assert "1 running, 2 queued, 1 done in 10m00s" in lines[0]
-    assert lines[0].endswith("~30m00s left")  # (20 + 2 x 20) / 2
+    assert lines[0].endswith("~29m47s left")  # (1,175 + 2 x 1,200) / 2
+
+
+def test_a_resumed_run_sets_no_pace(tmp_path):
+    """A resumed run's times count only the updates since its checkpoint: its whole length is its time left
+    scaled to all its updates, and when it finishes, its seconds are not a run's length (a sweep resumed near
+    its runs' ends once said ~13 h left of ~45)."""
+    resumed = run(tmp_path, "r", LINE.format(step=1475, elapsed="5m00s", left="5m00s"))  # resumed at 1,175
+    fresh = run(tmp_path, "f", LINE.format(step=600, elapsed="10m00s", left="19m35s"))
+    queued = SimpleNamespace(run_dir=str(tmp_path / "c"), name="c")
+    lines, clock = [], Clock(0)
+    progress = SweepProgress([resumed, fresh, queued], workers=2, run_log="sweep.log", log=lines.append,
+                             every=300, clock=clock)
+    clock.now = 300
+    progress.tick()
+    assert lines[0].endswith("~27m05s left")  # both runs 1,775 s whole: (300 + 1,175 + 1,775) / 2
+    progress.finished(SimpleNamespace(task=resumed, status="done", message="resumed", seconds=600.0))
+    lines.clear()
+    clock.now = 600
+    progress.tick()
+    assert "1 running, 1 queued, 1 done" in lines[0] and lines[0].endswith("~24m35s left")  # (1,175 + 1,775) / 2
 
 
 class Hurried:
@@ -107,7 +127,7 @@ def test_a_run_finished_elsewhere_is_neither_running_nor_queued(tmp_path):
     """A queued run that another sweep (or a GPU machine) finished meanwhile: its log's last line is its last
     step, but the status lines count it apart and the time left leaves it out; a run this sweep itself
     finishes is counted done once, even when a status line saw it complete before its outcome came."""
-    a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="20m00s"))
+    a = run(tmp_path, "a", LINE.format(step=600, elapsed="10m00s", left="19m35s"))
     gpu = run(tmp_path, "gpu", LINE.format(step=1775, elapsed="5m00s", left="0m00s"))
     (Path(gpu.run_dir) / "run.json").write_text('{"status": "complete", "steps": 1775}')
     (Path(gpu.run_dir) / "results.json").write_text('{"steps": 1775, "perplexity": {}, "layers": {"0": {}}}')
@@ -117,16 +137,16 @@ def test_a_run_finished_elsewhere_is_neither_running_nor_queued(tmp_path):
                              clock=clock)
     clock.now = 300
     progress.tick()
-    # 20 min left of a, one queued run of a typical 30 min, one worker: 50 min (the finished one adds nothing)
-    assert "] 1 running, 1 queued, 0 done, 1 finished elsewhere in 5m00s; ~50m00s left" in lines[0], lines
-    assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 20m00s left"]
-    progress.finished(SimpleNamespace(task=gpu, status="skipped", seconds=0.0))  # the sweep reaches it: skipped
+    # 1,175 s left of a, one queued run as long as a (1,775 s), one worker (the finished one adds nothing)
+    assert "] 1 running, 1 queued, 0 done, 1 finished elsewhere in 5m00s; ~49m10s left" in lines[0], lines
+    assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 19m35s left"]
+    progress.finished(SimpleNamespace(task=gpu, status="skipped", message="already complete", seconds=0.0))  # the sweep reaches it: skipped
     (Path(a.run_dir) / "run.json").write_text('{"status": "complete", "steps": 1775}')
     (Path(a.run_dir) / "results.json").write_text('{"steps": 1775, "perplexity": {}, "layers": {"0": {}}}')
     lines.clear()
     clock.now = 600
     progress.tick()  # a is complete before its outcome arrives
-    progress.finished(SimpleNamespace(task=a, status="done", seconds=1800.0))
+    progress.finished(SimpleNamespace(task=a, status="done", message="new run", seconds=1800.0))
     lines.clear()
     clock.now = 900
     progress.tick()

@@ -12,7 +12,8 @@ sweep (or a GPU machine) finished meanwhile, its results complete (`plan.results
 The sweep's time left = (what the running runs have left + what the queued runs will take) / parallel
 workers, at least the longest a running run has left. A queued run will take its cost (`run_cost`:
 epochs x the work per token of its model's size, `token_cost`) times the median seconds per unit of
-cost of the finished runs, or of the running runs' elapsed + left while none has finished, so a grid
+cost of the runs this sweep trained from the start, or of the running runs' whole length (`whole_run`) while
+none has (a resumed run's time covers only the updates since its checkpoint, so it sets no pace), so a grid
 of different sizes (experiments/k-et-al.toml: 0.46x to 4.1x BERT-small's time per token) is estimated
 run by run. The units matter too (`data.tokenizer`): a run reads the same sentences at every
 granularity, but characters make 3.3x as many units as word-pieces, each in a longer sequence, so
@@ -78,6 +79,17 @@ def last_step(log_file: Path, since: float) -> dict | None:
     return None
 
 
+def whole_run(state: dict) -> float | None:
+    """A running run's seconds for all its updates at its present pace (`last_step`'s dict): its time left
+    scaled from the updates left to all of them, since a resumed run's elapsed time counts only the updates
+    since it resumed; elapsed + left at its last update."""
+    if state["left"] is None:
+        return None
+    if state["step"] < state["total"]:
+        return state["left"] * state["total"] / (state["total"] - state["step"])
+    return None if state["elapsed"] is None else state["elapsed"] + state["left"]
+
+
 def token_cost(model, length: float = TYPICAL_LENGTH) -> float:
     """A training step's work per token of a model (`ModelConfig` or its dict) in sequences of about
     `length` tokens, in multiply-adds: the encoder's linear layers and attention products, the per-head
@@ -133,7 +145,7 @@ class SweepProgress:
             self.elsewhere.discard(outcome.task.run_dir)
         if outcome.status == "done" and outcome.seconds > 0:
             self.durations.append(outcome.seconds)
-            if self.cost.get(outcome.task.run_dir):
+            if self.cost.get(outcome.task.run_dir) and outcome.message.startswith("new run"):  # a whole run
                 self.rates.append(outcome.seconds / self.cost[outcome.task.run_dir])
 
     def tick(self) -> None:
@@ -146,8 +158,8 @@ class SweepProgress:
             self.elsewhere.add(run_dir)
         running = {d: state for d in self.pending if (state := last_step(Path(d) / self.run_log, self.start))}
         waiting = [d for d in self.pending if d not in running]
-        rates = self.rates or [(s["elapsed"] + s["left"]) / self.cost[d] for d, s in running.items()
-                               if s["elapsed"] is not None and s["left"] is not None and self.cost.get(d)]
+        rates = self.rates or [whole / self.cost[d] for d, s in running.items()
+                               if (whole := whole_run(s)) is not None and self.cost.get(d)]
         eta = ""
         if rates:
             lefts = [s["left"] or 0 for s in running.values()]
