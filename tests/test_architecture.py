@@ -262,7 +262,7 @@ def test_cost_grows_with_size_and_weights_the_sweeps_estimate(tmp_path):
     tasks = [SimpleNamespace(run_dir=str(tmp_path / n), config=c) for n, c in (("a", small), ("b", big))]
     lines = []
     progress = SweepProgress(tasks, workers=1, run_log="sweep.log", log=lines.append, every=0)
-    progress.finished(SimpleNamespace(task=tasks[0], status="done", seconds=1000.0))
+    progress.finished(SimpleNamespace(task=tasks[0], status="done", message="new run", seconds=1000.0))
     progress.tick()
     assert lines[0].endswith(f"~{fmt_time(1000 * run_cost(big) / run_cost(small))} left")
     assert run_cost(big) > 3 * run_cost(small)

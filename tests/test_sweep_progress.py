@@ -140,7 +140,7 @@ def test_a_run_finished_elsewhere_is_neither_running_nor_queued(tmp_path):
     # 1,175 s left of a, one queued run as long as a (1,775 s), one worker (the finished one adds nothing)
     assert "] 1 running, 1 queued, 0 done, 1 finished elsewhere in 5m00s; ~49m10s left" in lines[0], lines
     assert lines[1:] == ["    a: step 600/1775, loss 3.9585, 11,962 tok/s, 19m35s left"]
-    progress.finished(SimpleNamespace(task=gpu, status="skipped", message="already complete", seconds=0.0))  # the sweep reaches it: skipped
+    progress.finished(SimpleNamespace(task=gpu, status="skipped", message="already complete", seconds=0.0))  # skipped
     (Path(a.run_dir) / "run.json").write_text('{"status": "complete", "steps": 1775}')
     (Path(a.run_dir) / "results.json").write_text('{"steps": 1775, "perplexity": {}, "layers": {"0": {}}}')
     lines.clear()
