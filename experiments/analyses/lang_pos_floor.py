@@ -1,5 +1,5 @@
 """What tells early whether a lang-pos run ends on the floor (µ < FLOOR on the full evaluation): the start of
-its curve, or its seed?
+its curve, or the weights its seed starts it from?
 
 For every trained run with lang-pos among its mods in the given results folders:
 
@@ -7,7 +7,7 @@ For every trained run with lang-pos among its mods in the given results folders:
   1,000 dev sentences) against its final µ (`results.json`). At each evaluated update: how many runs end on
   the floor and how many off it, the highest curve µ among the first and the lowest among the second, and the
   fewest runs any one cut on the curve puts on the wrong side (0: the curve already tells them apart).
-- **The seed.** Runs of one folder name (one setting and seed) in several folders, e.g. the same row under two
+- **The initial weights.** Runs of one folder name (one setting and seed) in several folders, e.g. the same row under two
   recipes: whether they end on the same side of the floor. With `--weights`, whether they started from the
   same weights (`train.initial_model` of each run's config): then only what the seed draws during training
   (batches, masking, dropout) and the recipe differ.
