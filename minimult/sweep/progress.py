@@ -82,12 +82,10 @@ def last_step(log_file: Path, since: float) -> dict | None:
 def whole_run(state: dict) -> float | None:
     """A running run's seconds for all its updates at its present pace (`last_step`'s dict): its time left
     scaled from the updates left to all of them, since a resumed run's elapsed time counts only the updates
-    since it resumed; elapsed + left at its last update."""
-    if state["left"] is None:
+    since it resumed; None at its last update, where nothing is left to scale."""
+    if state["left"] is None or state["step"] >= state["total"]:
         return None
-    if state["step"] < state["total"]:
-        return state["left"] * state["total"] / (state["total"] - state["step"])
-    return None if state["elapsed"] is None else state["elapsed"] + state["left"]
+    return state["left"] * state["total"] / (state["total"] - state["step"])
 
 
 def token_cost(model, length: float = TYPICAL_LENGTH) -> float:
@@ -134,7 +132,7 @@ class SweepProgress:
         self.workers = max(1, workers)
         self.log, self.every, self.clock = log, every, clock
         self.start = self.last = clock()
-        self.durations: list[float] = []
+        self.done = 0  # runs this sweep finished
         self.rates: list[float] = []  # seconds per unit of run_cost of the finished runs
         # tasks without a config (tests) weigh alike; untrained runs (0 epochs) cost nothing to train
         self.cost = {t.run_dir: run_cost(t.config) if getattr(t, "config", None) else 1.0 for t in tasks}
@@ -144,7 +142,7 @@ class SweepProgress:
         if outcome.status == "done":  # this sweep's own run, seen complete before its outcome came
             self.elsewhere.discard(outcome.task.run_dir)
         if outcome.status == "done" and outcome.seconds > 0:
-            self.durations.append(outcome.seconds)
+            self.done += 1
             if self.cost.get(outcome.task.run_dir) and outcome.message.startswith("new run"):  # a whole run
                 self.rates.append(outcome.seconds / self.cost[outcome.task.run_dir])
 
@@ -168,7 +166,7 @@ class SweepProgress:
             eta = f"; ~{fmt(left)} left"
         elsewhere = f", {len(self.elsewhere)} finished elsewhere" if self.elsewhere else ""
         self.log(f"  [{time.strftime('%H:%M')}] {len(running)} running, {len(waiting)} queued, "
-                 f"{len(self.durations)} done{elsewhere} in {fmt(now - self.start)}{eta}")
+                 f"{self.done} done{elsewhere} in {fmt(now - self.start)}{eta}")
         for run_dir, s in running.items():
             self.log(f"    {Path(run_dir).name}: step {s['step']}/{s['total']}, loss {s['loss']}, "
                      f"{s['tok_s']} tok/s" + (f", {fmt(s['left'])} left" if s["left"] is not None else ""))
