@@ -317,6 +317,9 @@ def test_special_ids_shared_or_shifted():
     ("permute=0.25,inv-order", "contradictory mods"),
     ("no-random,knn-replace", "contradictory mods: no-random and knn-replace"),
     ("no-parallel,unigram", "contradictory mods"),
+    ("untrained,knn-replace", "contradictory mods: untrained and knn-replace cannot be combined: knn-replace acts "
+                              "only on training"),
+    ("nsp,untrained", "contradictory mods: untrained and nsp"),
     ("permute=2", "bad value for mod 'permute'"),
     ("permute=0", "bad value for mod 'permute'"),
     ("permute=abc", "bad value for mod 'permute'"),
