@@ -333,6 +333,16 @@ def test_parse_mods_errors(text, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_run_made_before_a_conflict_was_declared_still_loads():
+    """A new run with untrained,knn-replace is refused, but an existing run's config naming them (made before
+    untrained declared the conflict) still reads back, so eval and report keep working on it."""
+    with pytest.raises(MinimultError, match="contradictory"):
+        parse_mods("knn-replace,untrained")
+    assert [a.mod.name for a in mods_mod.from_canonical("knn-replace,untrained")] == ["knn-replace", "untrained"]
+    with pytest.raises(MinimultError, match="unknown mod"):  # unjudged is not unchecked
+        mods_mod.from_canonical("knn-replace,nope")
+
+
 def test_parse_mods_values_and_order():
     assert parse_mods(None) == () and parse_mods("") == ()
     active = parse_mods(" permute=0.25 , shift-special,lang-pos ")

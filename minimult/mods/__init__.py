@@ -87,8 +87,9 @@ def registered() -> list[Mod]:
     return sorted(REGISTRY.values(), key=lambda m: m.order)
 
 
-def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
-    """'lang-pos,permute=0.5' -> active mods in registry order; clear errors for bad input."""
+def parse_mods(text: str | tuple | list | None, judge: bool = True) -> tuple[ActiveMod, ...]:
+    """'lang-pos,permute=0.5' -> active mods in registry order; clear errors for bad input. `judge`: refuse
+    contradictory mixes (groups, conflicts); off for a run that exists, made before a conflict was declared."""
     if text is None:
         return ()
     items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
@@ -112,13 +113,13 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
             raise MinimultError(f"bad value for mod {name!r}: {e}") from None
         active[name] = ActiveMod(mod, value)
     groups: dict[str, str] = {}
-    for a in active.values():
+    for a in active.values() if judge else ():
         if a.mod.group and a.mod.group in groups:
             raise MinimultError(f"contradictory mods: {groups[a.mod.group]} and {a.mod.name} both set "
                                 f"the {a.mod.group}; use one of them")
         if a.mod.group:
             groups[a.mod.group] = a.mod.name
-    for a in active.values():
+    for a in active.values() if judge else ():
         clash = [(name, why) for name, why in a.mod.conflicts if name in active]
         if clash:
             raise MinimultError(f"contradictory mods: {a.mod.name} and {clash[0][0]} cannot be combined: "
@@ -127,8 +128,9 @@ def parse_mods(text: str | tuple | list | None) -> tuple[ActiveMod, ...]:
 
 
 def from_canonical(text: str) -> tuple[ActiveMod, ...]:
-    """The active mods a resolved config's `mods` names ("original": none); inverse of `canonical`."""
-    return parse_mods(None if text == "original" else text)
+    """The active mods a resolved config's `mods` names ("original": none); inverse of `canonical`. Not judged:
+    the run exists, and a conflict declared since must not lock it out of eval and report."""
+    return parse_mods(None if text == "original" else text, judge=False)
 
 
 def canonical(mods: tuple[ActiveMod, ...]) -> str:
