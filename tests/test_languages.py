@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from minimult.data.languages import build_sides, positions_within
 from minimult.data.layout import layouts
 from minimult.data.sources.unicode import UNICODE_SHIFT, shift_text
 from minimult.mods import REGISTRY, parse_mods, registered
+from minimult.mods.baseline import TRAINING_ONLY
+from minimult.train import initial_model
 from minimult.data.vocab import CLS, MASK, N_SPECIAL, PAD, SEP
 
 V = 256
@@ -319,7 +322,7 @@ def test_special_ids_shared_or_shifted():
     ("no-parallel,unigram", "contradictory mods"),
     ("untrained,knn-replace", "contradictory mods: untrained and knn-replace cannot be combined: knn-replace acts "
                               "only on training"),
-    ("nsp,untrained", "contradictory mods: untrained and nsp"),
+    ("unigram,untrained", "contradictory mods: untrained and unigram"),
     ("permute=2", "bad value for mod 'permute'"),
     ("permute=0", "bad value for mod 'permute'"),
     ("permute=abc", "bad value for mod 'permute'"),
@@ -341,6 +344,16 @@ def test_a_run_made_before_a_conflict_was_declared_still_loads():
     assert [a.mod.name for a in mods_mod.from_canonical("knn-replace,untrained")] == ["knn-replace", "untrained"]
     with pytest.raises(MinimultError, match="unknown mod"):  # unjudged is not unchecked
         mods_mod.from_canonical("knn-replace,nope")
+
+
+def test_the_mods_untrained_refuses_act_only_on_training():
+    """baseline.TRAINING_ONLY holds what it claims: each of its mods leaves what an untrained run has as
+    original's: the layouts, the evaluation text (no reorder) and the initial weights."""
+    plain = initial_model(resolve("tiny")[0]).state_dict()
+    for name in TRAINING_ONLY:
+        assert REGISTRY[name].reorder is None and _layouts(name) == _layouts(), name
+        weights = initial_model(resolve("tiny", mods=name)[0]).state_dict()
+        assert all(torch.equal(weights[k], v) for k, v in plain.items()), name
 
 
 def test_parse_mods_values_and_order():

@@ -2,9 +2,10 @@
 
 from minimult.mods import Mod, register, set_section
 
-# mods that act only on training (its masking, data or objective): beside untrained they would change nothing
-# but the run's name, and knn-replace would build its fastText tables for nothing
-TRAINING_ONLY = ("no-random", "knn-replace", "nsp", "no-parallel", "unigram")
+# mods that act only on training (its masking or data): beside untrained they would change nothing but the
+# run's name, and knn-replace would build its fastText tables for nothing (nsp is not one: its pair segment and
+# head change the initial weights)
+TRAINING_ONLY = ("no-random", "knn-replace", "no-parallel", "unigram")
 
 register(Mod("untrained", "randomly initialised and never trained (baseline)", 1, order=100,
              configure=lambda cfg, v: set_section(cfg, "train", epochs=0),
