@@ -112,19 +112,22 @@ def parse_mods(text: str | tuple | list | None, judge: bool = True) -> tuple[Act
         except (ValueError, MinimultError) as e:
             raise MinimultError(f"bad value for mod {name!r}: {e}") from None
         active[name] = ActiveMod(mod, value)
+    ordered = tuple(sorted(active.values(), key=lambda a: a.mod.order))
+    if not judge:
+        return ordered
     groups: dict[str, str] = {}
-    for a in active.values() if judge else ():
+    for a in active.values():
         if a.mod.group and a.mod.group in groups:
             raise MinimultError(f"contradictory mods: {groups[a.mod.group]} and {a.mod.name} both set "
                                 f"the {a.mod.group}; use one of them")
         if a.mod.group:
             groups[a.mod.group] = a.mod.name
-    for a in active.values() if judge else ():
+    for a in active.values():
         clash = [(name, why) for name, why in a.mod.conflicts if name in active]
         if clash:
             raise MinimultError(f"contradictory mods: {a.mod.name} and {clash[0][0]} cannot be combined: "
                                 f"{clash[0][1]}")
-    return tuple(sorted(active.values(), key=lambda a: a.mod.order))
+    return ordered
 
 
 def from_canonical(text: str) -> tuple[ActiveMod, ...]:
