@@ -682,11 +682,13 @@ def verses(out, train_verses, dev_verses, force):
 
 @main.command(name="mods")
 def list_mods():
-    """List the registered mods with their versions."""
-    from minimult.mods import registered
+    """List the registered mods with their versions, and the mods each cannot be combined with."""
+    from minimult.mods import clash, registered
 
     for m in registered():
         click.echo(f"{m.spec(m.default) if m.parse else m.name:<16} v{m.version}  {m.description}")
+        if others := [o.name for o in registered() if o is not m and clash(m, o)]:
+            click.echo(f"{'':<16}     not with: {', '.join(others)}")
 
 
 from minimult.cli_sweep import report, sweep  # noqa: E402  (commands defined in their own module)

@@ -346,6 +346,30 @@ def test_a_run_made_before_a_conflict_was_declared_still_loads():
         mods_mod.from_canonical("knn-replace,nope")
 
 
+def test_minimult_mods_lists_exactly_the_pairs_the_parser_refuses():
+    """Each mod's 'not with' line in `minimult mods` names every mod parse_mods refuses beside it, in either
+    order, and no other."""
+    from click.testing import CliRunner
+    from minimult.cli import main
+
+    out = CliRunner().invoke(main, ["mods"]).output.splitlines()
+    listed = {m.name: set() for m in registered()}
+    for line, after in zip(out, out[1:] + [""]):
+        if not line.startswith(" ") and after.strip().startswith("not with: "):
+            listed[line.split()[0].split("=")[0]] = set(after.split("not with: ")[1].split(", "))
+    for a in registered():
+        refused = set()
+        for b in registered():
+            for pair in ([a.name, b.name], [b.name, a.name]):
+                try:
+                    parse_mods(pair)
+                except MinimultError as e:
+                    if a is not b and "contradictory" in str(e):
+                        refused.add(b.name)
+        assert listed[a.name] == refused, a.name
+    assert listed["untrained"] == set(TRAINING_ONLY) and listed["lang-pos"] == set()
+
+
 def test_the_mods_untrained_refuses_act_only_on_training():
     """baseline.TRAINING_ONLY holds what it claims: each of its mods leaves what an untrained run has as
     original's: the layouts, the evaluation text (no reorder) and the initial weights."""

@@ -112,22 +112,23 @@ def parse_mods(text: str | tuple | list | None, judge: bool = True) -> tuple[Act
         except (ValueError, MinimultError) as e:
             raise MinimultError(f"bad value for mod {name!r}: {e}") from None
         active[name] = ActiveMod(mod, value)
-    ordered = tuple(sorted(active.values(), key=lambda a: a.mod.order))
-    if not judge:
-        return ordered
-    groups: dict[str, str] = {}
-    for a in active.values():
-        if a.mod.group and a.mod.group in groups:
-            raise MinimultError(f"contradictory mods: {groups[a.mod.group]} and {a.mod.name} both set "
-                                f"the {a.mod.group}; use one of them")
-        if a.mod.group:
-            groups[a.mod.group] = a.mod.name
-    for a in active.values():
-        clash = [(name, why) for name, why in a.mod.conflicts if name in active]
-        if clash:
-            raise MinimultError(f"contradictory mods: {a.mod.name} and {clash[0][0]} cannot be combined: "
-                                f"{clash[0][1]}")
-    return ordered
+    given = [a.mod for a in active.values()]
+    for i, a in enumerate(given):
+        for b in given[i + 1:] if judge else ():
+            if why := clash(a, b):
+                raise MinimultError(f"contradictory mods: {why}")
+    return tuple(sorted(active.values(), key=lambda a: a.mod.order))
+
+
+def clash(a: Mod, b: Mod) -> str | None:
+    """Why mods a and b cannot be combined ('x and y ...'), or None: one group, or a conflict either declares."""
+    if a.group and a.group == b.group:
+        return f"{a.name} and {b.name} both set the {a.group}; use one of them"
+    for x, y in ((a, b), (b, a)):
+        why = dict(x.conflicts).get(y.name)
+        if why:
+            return f"{x.name} and {y.name} cannot be combined: {why}"
+    return None
 
 
 def from_canonical(text: str) -> tuple[ActiveMod, ...]:
