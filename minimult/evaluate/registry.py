@@ -2,7 +2,7 @@
 
 An `Evaluator` computes part of a run's results from a `Context` (the model, the run's data views,
 the layers asked for, and its own inputs from its `inputs` hook) and declares its `Column`s: name, whether it is
-per layer, how it is formatted, whether higher is better, and where it appears (Table 1, the training figure,
+per layer, how it is formatted, and where it appears (Table 1, the training figure,
 the one-line summaries). `results.json`, the training log's evaluation line, the sweep's summary line, the
 report's tables and the training figure's panels are all derived from these declarations.
 
