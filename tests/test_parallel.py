@@ -137,6 +137,23 @@ def test_line_aligned_and_keyed_inputs_give_the_same_pairs(tmp_path, lines):
     assert views[0][1].ids.min() >= 256 and views[0][2].ids.min() >= 512  # each language at its own offset
 
 
+def test_a_word_with_several_sure_links_keeps_the_lowest_first_language_index_in_any_file_order():
+    """The piece-level gold holds one link per second-language word: the lowest first-language index among its
+    sure links, whatever order the link file lists them in; possible links are not used."""
+    from types import SimpleNamespace
+
+    from minimult.data.sources.en_es import silver_gold
+
+    def encoded(pieces_per_word):  # one sentence; ids are irrelevant to the gold
+        starts = np.concatenate([[True] + [False] * (n - 1) for n in pieces_per_word])
+        return SimpleNamespace(ids=np.zeros(len(starts)), word_starts=starts, offsets=np.array([0, len(starts)]))
+
+    en, xx = encoded([1, 2, 1]), encoded([1, 2])  # English pieces 0 | 1 2 | 3; xx pieces 0 | 1 2
+    links = [(2, 0, "S"), (1, 0, "S"), (0, 1, "P"), (2, 1, "S")]
+    for order in (links, links[::-1]):
+        assert silver_gold(en, xx, [order]).tolist() == [1, 3, -1]  # word 0 -> word 1 (piece 1), word 1 -> 3
+
+
 def _bad(tmp_path, lines, case: str) -> tuple[str, str]:
     """(data.files, the error's expected text) for one kind of bad input."""
     en, xx = lines["en"], lines["xx"]

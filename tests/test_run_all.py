@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -69,8 +70,18 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
 def test_run_all_refuses_an_unknown_preset(tmp_path):
     proc = run_all("--preset", "huge", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "run_all.sh: unknown preset 'huge': use tiny, quick, paper, quick-b256 or paper-b256"]
+        "run_all.sh: unknown preset 'huge': use tiny, quick, paper, published, quick-b256 or paper-b256"]
     assert not any(tmp_path.iterdir())
+
+
+def test_run_all_knows_every_preset():
+    """run_all.sh checks --preset against a list of its own (instant, before any set-up): it must be PRESETS."""
+    from minimult.config import PRESETS
+
+    script = (ROOT / "run_all.sh").read_text()
+    accepted = re.search(r"^  ([\w|-]+)\) ;;", script, re.M).group(1).split("|")
+    named = re.search(r"unknown preset '\$preset': use ([^\"]+)\"", script).group(1).replace(" or", ",").split(", ")
+    assert sorted(accepted) == sorted(named) == sorted(PRESETS)
 
 
 def test_run_all_precision_trains_in_bf16_into_its_own_folders(tmp_path):

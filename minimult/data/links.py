@@ -9,8 +9,7 @@ never do). The lab's native format (UTF-8 text, one link per line):
   development sentences are whole verses (a source with `verse_sentences`, such as `en-es`).
 - `index_in_A`, `index_in_B`: 0-based word indices in the English (A) and the other language's (B)
   verse, counting the whitespace-separated words of the stripped verse text, which is the sentence
-  exactly as the corpus tokenized it (punctuation marks are words; `minimult corpus-stats --words`
-  and the cache's `verses-*.tsv` show it).
+  exactly as the corpus tokenized it (punctuation marks are words; the cache's `verses-*.tsv` shows it).
 - `S` (sure) or `P` (possible), default `S`. Precision counts a prediction correct when it is any
   link (S or P), recall counts the S links found, AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|).
 - Numbers are ASCII digits (`٣` or `¹` is a malformed line, never read as 3 or refused with a traceback).

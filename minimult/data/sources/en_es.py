@@ -82,7 +82,7 @@ def silver_gold(en_enc, es_enc, links: list[list[tuple[int, int, str]]]) -> np.n
     for s, verse in enumerate(links):
         for a, b, kind in verse:
             where = es_enc.offsets[s] + es_first[s][b]
-            if kind == "S" and gold[where] < 0:
+            if kind == "S" and (gold[where] < 0 or en_first[s][a] < gold[where]):  # whatever the file's order
                 gold[where] = en_first[s][a]
     return gold
 

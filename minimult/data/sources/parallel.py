@@ -63,6 +63,7 @@ def spec_of(data_cfg) -> Spec:
 
 class Parallel(Source):
     name = "parallel"
+    version = 2  # prepared-cache key; 2: a word's gold is its lowest sure link in any file order (1: the first)
     description = "your own parallel files: N named languages, line-aligned or keyed (--files, data.parallel.files)"
     verse_sentences = True  # a sentence is one pair's line: link files address pairs by id
     alignment_gold = "gold"
