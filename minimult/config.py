@@ -326,8 +326,8 @@ PRESETS.update({
     "quick": {"train.batch_size": 128, "train.epochs": 25},
     "paper-b256": {},
     "quick-b256": {"train.epochs": 25},
-    # The paper's budget trained as the paper's published code trained (docs/fidelity.md, "The published
-    # recipe", cites the code line by line): random batches, padding attended in training and evaluation,
+    # The paper's budget trained as the paper's published code trained (docs/published-recipe.md cites
+    # the code line by line): random batches, padding attended in training and evaluation,
     # each piece selected with p = 0.15, and the masking mods' mixes of the code rather than the text.
     "published": {"train.batch_size": 128, "train.batching": "random", "train.attention": "attend-padding",
                   "mask.selection": "bernoulli", "mask.mixes": "code"},

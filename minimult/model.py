@@ -158,8 +158,8 @@ class NSPHead(nn.Module):
 class Bert(nn.Module):
     """Embeddings -> `cfg.layers` post-LN blocks -> MLM head tied to the token table (and, with `cfg.nsp`,
     an NSP head on [CLS]). Inputs (B, T): token, position and segment ids, attention mask; hidden states
-    (B, T, H); logits at the selected positions (N, V). `cross_entropy` and `is_matrix` are the two places
-    `minimult.stacked.StackedBert` (the same tree with a model axis) computes differently."""
+    (B, T, H); logits at the selected positions (N, V). `cross_entropy`, `is_matrix` and `num_parameters` are
+    where `minimult.stacked.StackedBert` (the same tree with a model axis) computes differently."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()

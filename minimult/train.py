@@ -352,7 +352,7 @@ class Progress:
         if not (step % self.log_every == 0 or step == loop.end or step % self.checkpoint_every == 0):
             return
         K = len(loop.members)
-        # one model: the float64 mean of the float32 losses; stacked: their float32 mean (as logged so far)
+        # one model: the float32 sum divided in float64; stacked: the float32 mean (as logged so far)
         mean = [float(self.loss[0]) / self.steps] if K == 1 else (self.loss / self.steps).tolist()
         bad = [(m.run, x) for m, x in zip(loop.members, mean) if not math.isfinite(x)]
         if bad:  # every rank holds the summed losses: all stop at this step

@@ -19,8 +19,8 @@ from minimult.registry import Registry
 
 RECIPE_VERSION = 1  # bump when the text a corpus yields changes: it is part of every cache key
 
-# Characters the paper's preprocessing dropped (curly quotes and parentheses); straight quotes
-# are normalised to curly first so both spellings go.
+# Tokens the paper's preprocessing dropped: parentheses and double quotes (curly, straight, and NLTK's ``
+# and ''); `normalise` first makes curly single quotes the apostrophe ', which stays (Lord's).
 _DROP_TOKENS = {"(", ")", "\u201c", "\u201d", "\u2018", "\u2019", "``", "''", '"'}
 _PLACEHOLDER = re.compile(r"^[\s+\[\]]*$")  # '+', '[]': verses a translation leaves out
 _ITALICS = re.compile(r"\[([^\]]*)\]")
@@ -131,7 +131,7 @@ def bible_verses(package: str, testament: str) -> dict[int, str]:
 
 
 def normalise(text: str) -> str:
-    """KJV italics brackets `[was]` -> `was`; straight and curly quotes to one form."""
+    """KJV italics brackets `[was]` -> `was`; curly single quotes to the apostrophe '."""
     text = _ITALICS.sub(r"\1", text)
     return text.replace("\u2019", "'").replace("\u2018", "'")
 

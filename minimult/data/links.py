@@ -19,7 +19,7 @@ The Pharaoh format of the word-alignment shared tasks and aligners (fast_align, 
 one line per sentence pair, line k addressing the pair whose id is k (a line-aligned corpus's line k, the
 `--pair` files' line k), holding space-separated links:
 
-- `i-j` a sure link, `i-j-S` too; `i?j`, `ipj` and `i-j-P` a possible one (`s`/`p` in either case);
+- `i-j` a sure link, `i-j-S` too; `i?j`, `ipj` and `i-j-P` a possible one (the suffix's `S`/`P` in either case);
 - `i` indexes the first language's (A's) words, `j` the other's (B's), from 0 or from 1 as declared
   (`--link-base 0|1`, `links_base` in a manifest): Pharaoh files exist in both conventions, so a file
   whose base is not declared is refused rather than guessed;

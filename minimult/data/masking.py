@@ -62,7 +62,7 @@ def _check_probs(probs) -> tuple[float, float, float, float]:
 class MaskConfig:
     """The `mask` section of a run's config: how many pieces are selected and what becomes of them."""
 
-    rate: float = 0.15  # fraction of each sequence's maskable tokens that is selected (at least one)
+    rate: float = 0.15  # fraction of each sequence's maskable tokens selected (exact: at least one)
     probs: tuple[float, float, float, float] = STANDARD  # (mask, keep, random, knn) for a selected token
     selection: str = "exact"  # exact | bernoulli (SELECTIONS)
     mixes: str = "text"  # the masking mods' mixes: text (the paper's) | code (its published code's): MIXES

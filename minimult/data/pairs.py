@@ -1,8 +1,8 @@
 """Two-sentence sequences for next-sentence prediction (the nsp mod; K et al. 2020, BERT's NSP).
 
 `PairSet.from_sides(sides, layouts, device, seed)` pairs every sentence A of every language with a
-sentence B of the same language: its true successor for exactly half the sentences that have one
-(label 1), otherwise a random other sentence that is not the successor (label 0). The draw depends
+sentence B of the same language: its true successor (label 1) for exactly half the sentences, rounded,
+at most those that have one; otherwise a random other sentence that is not the successor (label 0). The draw depends
 only on (seed, epoch) (`start_epoch`), so a resumed run sees the same pairs. A pair longer than `max_len` is
 cut to fit, each sentence keeping at least half of the room; the batch is then written by the one batch builder
 (`SequenceSet.build`) as

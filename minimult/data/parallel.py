@@ -43,7 +43,7 @@ RECIPE_VERSION = 1  # bump when the pairs a spec yields change (part of the prep
 
 @dataclass(frozen=True)
 class Spec:
-    """What `data.files` names: the languages (the first language first) and how their files are read."""
+    """What `data.parallel.files` names: the languages (the first language first) and how their files are read."""
 
     languages: tuple[str, ...]
     train: tuple[Path, ...]  # one file per language

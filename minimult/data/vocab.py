@@ -1,7 +1,7 @@
 """Vocabularies (HF `tokenizers`) at three granularities and compact encoded corpora.
 
 Public entries: `train_vocab(tokenizer, sentences, size) -> Vocab` (`TOKENIZERS`: wordpiece, char, word),
-`Vocab.encode(corpus) -> Encoded`, `Vocab.decode(ids, word_starts) -> words`.
+`Vocab.encode(sentences, verse_ids) -> Encoded`, `Vocab.decode(ids, word_starts) -> words`.
 Ids of language k are `id + k * vocab.stride`; they are displayed with a `::` prefix per language
 (`He` -> `::He`), and `Vocab.parse` reads that display form back. A vocabulary may hold fewer entries
 than `size` (a character set is small): ids `len(vocab)` .. `size - 1` of each block are then unused.

@@ -1,2 +1,3 @@
 """knn-replace's neighbour table: fastText per language (`fasttext`), mapped into one space by
-unsupervised VecMap (`vecmap`), then the k nearest ids in the other language (`neighbours`)."""
+VecMap (`vecmap`; unsupervised unless `knn.seed_dictionary`), then the k nearest ids in each other language
+(`neighbours`)."""

@@ -1,9 +1,9 @@
 """knn-replace's neighbour table: fastText per language -> VecMap (unsupervised, or from a seed
 dictionary: `knn.seed_dictionary`) -> k nearest ids.
 
-Public entry: `neighbour_table(prepared, source, cfg, k, sides, log) -> LongTensor (V_total, k)`, cached
-by content (the training text of both languages, fastText and mapping settings, k). Row i holds the k
-nearest ids of id i in the other language (−1: no vector, so masking falls back to a random id).
+Public entry: `neighbour_table(prepared, source, cfg, k, sides, log) -> LongTensor (V_total, k·(L−1))` for L
+languages, cached by content (the training text of the languages, fastText and mapping settings, k). Row i
+holds the k nearest ids of id i in each other language (−1: no vector, so masking falls back to a random id).
 """
 
 from __future__ import annotations

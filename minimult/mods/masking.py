@@ -31,8 +31,8 @@ class KnnConfig:
 
 
 def _neighbours(data, sides, cfg, k, log):
-    """knn-replace's neighbour table (fastText + unsupervised VecMap, cached): row i = k nearest ids of
-    id i in the other language."""
+    """knn-replace's neighbour table (fastText + VecMap, cached): row i = the k nearest ids of id i in each
+    other language."""
     from minimult.knn.neighbours import neighbour_table  # lazy: torch and fastText, only when a run needs them
 
     return {"neighbours": neighbour_table(data.prepare(log), data.source, cfg, k, sides, log=log)}

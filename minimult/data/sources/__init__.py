@@ -49,7 +49,7 @@ class Source:
     shared_vocabulary: bool = False  # one id block for every language (shift-special has nothing to shift)
     extra: tuple[str, ...] = ()  # encoded files it keeps beside train/dev (e.g. "train_fake")
     verse_sentences: bool = False  # every sentence is a whole verse (link files address verses: eval --links)
-    alignment_gold: str = "exact"  # what its gold alignment is: "exact" (by construction) | "silver" (derived, noisy)
+    alignment_gold: str = "exact"  # "exact" (by construction) | "gold" (given) | "silver" (derived, noisy)
 
     max_langs: int | None = 2  # the most languages (English included) it gives (data.n_langs); None: any number
     shared_option: bool = False  # whether data.shared_vocab can choose between own and one shared vocabulary
