@@ -3,7 +3,7 @@
     from minimult import api
 
     run = api.pretrain(mods="lang-pos", preset="tiny", seed=0, out="runs/lp")   # -> Path of the run folder
-    results = api.evaluate(run)                                                # -> results.json's dict
+    results = api.evaluate(run)                                                # -> this evaluation's numbers
     api.export(run, "hf-model/")                                               # BertForMaskedLM folder
     rows = api.results("experiments/results/table1-paper")                     # one dict per run
 

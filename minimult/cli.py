@@ -188,7 +188,7 @@ def budget(presets, mods, json_path, readme, **_data):
               help="Continue the interrupted run in this folder.")
 @_fail_cleanly
 def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_after, out, resume, **_data):
-    """Pretrain a BERT on English + Fake-English with the given mods into a new run folder.
+    """Pretrain a BERT on English + a second language (--source) with the given mods into a new run folder.
 
     Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
     train the one run together: rank 0 makes the run folder, holds its lock and writes."""
@@ -496,7 +496,7 @@ def _check_figure(path: str) -> None:
 @_fail_cleanly
 def probe(run, device, json_path, png):
     """Language identification per layer (Wu & Dredze 2019): held-out accuracy of a logistic-regression probe on
-    sentence and on word-piece vectors of the first 2,000 dev pairs, layers 0..L (chance 0.5). The curve
+    sentence and on word-piece vectors of the first 2,000 dev pairs, layers 0..L (chance 1/N for N languages). The curve
     goes into the run's results.json (report overlays runs)."""
     from minimult.evaluate import evaluate_run
     from minimult.report.probe import probe_figure, probe_table

@@ -34,7 +34,7 @@ def _ids(only: str | None) -> list[str] | None:
 @click.option("--jobs", type=int, default=None,
               help="Runs in parallel (default: one per CPU core with one thread each, or one per GPU).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: a process pool on this machine; ray: one Ray task per run.")
+              help="local: a process pool on this machine; ray: one Ray task per run (or per --stack group).")
 @click.option("--address", default=None, help="Ray cluster address (default: start a private local Ray).")
 @click.option("--root", default="runs", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the run folders (<id>-<mods>-s<seed>).")
@@ -85,8 +85,8 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
               help="Build the HTML site of every folder under experiments/results/ there (no RUNS).")
 @click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Also write the first table between the file's <!-- BEGIN <preset>-<grid> --> and <!-- END "
-                   "<preset>-<grid> --> lines (README.md: quick-table1, paper-table1); with --site, the claims table "
-                   "between its claims markers.")
+                   "<preset>-<grid> --> lines (README.md: paper-table1; docs/results.md: quick-table1); with --site, "
+                   "the claims table between its claims markers.")
 @fail_cleanly
 def report(runs, out_dir, html_dir, site_dir, readme):
     """Table 1 (mean ± std over seeds, Welch's t-test against original) and figures from run folders

@@ -10,7 +10,7 @@ A `Registry` is a dict from name to component, in registration order, with three
 
     SOURCES = Registry("language source", unknown="unknown --source {name!r}: use {valid}", sep=" or ")
     SOURCES.register(Source("shift", ...))
-    SOURCES["shift"]; SOURCES["nope"]  # -> MinimultError: unknown --source 'nope': use shift or unicode
+    SOURCES["shift"]; SOURCES["nope"]  # -> MinimultError: unknown --source 'nope': use shift or ...
 """
 
 from __future__ import annotations

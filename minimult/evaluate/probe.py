@@ -2,7 +2,7 @@
 still carries. A logistic-regression probe per layer learns the language of mean-pooled sentence
 vectors (and, separately, of single word-piece vectors) on three quarters of the first dev pairs and
 is scored on the rest; both versions of a pair are always on the same side of that split, so a probe
-cannot pass by recognising a sentence it saw in the other language. Chance is 0.5.
+cannot pass by recognising a sentence it saw in the other language. Chance is 1/N for N languages (0.5 for two).
 
 A representation that encodes the language linearly scores ~1.0; one that is the same for both
 languages scores 0.5. The curve (layers 0..L) is in results["probe"]; the column is its lowest

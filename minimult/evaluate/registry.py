@@ -35,7 +35,7 @@ class Column:
     group: str | None = None
     kind: str = "score"  # "score" (3 decimals) | "perplexity" (1 decimal, none from 100)
     table: bool = False  # a column of Table 1
-    curve: bool = False  # a panel of the training figure
+    curve: bool = False  # a panel of the training figure (Table 1 columns only: `table` too)
     summary: bool = False  # in the sweep's one-line summary and the training log's evaluation line
     short: str = ""  # label in one-line summaries (default: label)
 

@@ -117,13 +117,12 @@ def check_results(run_dir: str | Path) -> None:
 
 
 def write_results(run_dir: str | Path, results: dict, fill: dict | None = None) -> dict:
-    """results.json: one block per evaluation under "evaluations" (its settings and numbers, never
-    mixed with another's), and at the top the latest complete evaluation (default layers, every
-    dev sentence, perplexity on every sequence), which report and sweep read. An evaluation
-    that is not complete only adds its block; one of some evaluators at the default settings
-    (`fill`: their scores) also fills them in at the top when the top evaluated the same steps, and a
-    standalone evaluator's key (transfer) at the top is always its latest result. Returns `results`
-    (this evaluation)."""
+    """results.json: one block per evaluation under "evaluations" (its settings and numbers, never mixed with
+    another's), and at the top the latest complete evaluation (default layers, every dev sentence, perplexity on
+    every sequence), which report and sweep read. An evaluation that is not complete only adds its block (it is the
+    top only while there is no other); one of some evaluators at the default settings (`fill`: their scores) also
+    fills them in at the top when the top evaluated the same steps, and a standalone evaluator's key (transfer) at
+    the top is always its latest result. Returns `results` (this evaluation)."""
     path = Path(run_dir) / RESULTS
     old = read_results(path) if path.is_file() else {}
     keys = block_keys()

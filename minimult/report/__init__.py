@@ -14,17 +14,17 @@ the values per seed and the p-values of every metric) and PNG figures (see `figu
 the first table also goes between that file's `<preset>-<grid>` markers (see `readme.py`), and its
 orderings between `<preset>-<grid>-orderings` markers where the file has them.
 
-The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables` (aggregates,
-p-values, markdown and CSV; the columns come from the evaluator registry), `figures` (position similarity,
-PCA, training curves, each seed's final numbers), `segments` (the segment-alternation table and figure of
-runs evaluated with `eval --segment`), `links` (word alignment against link files and retrieval both ways,
-for real languages), `probe` (language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot
-transfer per mode and its scatter against word-order distance), `series` (µ and ∆ along K et al.'s depth,
-heads, parameter, permutation and tokenization series), `readme` (generated tables inside README.md),
-`claims` (the papers' claims of `claims.toml`, judged from the sections: docs/claims.md; each table also
-gets its own orderings, the claims between two of its rows judged from its runs alone) and `site` (the
-static HTML site over results folders: `minimult report --html DIR` / `--site DIR`; Jinja2 templates in
-`templates/`).
+The modules, by job: `collect` (run folders, sweep manifests, sections of settings), `tables` (aggregates, p-values,
+markdown and CSV; the columns come from the evaluator registry), `figures` (position similarity, PCA, training
+curves, each seed's final numbers), `segments` (the segment-alternation table and figure of runs evaluated with
+`eval --segment`), `links` (word alignment against link files and retrieval both ways, for real languages), `probe`
+(language-ID accuracy per layer, overlaying settings), `transfer` (zero-shot transfer per mode and its scatter
+against word-order distance), `series` (µ and ∆ along K et al.'s depth, heads, parameter, permutation and
+tokenization series), `recipes` (the two recipes side by side, the lang-pos seeds on the floor), `readme` (generated
+tables inside README.md and docs/results.md), `claims` (the papers' claims of `claims.toml`, judged from the
+sections: docs/claims.md; each table also gets its own orderings, the claims between two of its rows judged from its
+runs alone) and `site` (the static HTML site over results folders: `minimult report --html DIR` / `--site DIR`;
+Jinja2 templates in `templates/`).
 """
 
 from __future__ import annotations

@@ -401,7 +401,7 @@ def comparison_text(row: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The claims table as the README holds it: one row per claim."""
+    """The claims table as docs/results.md holds it: one row per claim."""
     counts = {v: sum(r["verdict"] == v for r in rows) for v in (HOLDS, FAILS, UNKNOWN)}
     lines = [f"{counts[HOLDS]} hold, {counts[FAILS]} do not hold, {counts[UNKNOWN]} cannot tell "
              f"(rule: docs/claims.md). Ours: mean ± std over seeds (a vs b).", ""]

@@ -5,7 +5,7 @@
   with one id block per language,
 - `training_<section>.png`: the evaluations logged during training, the mean over seeds with each seed's
   own curve dashed beside it (Fig. 6/7; a setting whose seeds split shows two curves, not a wide band),
-  one panel per registry column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl),
+  one panel per Table 1 column marked `curve` (µ, ρ and τ at layers 0 and the top layer, dev ppl),
 - `seeds_<section>.png`: each seed's final number of every table column, row by row, beside the mean and
   the paper's number (a table with two seeds in some row).
 
@@ -256,7 +256,7 @@ def panel_title(column, layer: str | None, evaluator: str) -> str:
 
 
 def curve_panels(top: str, rows: list[dict] | None = None) -> list[tuple[str, object, str | None]]:
-    """(title, Column, layer) for every registry column marked `curve`, in Table 1 order; with `rows` (logged
+    """(title, Column, layer) for every Table 1 column marked `curve`, in Table 1 order; with `rows` (logged
     evaluations), only the columns some row has (a column nobody logged gets no panel)."""
     owner = {c: e.name for e in evaluators() for c in e.columns}
     return [(panel_title(c, l, owner[c]), c, l) for c, l in table_columns(top)

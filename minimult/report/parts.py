@@ -1,4 +1,4 @@
-"""The report's sections beyond Table 1 (orderings, segments, transfer, links, series, probe), one registry that
+"""The report's sections beyond Table 1 (orderings, floor, segments, transfer, links, series, probe), one registry that
 `build_report` (table1.md, report.json, figures) and the site both read.
 
 A section registers itself in its own module (`register(Part(...))` at its end; the package imports every

@@ -54,7 +54,7 @@ def markdown(by_label: dict[str, list[dict]]) -> str:
     if not by_label:
         return ""
     return ("## Language identification per layer (Wu & Dredze 2019)\n\nHeld-out accuracy of a logistic-regression "
-            "probe (chance 0.5), mean over seeds.\n\n" + probe_table(by_label))
+            "probe (chance 1/N for N languages), mean over seeds.\n\n" + probe_table(by_label))
 
 
 PROBE_FIGURE_VERSION = "2"  # bump when the drawing changes: the cached PNG is drawn again

@@ -1,11 +1,12 @@
-"""Generated tables inside README.md: the text between two marker lines is replaced, the rest kept.
+"""Generated tables inside a Markdown file (README.md, docs/results.md): the text between two marker lines is
+replaced, the rest kept.
 
     <!-- BEGIN quick-table1 -->
     | ID | setting | n | µ | ...
     No row: ...
     <!-- END quick-table1 -->
 
-`minimult report RUNS --out DIR --readme README.md` puts the report's first table there (markers
+`minimult report RUNS --out DIR --readme FILE` puts the report's first table there (markers
 `<preset>-<grid>`, e.g. `quick-table1`: a report of tiny runs cannot overwrite the quick table, nor a
 report of another grid's sweep the Table 1 one);
 `experiments/bench_table.py` does the same for the Speed table (`bench-train`). The file is only

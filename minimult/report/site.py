@@ -310,7 +310,7 @@ def _points(pairs) -> list[list]:
 
 def run_curves(run: Run) -> list[dict]:
     """A run page's training curves, drawn by runs.js: its loss and learning rate per logged step, then one panel
-    per registry column marked `curve` that its `--eval-every` rows logged (the section figure's panels, for this run
+    per Table 1 column marked `curve` that its `--eval-every` rows logged (the section figure's panels, for this run
     alone): [{"title", "log" (a perplexity: a log scale when it spans more than 20x), "points": [[step, value]]}].
     Empty when the run logged nothing."""
     rows = [row["eval"] for row in run.metrics_rows]
@@ -585,7 +585,7 @@ def _curve_points(rows: list[dict]) -> dict[str, list]:
 
 
 def _flat(config: dict) -> dict:
-    """`runs.flat` with every value the page's JSON can compare as it is: lists (mask.probs) as their JSON text."""
+    """`config.flat` with every value the page's JSON can compare as it is: lists (mask.probs) as their JSON text."""
     return {k: v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
             for k, v in flat(config).items()}
 
@@ -637,7 +637,7 @@ PRESET_NOTES = {
     "published": "the paper's budget trained as the paper's published code trained it: random batches, padding "
                  "attended in training and evaluation, each piece selected with probability 0.15, the code's "
                  "masking mixes",
-    "tiny": "a model of a few thousand parameters on a few hundred sentences: exercises the whole pipeline in seconds "
+    "tiny": "a 2-layer model of hidden size 16 on a few hundred sentences: exercises the whole pipeline in seconds "
             "(tests and dry runs); its numbers mean nothing",
 }
 

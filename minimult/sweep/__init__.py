@@ -13,8 +13,8 @@ Backends:
   single-thread runs beat one two-thread run by ~1.28x on a 2-core machine); with CUDA one worker
   per GPU, each pinned to its GPU with `CUDA_VISIBLE_DEVICES`. On CPU a run starts only while its peak
   memory fits beside the running ones' (`memory`: character units at batch 256 need ~13 GiB, measured).
-- `ray`: one Ray task per run (`num_cpus=1`, `num_gpus=1` when the cluster has GPUs); Ray schedules
-  them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
+- `ray`: one Ray task per group (a run, or `--stack` runs; `num_cpus=1`, `num_gpus=1` when the cluster has GPUs);
+  Ray schedules them. `address=None` starts a private local Ray; otherwise it connects to that cluster, whose nodes
   must see the same run folders and cache (`MINIMULT_CACHE`) paths, e.g. on a shared filesystem.
 
 The modules, by job: `grid` (grid files), `plan` (tasks, run-folder states, the manifest), `worker`
@@ -148,7 +148,7 @@ def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: P
     if (todo and not where.gpus and precision.native_bf16(cpu)
             and all(precision.resolve(t.config["train"]["precision"], cpu) == "fp32" for t in todo)):
         log("  tip: this CPU computes bf16 natively; --set train.precision=bf16 (run_all.sh --precision bf16) "
-            "trains ~1.6x faster, into another --root (README, Speed)")
+            "trains ~1.6x faster, into another --root (docs/speed.md)")
 
 
 def _execute(todo, groups, where: Placement, backend, address, progress_every, log) -> list[Outcome]:

@@ -142,7 +142,7 @@ def run_ray(groups, jobs, address, report, log, tick, every) -> None:
     try:
         resources = ray.cluster_resources()
         gpus = 1 if resources.get("GPU", 0) >= 1 else 0
-        log(f"ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; one task per run "
+        log(f"ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; one task per group of runs "
             f"(num_cpus=1, num_gpus={gpus})")
         remote = ray.remote(run_group).options(num_cpus=1, num_gpus=gpus)
         refs = {remote.remote(g, 1): g for g in groups}

@@ -39,9 +39,9 @@ MLM_COPIES = 3  # logits, their softmax and its gradient, per selected token and
 BASE = 1.5 * GIB  # a worker's fixed share: interpreter, torch, the prepared data, evaluation
 SLACK = 1.25  # what the allocator keeps beyond the live activations (a character run was killed ~30% above them)
 # nsp's sentence pairs change length from batch to batch and glibc keeps the freed activation memory it cannot
-# reuse: an nsp run at quick-b256 held 10.3 GB after ~1,500 of 1,775 updates and still growing (README,
+# reuse: an nsp run at quick-b256 held 10.3 GB after ~1,500 of 1,775 updates and still growing (docs/findings.md,
 # structure grid), its live activations ~2.9 GB; two of them side by side were killed on a 24 GiB machine.
-NSP_SLACK = 3.5  # 10.3 GB at 85% of training is BASE + 2.8x that, and still growing
+NSP_SLACK = 3.5  # 10.3 GB at 85% of training is BASE + 3.0x that, and still growing
 HEADROOM = 0.9  # use at most this share of the available memory
 
 
