@@ -7,7 +7,7 @@
 #                                    # the overparam rows (needs_gpu) are left out on a CPU
 #   ./run_all.sh --preset paper --seeds 0,42,43,100,101   # the full reproduction, on a GPU box
 #   ./run_all.sh --preset published --seeds 0,42,43       # the same budget as the paper's code trained it
-#   ./run_all.sh --precision bf16    # bf16 autocast on this CPU too (~1.6x faster; README "Speed")
+#   ./run_all.sh --precision bf16    # bf16 autocast on this CPU too (~1.6x faster; docs/speed.md)
 #
 # Runs go to runs/<preset>/, the report to report/<preset>/ (table1.md, table1.csv, report.json,
 # PNG figures, and the HTML site: index.html, whose path it prints last; <preset>-<precision> with
@@ -15,7 +15,7 @@
 # `minimult sweep`, e.g. `--only 0,1,30`, `--jobs 2`, `--backend ray --address HOST:6379`. Run it
 # again after an interruption: finished runs are skipped and interrupted ones resume from their
 # checkpoints. PRESET=... and SEEDS=... also work. The K et al.-style settings:
-# `minimult sweep experiments/extra.toml --preset quick --seeds 0,42 --root runs/quick`.
+# `minimult sweep experiments/extra.toml --preset quick --seeds 0,42 --root runs/extra-quick`.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$preset" in
-  tiny|quick|paper|published|quick-b256|paper-b256) ;;  # config.PRESETS (tests/test_run_all.py checks)
+  tiny|quick|paper|published|quick-b256|paper-b256) ;;  # config.PRESETS (a test checks)
   *) echo "run_all.sh: unknown preset '$preset': use tiny, quick, paper, published, quick-b256 or paper-b256" >&2; exit 2 ;;
 esac
 name="$preset"

@@ -1,5 +1,6 @@
-"""Benchmark result files: what `--json PATH` of bench_train.py, bench_stacked.py and bench_eval.py
-writes, and reading them back (`bench_table.py` builds the Speed table (docs/speed.md) from them).
+"""Benchmark result files: what `--json PATH` of bench_train.py, bench_stacked.py, bench_eval.py,
+bench_microbatches.py and bench_sizes.py writes, and reading them back (`bench_table.py` builds the Speed
+table (docs/speed.md) from them).
 
 One JSON object per benchmark run, written atomically:
     script    "bench_train.py"

@@ -20,7 +20,7 @@ units per word-piece (`progress.units_ratio`: 3.29 for characters on BBE NT) and
 data.max_len, with ids from its own vocabulary; "x ref" is then the time per step of the same
 sentences, so per run, not per token (tok/s counts its own units).
 
-"run" is the time of one run of the preset at that size: `--reference-seconds` (default: the
+"run" is the time of one run of the preset at that size: `--reference-run` (default: the
 train_seconds of experiments/results/quick/0-original-s0, a BERT-small quick-b256 run on one core
 while another run used the other) times "x ref" times the run's epochs over the reference run's.
 It is training only; evaluation adds about a minute per run at these sizes (transfer: minutes more).

@@ -1,4 +1,4 @@
-"""Throughput of M models trained as one stacked Bert (`model.stack`) against the same M models stepped one by one.
+"""Throughput of M models trained as one stacked Bert (`stacked.stack`) against the same M models stepped one by one.
 
     .venv/bin/python experiments/bench_stacked.py [--models 4] [--config small] [--batches same|different]
                                                   [--steps 6] [--threads 1] [--device cpu|cuda]

@@ -5,7 +5,7 @@
 
 Every number the evaluators wrote (per-layer scores, µ, perplexities, the probe, link-file scores,
 transfer) is compared; the run's bookkeeping (settings, timings, environment, evaluation history) is not.
-The README's worked example of the parallel source cites its output.
+docs/corpora.md's worked example of the parallel source cites its output.
 """
 
 from __future__ import annotations

