@@ -52,8 +52,12 @@ def _ids(only: str | None) -> list[str] | None:
                    "default: one process per run (train.nproc).")
 @click.option("--status-every", type=float, default=300, show_default=True, metavar="SECONDS",
               help="How often to print where the running runs are and how long the sweep has left.")
+@click.option("--dry-run", is_flag=True,
+              help="Say what the sweep would do with each run (new, resume from its logged step, evaluate) and "
+                   "change nothing.")
 @fail_cleanly
-def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack, nproc, status_every):
+def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings, stack, nproc, status_every,
+          dry_run):
     """Train and evaluate every setting x seed of a grid file (e.g. experiments/table1.toml).
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
@@ -66,7 +70,7 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
         grid = load_grid(grid_file)
         summary = run_sweep(grid, parse_seeds(seeds) if seeds is not None else None, preset, jobs, backend, address,
                             root, parse_overrides(settings), log=click.echo, only=_ids(only), stack=stack,
-                            progress_every=status_every, nproc=nproc)
+                            progress_every=status_every, nproc=nproc, dry_run=dry_run)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while it exits changes nothing
         click.echo("interrupted: checkpointed work is kept; run the same sweep command again to resume", err=True)

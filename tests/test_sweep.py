@@ -140,6 +140,17 @@ def test_interrupted_sweep_finishes_only_the_rest(swept, tmp_path):
         torch.set_num_threads(threads)
     assert not load_checkpoint(run / "checkpoint.pt")["complete"]
     shutil.rmtree(root / "1-lang-pos-s0")
+    # a dry run says what the sweep will do and changes nothing
+    before = sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*"))
+    dry = cli("sweep", swept.grid, "--root", root, "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "2 to run, 4 already complete" in dry.stdout
+    said = [line.strip() for line in dry.stdout.splitlines() if line.startswith(("  new", "  resume", "  evaluate"))]
+    assert said == ["new: 1-lang-pos-s0",  # seed-major, as the sweep runs them
+                    "resume (step 10 of 26 logged, run.json: interrupted): 0-original-s42"]
+    assert sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*")) == before
+    assert cli("sweep", swept.grid, "--root", tmp_path / "nowhere", "--dry-run", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "nowhere").exists()
     proc = cli("sweep", swept.grid, "--root", root, "--jobs", 2, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 runs: 2 done, 4 skipped (already complete), 0 failed" in proc.stdout

@@ -45,7 +45,8 @@ from minimult.evaluate import summary_parts
 from minimult.sweep import memory
 from minimult.sweep.backends import run_local, run_ray
 from minimult.sweep.grid import Grid
-from minimult.sweep.plan import BUSY, LEFT_OUT, Outcome, Summary, Task, group_tasks, plan, triage, write_manifest
+from minimult.sweep.plan import (BUSY, LEFT_OUT, Outcome, Summary, Task, group_tasks, pending, plan, triage,
+                                 write_manifest)
 from minimult.sweep.progress import EVERY as PROGRESS_EVERY, SweepProgress
 from minimult.sweep.worker import LOCK, RUN_LOG, run_group, run_task  # noqa: F401
 
@@ -186,22 +187,29 @@ def _execute(todo, groups, where: Placement, backend, address, progress_every, l
 def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | None = None, backend: str = "local",
               address: str | None = None, root: str | Path = "runs", overrides: dict | None = None,
               log: Callable[[str], None] = print, only=None, stack: int = 1,
-              progress_every: float = PROGRESS_EVERY, nproc: str | None = None) -> Summary:
+              progress_every: float = PROGRESS_EVERY, nproc: str | None = None, dry_run: bool = False) -> Summary:
     """Train and evaluate every (setting, seed) of `grid` under `root`; see the module docstring. `nproc`
-    "auto": runs get the cores that fewer runs than cores would leave idle (`auto_ranks`)."""
+    "auto": runs get the cores that fewer runs than cores would leave idle (`auto_ranks`). `dry_run`: say what
+    would be done with each run that is not complete, and change nothing."""
     _check(backend, jobs, stack, progress_every, address, nproc)
     whole, grid = grid, grid.select(only)
     seeds = tuple(seeds) if seeds else grid.seeds
     preset = preset or grid.preset
     root = Path(root).resolve()
     tasks = plan(grid, seeds, preset, root, overrides or {})
-    root.mkdir(parents=True, exist_ok=True)
     gpu_somewhere = torch.cuda.is_available() or (backend == "ray" and address is not None)  # a cluster may have them
     outcomes, todo = triage(tasks, {str(i).strip() for i in only or ()}, gpu_somewhere)
+    groups = group_tasks(todo, stack)
+    if dry_run:
+        _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, Placement.choose(todo, groups, jobs),
+                  backend, stack, log)
+        for t in todo:
+            log(f"  {pending(t)}: {t.name}")
+        return Summary(outcomes, root, None)
+    root.mkdir(parents=True, exist_ok=True)
     not_here = {o.task.run_dir for o in outcomes if o.status == LEFT_OUT}
     manifest = write_manifest(root, whole, preset, [t for t in tasks if t.run_dir not in not_here],
                               [t for t in tasks if t.run_dir in not_here])
-    groups = group_tasks(todo, stack)
     if nproc == "auto" and todo:
         _fill_cores(todo, groups, overrides or {}, log)
     where = Placement.choose(todo, groups, jobs)

@@ -52,7 +52,7 @@ class Outcome:
 class Summary:
     outcomes: list[Outcome]
     root: Path
-    manifest: Path
+    manifest: Path | None  # None: a dry run
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -119,6 +119,21 @@ def state(task: Task) -> str:
         raise MinimultError(f"{run_dir} holds a run with another configuration: {shown}"
                             f"{' ...' if len(differ) > 3 else ''}; sweep into another --root or move that folder")
     return "complete" if results_complete(run_dir, task.wants_transfer) else "partial"
+
+
+def pending(task: Task) -> str:
+    """What a sweep does with a run it has to run: 'new', 'resume (step S of T logged, run.json: STATUS)' or
+    'evaluate (trained)'; the run resumes from its last checkpoint, at or before the logged step."""
+    run_dir = Path(task.run_dir)
+    if not (run_dir / "run.json").is_file():
+        return "new"
+    meta = read_json(run_dir / "run.json")
+    if meta.get("status") == "complete":
+        return "evaluate (trained)"
+    metrics = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
+    step = max((r["step"] for r in rows if "step" in r), default=0)
+    return f"resume (step {step:,} of {meta.get('total_steps', 0):,} logged, run.json: {meta.get('status')})"
 
 
 def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:
