@@ -55,7 +55,7 @@ def test_prepare_previews_mods():
     assert result.exit_code == 0, result.output
     en = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  en: ")]
     l1 = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("  fake: ")]
-    assert len(en) == 2 and "examples (inv-order):" in result.stdout
+    assert len(en) == len(l1) == 2 and "examples (inv-order):" in result.stdout
     for e, f in zip(en, l1):
         assert f == ["::" + t for t in reversed(e)]
 

@@ -51,6 +51,7 @@ def numbers(tmp_path_factory):
         mp.undo()
     if os.environ.get("MINIMULT_REGENERATE_NUMBERS"):
         STORED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        pytest.skip(f"regenerated {STORED}: compared with nothing this time")
     return out
 
 
@@ -59,10 +60,10 @@ def test_tiny_runs_reproduce_the_stored_numbers(numbers, spec):
     stored, got = json.loads(STORED.read_text())[spec], numbers[spec]
     assert got["final_loss"] == pytest.approx(stored["final_loss"], rel=1e-3)
     for split in ("train", "dev"):
-        assert got["perplexity"][split] == pytest.approx(stored["perplexity"][split], rel=1e-2)
+        assert got["perplexity"][split] == pytest.approx(stored["perplexity"][split], rel=1e-3)
     for layer, scores in stored["layers"].items():
-        for name, value in scores.items():
-            assert got["layers"][layer][name] == pytest.approx(value, abs=0.02), (layer, name)
+        for name, value in scores.items():  # 1e-3: under one retrieval hit (1/200) or dictionary entry
+            assert got["layers"][layer][name] == pytest.approx(value, abs=1e-3), (layer, name)
 
 
 def test_the_settings_differ_from_each_other(numbers):

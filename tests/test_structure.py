@@ -248,6 +248,24 @@ def test_nsp_loss_is_added_to_mlm_and_can_fit_the_labels():
     assert acc > 0.95
 
 
+def test_nsp_accuracy_of_a_head_that_ignores_its_input_is_the_share_of_its_class():
+    """The NSP evaluator on a known case: a head that always answers one class scores the share of dev pairs
+    with that label, for each class (about half are true successors)."""
+    from minimult.data.pairs import PairSet
+    from minimult.evaluate.nsp import NSP_SEED, nsp_accuracy
+
+    cfg, data, _ = pair_set()
+    model = Bert(cfg.model).eval()
+    sides = data.views("dev")
+    labels = PairSet.from_sides(sides, data.layouts, "cpu", NSP_SEED).labels
+    assert 0.4 < labels.mean() < 0.6
+    with torch.no_grad():
+        model.nsp_head.out.weight.zero_()
+        for answer in (0, 1):
+            model.nsp_head.out.bias.copy_(torch.tensor([1.0 - answer, float(answer)]))
+            assert nsp_accuracy(model, sides, data.layouts, "cpu") == pytest.approx((labels == answer).mean())
+
+
 def test_report_has_a_segment_alternation_table_and_figure(tmp_path):
     from minimult.evaluate import evaluate_run
     from minimult.report import build_report
