@@ -85,6 +85,7 @@ def test_published_preset_trains_as_the_published_code():
     paper, _ = resolve("paper")
     assert (cfg.train.batching, cfg.train.attention, cfg.mask.selection) == ("random", "attend-padding", "bernoulli")
     assert cfg.train.batch_size == paper.train.batch_size and cfg.train.epochs == paper.train.epochs
+    assert (cfg.train.precision, paper.train.precision) == ("fp32", "auto")  # the code never passes --fp16
     assert cfg.model.padding_idx == 0 and cfg.mask.probs == (0.8, 0.1, 0.1, 0.0)
     assert resolve("published", mods="no-random")[0].mask.probs == (0.9, 0.1, 0.0, 0.0)
     assert resolve("published", mods="knn-replace")[0].mask.probs == (0.5, 0.16, 0.1, 0.24)
