@@ -125,8 +125,7 @@ def clash(a: Mod, b: Mod) -> str | None:
     if a.group and a.group == b.group:
         return f"{a.name} and {b.name} both set the {a.group}; use one of them"
     for x, y in ((a, b), (b, a)):
-        why = dict(x.conflicts).get(y.name)
-        if why:
+        if why := dict(x.conflicts).get(y.name):
             return f"{x.name} and {y.name} cannot be combined: {why}"
     return None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, flat, resolve
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
-from minimult.runs import folder_locked, mods_for_folder, read_json, write_json
+from minimult.runs import folder_locked, log_lines, mods_for_folder, read_json, write_json
 from minimult.sweep.grid import Grid
 from minimult.train import SHARED_TRAIN
 
@@ -130,9 +130,7 @@ def pending(task: Task) -> str:
     meta = read_json(run_dir / "run.json")
     if meta.get("status") == "complete":
         return "evaluate (trained)"
-    metrics = run_dir / "metrics.jsonl"
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
-    step = max((r["step"] for r in rows if "step" in r), default=0)
+    step = max((row.get("step", 0) for _, row in log_lines(run_dir / "metrics.jsonl")), default=0)
     return f"resume (step {step:,} of {meta.get('total_steps', 0):,} logged, run.json: {meta.get('status')})"
 
 
