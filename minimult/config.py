@@ -128,6 +128,10 @@ class TrainConfig:
     # row, their gradients summed (minimult.data.microbatches): the same gradient as one pass with padding
     # masked, at less padded compute (random batches: ~half); dropout draws differ
     microbatches: int = field(default=1, metadata=EXECUTION)
+    # > 0: every batch padded to batch_size rows, a multiple of this many columns and a fixed number of
+    # selected tokens (minimult.data.microbatches.pad): at most max_len / pad_multiple shapes a run, what a
+    # step captured once and replayed (a CUDA graph) needs; the same loss and gradient, other dropout draws
+    pad_multiple: int = field(default=0, metadata=EXECUTION)
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or not self.lr > 0 or not math.isfinite(self.lr):
@@ -151,9 +155,14 @@ class TrainConfig:
             raise MinimultError(f"unknown train.batching {self.batching!r}; valid: {', '.join(BATCHINGS)}")
         if self.attention not in ATTENTIONS:
             raise MinimultError(f"unknown train.attention {self.attention!r}; valid: {', '.join(ATTENTIONS)}")
-        if self.microbatches > 1 and self.attention != "masked":
-            raise MinimultError("train.microbatches > 1 needs train.attention=masked: with padding attended, a "
-                                "row's vectors depend on the width of its whole batch")
+        check_at_least("train", self, 0, "pad_multiple")
+        for name in ("microbatches", "pad_multiple"):
+            if getattr(self, name) > 1 and self.attention != "masked":
+                raise MinimultError(f"train.{name} > 1 needs train.attention=masked: with padding attended, a "
+                                    "row's vectors depend on the width of its whole batch")
+        if self.pad_multiple and (self.microbatches > 1 or self.nproc > 1):
+            raise MinimultError("train.pad_multiple pads every batch to a fixed shape, which train.microbatches "
+                                "and train.nproc would cut again: use it with neither")
 
 
 # settings that say how a run executes, not which run it is (their fields' metadata is EXECUTION): left out

@@ -141,7 +141,7 @@ class Packed:
     targets: torch.Tensor  # (M, N) long, -100 where padded
     counts: torch.Tensor  # (M,) selected tokens per model
     nsp_labels: torch.Tensor | None = None  # (M, B) long, -100 in padded rows; None: no NSP
-    rows: torch.Tensor | None = None  # (M,) rows per model (B_m)
+    rows: torch.Tensor | None = None  # (M,) rows per model (B_m); None: no NSP
 
 
 def pack(items: list[dict]) -> Packed:
@@ -158,7 +158,6 @@ def pack(items: list[dict]) -> Packed:
     targets = torch.full((M, N), -100, dtype=torch.long, device=device)
     nsp = any(it.get("nsp_labels") is not None for it in items)
     labels = torch.full((M, B), -100, dtype=torch.long, device=device) if nsp else None
-    counts = []
     for m, (it, (b, t)) in enumerate(zip(items, shapes)):
         ids[m, :b, :t] = it["input_ids"]
         pos[m, :b, :t] = it["position_ids"]
@@ -171,10 +170,9 @@ def pack(items: list[dict]) -> Packed:
         n = sel.numel()
         selected[m, :n] = m * B * T + (sel // t) * T + sel % t
         targets[m, :n] = it["targets"]
-        counts.append(n)
+    # each model's own selected tokens and rows (a batch `microbatches.pad`ded to a fixed shape holds more entries)
     return Packed(ids, pos, seg, None if bool(real.all()) else real, shapes, selected, targets,
-                  torch.tensor(counts, dtype=torch.float32, device=device), labels,
-                  torch.tensor([b for b, _ in shapes], dtype=torch.float32, device=device))
+                  (targets >= 0).sum(1).float(), labels, None if labels is None else (labels >= 0).sum(1).float())
 
 
 class StackedBert(Bert):

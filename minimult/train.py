@@ -117,14 +117,19 @@ class Member:
         return self.train_set.tokens(np.arange(len(self.train_set)))
 
     def masked_batch(self, index) -> dict:
-        """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `stacked.pack` take it."""
+        """The batch `index` with MLM corruption, as `Bert.mlm_loss` / `stacked.pack` take it (with
+        `train.pad_multiple`, padded to its fixed shape: `microbatches.pad`)."""
         batch = self.train_set.batch(index)
+        cfg = self.cfg
         masked = mask_batch(batch.input_ids, batch.maskable, self.train_set.mask_id[batch.lang], self.random_ids,
-                            self.cfg.mask, self.generator, **self.masking_inputs)
-        return {"input_ids": masked.input_ids, "position_ids": batch.position_ids,
-                "token_type_ids": batch.token_type_ids,
-                "attention_mask": attention_mask(batch, self.cfg.train.attention),
-                "selected": masked.selected, "targets": masked.targets, "nsp_labels": batch.nsp_labels}
+                            cfg.mask, self.generator, **self.masking_inputs)
+        out = {"input_ids": masked.input_ids, "position_ids": batch.position_ids,
+               "token_type_ids": batch.token_type_ids, "attention_mask": attention_mask(batch, cfg.train.attention),
+               "selected": masked.selected, "targets": masked.targets, "nsp_labels": batch.nsp_labels}
+        if not cfg.train.pad_multiple:
+            return out
+        return microbatches.pad(out, microbatches.fixed_shape(out["input_ids"].shape[1], cfg.train.batch_size,
+                                cfg.train.pad_multiple, cfg.data.max_len, cfg.mask.rate, cfg.mask.selection))
 
 
 def initial_model(cfg) -> Bert:
@@ -442,12 +447,13 @@ def _knn_tables(m: Member, log) -> dict:
 
 
 def _execution(m: Member, step: int, processes: int, device) -> dict:
-    """run.json's `processes`, `microbatches` and `execution`: how the run trains now, and from which step
-    each way it trained, on which device and machine (`machine`: the CPU's or GPU's name) and, on a CPU, how
-    many threads (they change fp32 sums in the last bit). EXECUTION_SETTINGS may change between resumes: a run
-    may begin on a GPU and end on a CPU, or resume on another machine; a run from before this record began
-    trained on its recorded processes and device, in one pass."""
-    now = {"processes": processes, "microbatches": m.cfg.train.microbatches}
+    """run.json's `processes`, `microbatches` (and `pad_multiple` when set) and `execution`: how the run trains
+    now, and from which step each way it trained, on which device and machine (`machine`: the CPU's or GPU's
+    name) and, on a CPU, how many threads (they change fp32 sums in the last bit). EXECUTION_SETTINGS may change
+    between resumes: a run may begin on a GPU and end on a CPU, or resume on another machine; a run from before
+    this record began trained on its recorded processes and device, in one pass, unpadded."""
+    pad = m.cfg.train.pad_multiple
+    now = {"processes": processes, "microbatches": m.cfg.train.microbatches, **({"pad_multiple": pad} if pad else {})}
     history = list(m.run.meta.get("execution", []))
     if not history and step > 0:
         history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1,
@@ -455,7 +461,8 @@ def _execution(m: Member, step: int, processes: int, device) -> dict:
     on_cpu = device.type == "cpu"
     entry = {**now, "device": str(device), "machine": cpu_name() if on_cpu else torch.cuda.get_device_name(device),
              **({"threads": torch.get_num_threads()} if on_cpu else {})}
-    if not history or {k: history[-1].get(k, entry[k]) for k in entry} != entry:
+    last = {**entry, "pad_multiple": 0, **history[-1]} if history else {}  # a stretch before a key: entry's, pad 0
+    if not history or any(last[k] != v for k, v in {"pad_multiple": 0, **entry}.items()):
         history.append({"from_step": step, **entry})
     return {**now, "execution": history}
 
@@ -483,12 +490,14 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
     ranks = (f" | {world.size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), each a share of every "
              f"batch" if world.size > 1 else "")
     ranks += f" | each batch in {tc.microbatches} groups of rows by length" if tc.microbatches > 1 else ""
+    ranks += (f" | batches padded to {tc.batch_size} rows and a multiple of {tc.pad_multiple} columns"
+              if tc.pad_multiple else "")
     log(f"device {device} ({precision.describe(tc.precision, device)}){ranks} | "
         + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
         f"sequences (~{tokens_per_step:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
         f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | {who}")
     padded = tc.batching in PADDED_BATCHINGS and tc.attention == "masked"
-    if device.type == "cpu" and padded and tc.microbatches == 1:
+    if device.type == "cpu" and padded and tc.microbatches == 1 and not tc.pad_multiple:
         log("note: random batches are mostly padding on a CPU; --set train.microbatches=4 trains each as groups of "
             "rows by length: the same gradient, ~1.8x faster (only dropout draws differ)")
 

@@ -73,17 +73,18 @@ def test_bench_stacked_reports_the_ratio_to_separate_models(tmp_path):
     assert res["tok_s_separate"] > 0 and res["tok_s_stacked"] > 0 and res["stacked_over_separate"] > 0
 
 
-def test_bench_microbatches_times_groups_against_one_pass_and_checks_they_compute_the_same(tmp_path):
+def test_bench_microbatches_times_groups_and_padding_against_one_pass_and_checks_they_compute_the_same(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_microbatches.py"), "--preset", "tiny",
-                           "--rounds", "2", "--parts", "1,3", "--json", str(tmp_path / "m.json")],
+                           "--rounds", "2", "--parts", "1,3", "--pad", "8", "--json", str(tmp_path / "m.json")],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     filed(tmp_path / "m.json", res, "bench_microbatches.py")
-    assert [r["microbatches"] for r in res["rows"]] == [1, 3, "bucket"]
+    assert [r["microbatches"] for r in res["rows"]] == [1, 3, "bucket", "pad 8"]
     assert all(r["tokens_per_s"] > 0 and r["speedup"] > 0 for r in res["rows"])
-    loss, gradient = res["sameness"]["3"]  # dropout off: the groups' step is the one-pass step
-    assert loss < 1e-5 and gradient < 1e-5
+    for variant in ("3", "pad 8"):  # dropout off: the groups' (or padded batch's) step is the one-pass step
+        loss, gradient = res["sameness"][variant]
+        assert loss < 1e-5 and gradient < 1e-5
 
 
 def test_readme_speed_table_is_made_from_the_result_files(tmp_path):

@@ -1,9 +1,10 @@
-"""A masked batch cut into row groups: one process's share of it, or micro-batches of similar length.
+"""A masked batch cut into row groups (one process's share of it, or micro-batches of similar length), or
+padded to a fixed shape.
 
-Public entries: `take(batch, rows)` and `by_length(batch, parts)`. A masked batch is the dict that
-`train.Member.masked_batch` makes (input_ids, position_ids, token_type_ids, attention_mask, selected,
-targets, nsp_labels): its (B, T) and (B,) tensors are cut by row, and its selected tokens (flat
-indices into B * T) are renumbered into the cut's rows and width.
+Public entries: `take(batch, rows)`, `by_length(batch, parts)` and `pad(batch, fixed_shape(...))`. A masked
+batch is the dict that `train.Member.masked_batch` makes (input_ids, position_ids, token_type_ids,
+attention_mask, selected, targets, nsp_labels): its (B, T) and (B,) tensors are cut by row, and its selected
+tokens (flat indices into B * T) are renumbered into the cut's rows and width.
 
 With padding masked in attention a row's vectors do not depend on the other rows, so a batch's loss
 is the sum over any row groups of their cross-entropy sums, each divided by the whole batch's counts
@@ -11,13 +12,16 @@ is the sum over any row groups of their cross-entropy sums, each divided by the 
 stack). `by_length` uses that to train random batches (`train.batching=random`,
 rows of mixed length padded to the longest) at close to bucketed batches' cost: the rows sorted by
 length, cut into `parts` groups where padding is least, each padded only to its own longest row
-(`train.microbatches`).
+(`train.microbatches`). The other way round, `pad` adds padded rows, columns and selected entries (whose
+target -100 every cross-entropy ignores) so that a run's batches take a few fixed shapes (`train.pad_multiple`),
+what a step captured once and replayed (a CUDA graph) needs: the same loss and gradient, other dropout draws.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 ROW_FIELDS = ("input_ids", "position_ids", "token_type_ids", "attention_mask", "nsp_labels")
 
@@ -86,3 +90,34 @@ def cuts(lengths: np.ndarray, parts: int) -> list[int]:
     for k in reversed(range(n)):
         bounds.append(int(last[k][bounds[-1]]))
     return bounds[::-1]
+
+
+def fixed_shape(width: int, rows: int, multiple: int, max_len: int, rate: float,
+                selection: str) -> tuple[int, int, int]:
+    """(rows, columns, selected entries) a batch `width` columns wide is padded to under `train.pad_multiple` =
+    `multiple`: `rows` (the batch size), the next multiple of `multiple` (at most `max_len`, the widest a batch
+    is) and the most tokens `mask_batch` can select in rows of that width (a row holds at most columns - 1
+    maskable pieces, [CLS] aside): max(1, round(rate x that)) each when exact, all of them under bernoulli."""
+    columns = min(-(-width // multiple) * multiple, max_len)
+    per_row = columns - 1 if selection == "bernoulli" else max(1, round(rate * (columns - 1)))
+    return rows, columns, rows * per_row
+
+
+def pad(batch: dict, shape: tuple[int, int, int]) -> dict:
+    """`batch` padded to `shape` = (rows, columns, selected entries): new rows and columns are [PAD] id 0 at
+    position 0 that no key attends to, new selected entries point at token 0 with target -100 and new rows'
+    next-sentence label is -100, so every loss is the batch's own; the attention mask is always there."""
+    rows, columns, n = shape
+    B, T = batch["input_ids"].shape
+    N = batch["selected"].numel()
+    if B > rows or T > columns or N > n:
+        raise ValueError(f"a batch of {(B, T, N)} (rows, columns, selected) does not fit in {shape}")
+    mask = batch.get("attention_mask")
+    mask = torch.ones_like(batch["input_ids"], dtype=torch.bool) if mask is None else mask
+    out = {k: F.pad(batch[k], (0, columns - T, 0, rows - B)) for k in ("input_ids", "position_ids", "token_type_ids")}
+    out["attention_mask"] = F.pad(mask, (0, columns - T, 0, rows - B))
+    out["selected"] = F.pad((batch["selected"] // T) * columns + batch["selected"] % T, (0, n - N))
+    out["targets"] = F.pad(batch["targets"], (0, n - N), value=-100)
+    labels = batch.get("nsp_labels")
+    out["nsp_labels"] = None if labels is None else F.pad(labels, (0, rows - B), value=-100)
+    return out
