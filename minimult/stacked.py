@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from minimult import kernels
+from minimult.data import microbatches
 from minimult.errors import MinimultError
 from minimult.model import Bert, Decoder, Dropout, SelfAttention
 
@@ -137,7 +138,7 @@ class Packed:
     token_type_ids: torch.Tensor  # (M, B, T) long
     attention_mask: torch.Tensor | None  # (M, B, T) bool, True = a real token of the model's batch; None: all are
     shapes: list[tuple[int, int]]  # (B_m, T_m) of every model's own batch
-    selected: torch.Tensor  # (M, N) flat indices into M*B*T (padded entries point at 0)
+    selected: torch.Tensor  # (M, N) flat indices into M*B*T (padded entries point at the model's first token)
     targets: torch.Tensor  # (M, N) long, -100 where padded
     counts: torch.Tensor  # (M,) selected tokens per model
     nsp_labels: torch.Tensor | None = None  # (M, B) long, -100 in padded rows; None: no NSP
@@ -146,32 +147,18 @@ class Packed:
 
 def pack(items: list[dict]) -> Packed:
     """items[m]: input_ids, position_ids, token_type_ids, attention_mask (or None) and nsp_labels (or None)
-    as `Bert.mlm_loss` takes them, plus `selected` (flat indices into that model's B_m*T_m) and `targets`."""
-    M = len(items)
+    as `Bert.mlm_loss` takes them, plus `selected` (flat indices into that model's B_m*T_m) and `targets`: each
+    padded to the largest rows, columns and selected count among them (`microbatches.pad`) and stacked, model
+    m's selected tokens offset into the (M, B, T) layout."""
     shapes = [tuple(it["input_ids"].shape) for it in items]
     B, T = max(b for b, _ in shapes), max(t for _, t in shapes)
-    device = items[0]["input_ids"].device
-    ids, pos, seg = (torch.zeros((M, B, T), dtype=torch.long, device=device) for _ in range(3))
-    real = torch.zeros((M, B, T), dtype=torch.bool, device=device)
-    N = max(int(it["selected"].numel()) for it in items)
-    selected = torch.zeros((M, N), dtype=torch.long, device=device)
-    targets = torch.full((M, N), -100, dtype=torch.long, device=device)
-    nsp = any(it.get("nsp_labels") is not None for it in items)
-    labels = torch.full((M, B), -100, dtype=torch.long, device=device) if nsp else None
-    for m, (it, (b, t)) in enumerate(zip(items, shapes)):
-        ids[m, :b, :t] = it["input_ids"]
-        pos[m, :b, :t] = it["position_ids"]
-        if it.get("token_type_ids") is not None:
-            seg[m, :b, :t] = it["token_type_ids"]
-        real[m, :b, :t] = True if it.get("attention_mask") is None else it["attention_mask"].bool()
-        if nsp:
-            labels[m, :b] = it["nsp_labels"]
-        sel = it["selected"]
-        n = sel.numel()
-        selected[m, :n] = m * B * T + (sel // t) * T + sel % t
-        targets[m, :n] = it["targets"]
-    # each model's own selected tokens and rows (a batch `microbatches.pad`ded to a fixed shape holds more entries)
-    return Packed(ids, pos, seg, None if bool(real.all()) else real, shapes, selected, targets,
+    padded = [microbatches.pad(it, (B, T, max(int(it["selected"].numel()) for it in items))) for it in items]
+    joined = {k: torch.stack([p[k] for p in padded]) for k, v in padded[0].items() if v is not None}
+    real, targets, labels = joined["attention_mask"], joined["targets"], joined.get("nsp_labels")
+    offsets = torch.arange(len(items), device=targets.device)[:, None] * (B * T)
+    # each model's own selected tokens and rows (a batch padded to a fixed shape holds more entries)
+    return Packed(joined["input_ids"], joined["position_ids"], joined["token_type_ids"],
+                  None if bool(real.all()) else real, shapes, joined["selected"] + offsets, targets,
                   (targets >= 0).sum(1).float(), labels, None if labels is None else (labels >= 0).sum(1).float())
 
 

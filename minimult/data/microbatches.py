@@ -105,17 +105,19 @@ def fixed_shape(width: int, rows: int, multiple: int, max_len: int, rate: float,
 
 def pad(batch: dict, shape: tuple[int, int, int]) -> dict:
     """`batch` padded to `shape` = (rows, columns, selected entries): new rows and columns are [PAD] id 0 at
-    position 0 that no key attends to, new selected entries point at token 0 with target -100 and new rows'
-    next-sentence label is -100, so every loss is the batch's own; the attention mask is always there."""
+    position 0 and segment 0 that no key attends to (token_type_ids None: all 0), new selected entries point
+    at token 0 with target -100 and new rows' next-sentence label is -100, so every loss is the batch's own;
+    the attention mask is always there."""
     rows, columns, n = shape
     B, T = batch["input_ids"].shape
     N = batch["selected"].numel()
     if B > rows or T > columns or N > n:
         raise ValueError(f"a batch of {(B, T, N)} (rows, columns, selected) does not fit in {shape}")
-    mask = batch.get("attention_mask")
-    mask = torch.ones_like(batch["input_ids"], dtype=torch.bool) if mask is None else mask
-    out = {k: F.pad(batch[k], (0, columns - T, 0, rows - B)) for k in ("input_ids", "position_ids", "token_type_ids")}
-    out["attention_mask"] = F.pad(mask, (0, columns - T, 0, rows - B))
+    ids, mask, types = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+    grid = {"input_ids": ids, "position_ids": batch["position_ids"],
+            "token_type_ids": torch.zeros_like(ids) if types is None else types,
+            "attention_mask": torch.ones_like(ids, dtype=torch.bool) if mask is None else mask.bool()}
+    out = {k: F.pad(v, (0, columns - T, 0, rows - B)) for k, v in grid.items()}
     out["selected"] = F.pad((batch["selected"] // T) * columns + batch["selected"] % T, (0, n - N))
     out["targets"] = F.pad(batch["targets"], (0, n - N), value=-100)
     labels = batch.get("nsp_labels")
