@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_results import write_result  # noqa: E402
-from bench_train import CONFIGS, bucketed_batches, make_batch, sentence_lengths  # noqa: E402
+from bench_train import CONFIGS, add_length_options, bucketed_batches, make_batch, sentence_lengths  # noqa: E402
 from minimult.model import Bert, ModelConfig  # noqa: E402
 from minimult.precision import autocast as precision_autocast  # noqa: E402
 from minimult.stacked import pack, stack  # noqa: E402
@@ -49,12 +49,7 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--sentences", type=int, default=9009)
-    p.add_argument("--median-length", type=float, default=27.0)
-    p.add_argument("--length-sigma", type=float, default=0.35)
-    p.add_argument("--max-len", type=int, default=128)
-    p.add_argument("--lengths-from")
-    p.add_argument("--lengths-include-specials", action="store_true")
+    add_length_options(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write the result, command line and machine as JSON to PATH")
     args = p.parse_args()

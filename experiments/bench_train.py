@@ -92,6 +92,16 @@ CONFIGS = {
 # ------------------------------------------------------------------------------------------------
 # data
 
+def add_length_options(p: argparse.ArgumentParser) -> None:
+    """The options `sentence_lengths` reads (every benchmark on synthetic batches takes them)."""
+    p.add_argument("--lengths-from", help=".npy of sentence lengths in word pieces (see --lengths-include-specials)")
+    p.add_argument("--lengths-include-specials", action="store_true", help="the .npy lengths already count [CLS]/[SEP]")
+    p.add_argument("--sentences", type=int, default=9009, help="synthetic sentences (epoch size)")
+    p.add_argument("--median-length", type=float, default=27.0, help="incl. [CLS]/[SEP]")
+    p.add_argument("--length-sigma", type=float, default=0.35, help="lognormal sigma (0.35: max ~90 of 9009)")
+    p.add_argument("--max-len", type=int, default=128)
+
+
 def sentence_lengths(args, rng) -> np.ndarray:
     """Lengths incl. [CLS]/[SEP], in [4, max_len]."""
     if args.lengths_from:
@@ -393,12 +403,7 @@ def main():
     p.add_argument("--omp-wait-policy", choices=WAIT_POLICIES, default="default",
                    help="OMP_WAIT_POLICY for torch's OpenMP threads (passive: idle threads sleep instead of "
                         "spinning; 'default' leaves the environment alone)")
-    p.add_argument("--lengths-from", help=".npy of sentence lengths in word pieces (see --lengths-include-specials)")
-    p.add_argument("--lengths-include-specials", action="store_true", help="the .npy lengths already count [CLS]/[SEP]")
-    p.add_argument("--sentences", type=int, default=9009, help="synthetic sentences (epoch size)")
-    p.add_argument("--median-length", type=float, default=27.0, help="incl. [CLS]/[SEP]")
-    p.add_argument("--length-sigma", type=float, default=0.35, help="lognormal sigma (0.35: max ~90 of 9009)")
-    p.add_argument("--max-len", type=int, default=128)
+    add_length_options(p)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--hf-attn", default="sdpa", choices=["sdpa", "eager"], help="HF attention implementation")
     p.add_argument("--adamw", choices=["fused", "foreach", "loop"], default="fused",

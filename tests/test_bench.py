@@ -87,6 +87,22 @@ def test_bench_microbatches_times_groups_and_padding_against_one_pass_and_checks
         assert loss < 1e-5 and gradient < 1e-5
 
 
+def test_bench_graphs_times_stacked_steps_on_fixed_shapes(tmp_path):
+    """On a CPU only the eager steps run (CUDA graphs need CUDA): K = 1 and 2 stacked, on batches padded to
+    fixed shapes, each step's time and matmul rate against the same-shaped GEMM's; no graphed column."""
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_graphs.py"), "--device", "cpu",
+                           "--batch-size", "8", "--sentences", "300", "--models", "1,2", "--precisions", "fp32",
+                           "--steps", "6", "--pad-multiple", "64", "--threads", "1", "--json", str(tmp_path / "g.json")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    filed(tmp_path / "g.json", res, "bench_graphs.py")
+    assert [r["models"] for r in res["rows"]] == [1, 2] and res["sameness"] is None
+    for r in res["rows"]:
+        assert r["eager_ms_per_update_per_model"] > 0 and 0 < r["eager_gflops"] and r["gemm_gflops"] > 0
+        assert 1 <= r["shapes"] <= 2 and r["rounds_timed"] == 6 and "graphed_over_eager" not in r
+
+
 def test_readme_speed_table_is_made_from_the_result_files(tmp_path):
     """Regenerating the Speed table (docs/speed.md) from experiments/results/bench/ changes nothing; a new
     result file is a new row, labelled by its options."""
