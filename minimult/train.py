@@ -447,13 +447,13 @@ def _knn_tables(m: Member, log) -> dict:
 
 
 def _execution(m: Member, step: int, processes: int, device) -> dict:
-    """run.json's `processes`, `microbatches` (and `pad_multiple` when set) and `execution`: how the run trains
-    now, and from which step each way it trained, on which device and machine (`machine`: the CPU's or GPU's
-    name) and, on a CPU, how many threads (they change fp32 sums in the last bit). EXECUTION_SETTINGS may change
-    between resumes: a run may begin on a GPU and end on a CPU, or resume on another machine; a run from before
-    this record began trained on its recorded processes and device, in one pass, unpadded."""
-    pad = m.cfg.train.pad_multiple
-    now = {"processes": processes, "microbatches": m.cfg.train.microbatches, **({"pad_multiple": pad} if pad else {})}
+    """run.json's `processes`, `microbatches`, `pad_multiple` and `execution`: how the run trains now, and from
+    which step each way it trained, on which device and machine (`machine`: the CPU's or GPU's name) and, on a
+    CPU, how many threads (they change fp32 sums in the last bit). EXECUTION_SETTINGS may change between resumes:
+    a run may begin on a GPU and end on a CPU, or resume on another machine; a run from before this record began
+    trained on its recorded processes and device, in one pass, unpadded."""
+    tc = m.cfg.train
+    now = {"processes": processes, "microbatches": tc.microbatches, "pad_multiple": tc.pad_multiple}
     history = list(m.run.meta.get("execution", []))
     if not history and step > 0:
         history = [{"from_step": 0, "processes": m.run.meta.get("processes", 1), "microbatches": 1,
@@ -461,8 +461,8 @@ def _execution(m: Member, step: int, processes: int, device) -> dict:
     on_cpu = device.type == "cpu"
     entry = {**now, "device": str(device), "machine": cpu_name() if on_cpu else torch.cuda.get_device_name(device),
              **({"threads": torch.get_num_threads()} if on_cpu else {})}
-    last = {**entry, "pad_multiple": 0, **history[-1]} if history else {}  # a stretch before a key: entry's, pad 0
-    if not history or any(last[k] != v for k, v in {"pad_multiple": 0, **entry}.items()):
+    last = {**entry, "pad_multiple": 0, **history[-1]} if history else {}  # what a stretch predates: entry's, pad 0
+    if not history or any(last[k] != v for k, v in entry.items()):
         history.append({"from_step": step, **entry})
     return {**now, "execution": history}
 

@@ -95,7 +95,29 @@ def test_training_on_padded_batches_gives_the_gradient_steps_of_unpadded_ones(tm
         assert lb == pytest.approx(la, rel=1e-5)
         meta = read_json(b.path / "run.json")
         assert meta["pad_multiple"] == 16 and meta["execution"][-1]["pad_multiple"] == 16
-        assert "pad_multiple" not in read_json(a.path / "run.json")
+        assert read_json(a.path / "run.json")["pad_multiple"] == 0
+
+
+def test_run_json_records_from_which_step_a_run_trained_on_padded_batches(tmp_path):
+    """Switched off on resume, the padding ends its stretch; a stretch recorded before the setting existed
+    trained unpadded (no new stretch for it)."""
+    from test_train import new_run
+
+    from minimult.runs import write_json
+    from minimult.train import pretrain
+
+    padded, mods = tiny_cfg(None, **{"train.pad_multiple": 16, "train.checkpoint_every": 7})
+    plain, _ = tiny_cfg(None, **{"train.checkpoint_every": 7})
+    d = new_run(tmp_path, "run", padded)
+    pretrain(padded, mods, d, log=quiet, stop_after=7)
+    pretrain(plain, mods, d, resume=True, log=quiet, stop_after=14)
+    meta = read_json(d / "run.json")
+    assert meta["pad_multiple"] == 0
+    assert [(e["from_step"], e["pad_multiple"]) for e in meta["execution"]] == [(0, 16), (7, 0)]
+    del meta["execution"][-1]["pad_multiple"]  # as a stretch written before the setting existed
+    write_json(d / "run.json", meta)
+    pretrain(plain, mods, d, resume=True, log=quiet)
+    assert [e["from_step"] for e in read_json(d / "run.json")["execution"]] == [0, 7]
 
 
 def test_the_loss_of_a_padded_batch_traces_as_one_graph(monkeypatch):
