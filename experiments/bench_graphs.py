@@ -30,6 +30,7 @@ import json
 import statistics
 import sys
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -46,6 +47,8 @@ from minimult.data import microbatches  # noqa: E402
 from minimult.model import Bert  # noqa: E402
 from minimult.stacked import Packed, pack, stack  # noqa: E402
 
+# the graphed copy's warm-up step runs its capturable optimizer outside a capture, which warns each time
+warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
 PAPER_UPDATES = 14_100  # a paper-budget run (batches of 128)
 FIELDS = ("input_ids", "position_ids", "token_type_ids", "attention_mask", "selected", "targets")
 
@@ -64,7 +67,9 @@ class Copy:
     def __init__(self, model, lr: float, precision: str, device, graphed: bool, clip: float = 1.0):
         self.model, self.device, self.clip, self.graphed = model.to(device).train(), device, clip, graphed
         self.stacked = hasattr(model, "stacked_losses")
-        lr_arg = torch.tensor(lr, device=device) if graphed else lr  # a tensor lr can change between replays
+        # a tensor lr (it can change between replays), for both copies on CUDA: the fused kernel reads a tensor
+        # as float32 and a number as double, which would differ in the last bits of every update
+        lr_arg = torch.tensor(lr, device=device) if device.type == "cuda" else lr
         self.opt = torch.optim.AdamW(self.model.param_groups(0.01), lr=lr_arg, eps=1e-6, fused=True,
                                      **({"capturable": True} if graphed else {}))
         self.bf16 = precision == "bf16"
