@@ -53,6 +53,17 @@ def try_lock(run_dir: Path):
     return lock
 
 
+def lock_held(run_dir: Path) -> bool:
+    """Whether some process holds the run's lock, read from Linux's /proc/locks (the lock file's device and
+    inode) so that asking takes no lock: a probe that did could make a worker starting that moment skip the
+    run. False where the lock file or /proc/locks is missing."""
+    try:
+        st, table = (Path(run_dir) / LOCK).stat(), Path("/proc/locks").read_text()
+    except OSError:
+        return False
+    return f" {os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} " in table
+
+
 @contextlib.contextmanager
 def folder_locked(folder: Path):
     """Hold an exclusive lock on a folder (blocking) for a short read-and-write of a file in it, such as a

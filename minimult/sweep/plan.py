@@ -10,7 +10,7 @@ from pathlib import Path
 from minimult.config import EVALUATION_SECTIONS, EXECUTION_SETTINGS, RunConfig, flat, resolve
 from minimult.errors import MinimultError
 from minimult.evaluate.results import results_complete  # noqa: F401  (the sweep's "done": worker, progress)
-from minimult.runs import folder_locked, log_lines, mods_for_folder, read_json, write_json
+from minimult.runs import folder_locked, lock_held, log_lines, mods_for_folder, read_json, write_json
 from minimult.sweep.grid import Grid
 from minimult.train import SHARED_TRAIN
 
@@ -123,15 +123,17 @@ def state(task: Task) -> str:
 
 def pending(task: Task) -> str:
     """What a sweep does with a run it has to run: 'new', 'resume (step S of T logged, run.json: STATUS)' or
-    'evaluate (trained)'; the run resumes from its last checkpoint, at or before the logged step."""
+    'evaluate (trained)'; the run resumes from its last checkpoint, at or before the logged step. 'busy: ...'
+    where another process holds the run's lock now (a sweep, pretrain or eval at work on it: left alone)."""
     run_dir = Path(task.run_dir)
+    busy = "busy: " if lock_held(run_dir) else ""
     if not (run_dir / "run.json").is_file():
-        return "new"
+        return f"{busy}new"
     meta = read_json(run_dir / "run.json")
     if meta.get("status") == "complete":
-        return "evaluate (trained)"
+        return f"{busy}evaluate (trained)"
     step = max((row.get("step", 0) for _, row in log_lines(run_dir / "metrics.jsonl")), default=0)
-    return f"resume (step {step:,} of {meta.get('total_steps', 0):,} logged, run.json: {meta.get('status')})"
+    return f"{busy}resume (step {step:,} of {meta.get('total_steps', 0):,} logged, run.json: {meta.get('status')})"
 
 
 def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:
