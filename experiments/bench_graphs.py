@@ -124,8 +124,9 @@ class Copy:
         return out, True
 
 
-def compare(cfg, K: int, precision: str, rounds: list, lr: float, device, gemm) -> dict:
-    """Eager and graphed copies of one fresh model (K stacked) over `rounds` (each a list of K padded batches)."""
+def compare(cfg, K: int, precision: str, rounds: list, lr: float, device) -> dict:
+    """Eager and graphed copies of one fresh model (K stacked) over `rounds` (each a list of K padded batches);
+    the GEMM reference at the rounds' median rows x columns, in the precision's dtype."""
     torch.manual_seed(0)
     models = [Bert(cfg) for _ in range(K)]
     base = models[0] if K == 1 else stack(models)
@@ -157,7 +158,8 @@ def compare(cfg, K: int, precision: str, rounds: list, lr: float, device, gemm) 
         raise SystemExit("every round brought a new shape: give --steps more rounds than shapes")
     row = {"models": K, "precision": precision, "rounds_timed": len(times["eager"]), "shapes": len(
         {tuple(b[0]["input_ids"].shape) for b in rounds})}
-    gemm_rate = gemm.rate()
+    n = int(statistics.median(b[0]["input_ids"].numel() for b in rounds))
+    gemm_rate = GemmReference(cfg, n, device, torch.bfloat16 if precision == "bf16" else torch.float32).rate()
     for name, ts in times.items():
         step = statistics.median(ts)
         row[f"{name}_ms_per_update_per_model"] = round(1000 * step / K, 3)
@@ -208,16 +210,14 @@ def main() -> None:
 
     print(f"# {args.config} ({Bert(cfg).num_parameters():,} parameters a model) | batch {args.batch_size} | "
           f"pad multiple {args.pad_multiple} | device {device} | torch {torch.__version__}", flush=True)
-    check = compare(dataclasses.replace(cfg, dropout=0.0), min(ks), "fp32", draw(min(ks), 12), lr, device,
-                    GemmReference(cfg, args.batch_size * 32, device))
+    check = compare(dataclasses.replace(cfg, dropout=0.0), min(ks), "fp32", draw(min(ks), 12), lr, device)
     if "loss_difference" in check:
         print(f"sameness, dropout off, K = {min(ks)}: graphed losses against eager, largest relative difference "
               f"{check['loss_difference']:.1e}", flush=True)
     rows = []
     for precision in args.precisions.split(","):
-        gemm = GemmReference(cfg, args.batch_size * 32, device, torch.bfloat16 if precision == "bf16" else torch.float32)
         for K in ks:
-            row = compare(cfg, K, precision, draw(K, args.steps), lr, device, gemm)
+            row = compare(cfg, K, precision, draw(K, args.steps), lr, device)
             rows.append(row)
             graphed = (f" | graphed {row['graphed_ms_per_update_per_model']:.2f} ms ({row['graphed_over_eager']:.2f}x "
                        f"eager's speed, {row['graphed_gflops']:,.0f} GFLOP/s, {row['graphed_runs_per_call']:.1f} "
