@@ -166,7 +166,7 @@ def main():
 
     t = time.time()
     cfg = VecMapConfig(patience=args.patience, seed=args.seed)
-    Xm, Zm, info = unsupervised_map(a.vectors, b.vectors, cfg, progress=lambda s: None)
+    Xm, Zm, info = unsupervised_map(a.vectors, b.vectors, cfg)
     print(f"vecmap {time.time() - t:.1f}s, {info['iterations']} iterations, "
           f"objective {info['objective']:.4f}", flush=True)
     report(f"unsupervised {args.split}", Xm, Zm)

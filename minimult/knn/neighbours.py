@@ -99,7 +99,7 @@ def build_mapping(prepared, sides: tuple[Side, Side], seed: int, dim: int = 300,
     log("knn-replace: " + ("unsupervised VecMap mapping ..." if pairs is None else
                            f"VecMap mapping from a seed dictionary of {len(pairs):,} pairs ..."))
     cfg = VecMapConfig(**{**asdict(VECMAP), "seed": seed})
-    Xm, Zm, info = unsupervised_map(spaces[0][1], spaces[1][1], cfg, progress=lambda s: None, seed_pairs=pairs)
+    Xm, Zm, info = unsupervised_map(spaces[0][1], spaces[1][1], cfg, seed_pairs=pairs)
     info = {**info, "fasttext": spaces[0][2], "vecmap": asdict(cfg), "seconds_total": time.time() - t0,
             **({"seed_pairs": int(len(pairs))} if pairs is not None else {})}
     return (spaces[0][0], Xm), (spaces[1][0], Zm), info

@@ -160,7 +160,7 @@ def _final_mapping(X, Z, src, tgt):
     return Wx, Wz
 
 
-def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None, seed_pairs=None):
+def unsupervised_map(X, Z, cfg=VecMapConfig(), seed_pairs=None):
     """Map X (n_x, d) and Z (n_z, d), rows sorted by frequency, into one space without a dictionary, or,
     given `seed_pairs` ((m, 2) rows of X and of Z known to translate each other, such as identically
     spelled words), self-learning from that seed instead of the similarity-distribution one (VecMap's
@@ -176,22 +176,17 @@ def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None, seed_pairs=None):
     X, Z = normalize(X), normalize(Z)
     gen = torch.Generator().manual_seed(cfg.seed)
     k = cfg.csls_k
-    n_init = min(X.shape[0], Z.shape[0], cfg.init_vocab)
     if seed_pairs is None:
-        src, tgt = _seed_dictionary(X, Z, n_init, k)
+        src, tgt = _seed_dictionary(X, Z, min(X.shape[0], Z.shape[0], cfg.init_vocab), k)
     else:
         seed = np.asarray(seed_pairs, dtype=np.int64).reshape(-1, 2)
         if len(seed) == 0 or seed.min() < 0 or seed[:, 0].max() >= X.shape[0] or seed[:, 1].max() >= Z.shape[0]:
             raise MinimultError(f"a seed dictionary needs at least one pair inside {X.shape[0]} source / "
                                 f"{Z.shape[0]} target rows (got {len(seed)} pairs)")
         src, tgt = torch.as_tensor(seed[:, 0]), torch.as_tensor(seed[:, 1])
-        n_init = len(seed)
     nx, nz = min(X.shape[0], cfg.vocab_cutoff), min(Z.shape[0], cfg.vocab_cutoff)
     k = min(k, nx, nz)
     Xc, Zc = X[:nx].float(), Z[:nz].float()
-    if progress:
-        progress(f"vecmap: {X.shape[0]}x{Z.shape[0]} words, dim {X.shape[1]}; seed dictionary from "
-                 f"{n_init} {'words' if seed_pairs is None else 'given pairs'}; self-learning over {nx}x{nz}")
 
     best, last_improvement, keep, it, objective = -float("inf"), 0, cfg.keep_start, 1, float("nan")
     converged = False
@@ -202,16 +197,11 @@ def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None, seed_pairs=None):
                 break
             keep, last_improvement = min(1.0, 2 * keep), it
         if it > cfg.max_iters:
-            if progress:
-                progress(f"vecmap: stopped at max_iters={cfg.max_iters} before converging")
             break
         W = _procrustes(X[src], Z[tgt]).float()
         src, tgt, objective = _induce(Xc @ W, Zc, k, keep, gen)
         if objective - best >= cfg.threshold:
             best, last_improvement = objective, it
-        if progress and (it <= 3 or it % 10 == 0):
-            progress(f"vecmap: iter {it:4d}  keep {keep:.1f}  objective {objective:.5f}  "
-                     f"best {best:.5f}  {time.time() - t0:.1f}s")
         it += 1
 
     Wx, Wz = _final_mapping(X, Z, src, tgt)
@@ -219,9 +209,6 @@ def unsupervised_map(X, Z, cfg=VecMapConfig(), progress=None, seed_pairs=None):
     info = {"iterations": it - 1, "objective": objective, "best_objective": best,
             "dict_size": int(src.numel()), "keep": keep, "converged": converged,
             "seconds": time.time() - t0}
-    if progress:
-        progress(f"vecmap: done in {info['iterations']} iterations, objective {objective:.5f}, "
-                 f"{info['seconds']:.1f}s")
     return Xm, Zm, info
 
 

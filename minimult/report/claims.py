@@ -32,7 +32,7 @@ from scipy import stats
 from minimult.errors import MinimultError
 from minimult.report.collect import Group, Section, never_trained, read_object
 from minimult.report.parts import Part, register
-from minimult.report.tables import aggregate, finite, p_value, table_columns, table_lines, welch_p
+from minimult.report.tables import aggregate, finite, mean_std, p_value, table_columns, table_lines, welch_p
 
 CLAIMS_FILE = Path(__file__).with_name("claims.toml")
 EXPECTATIONS = ("lower", "higher", "similar")
@@ -350,15 +350,6 @@ def metric_label(name: str) -> str:
     return found[0].heading(found[1]) if found else name
 
 
-def side_text(side: dict) -> str:
-    if side["constant"]:
-        return number(side["value"])
-    s = side["stats"]
-    if s is None or s["mean"] is None:
-        return "–"
-    return number(s["mean"]) + (f" ± {number(s['std'])}" if s["std"] is not None else "")
-
-
 def _paper_number(x) -> str:
     """As the papers print them: scores below 1 to 2 decimals, others as given."""
     return f"{x:.2f}" if isinstance(x, float) and abs(x) < 1 else f"{x:,}" if isinstance(x, int) else f"{x:g}"
@@ -413,7 +404,8 @@ def markdown(rows: list[dict]) -> str:
 
 def ours_text(row: dict) -> str:
     """Both sides' numbers: `0.140 ± 0.003 vs 0.70`."""
-    return f"{side_text(row['a'])} vs {side_text(row['b'])}"
+    return " vs ".join(number(s["value"]) if s["constant"] else mean_std(s["stats"], number, "–")
+                       for s in (row["a"], row["b"]))
 
 
 def compared_cells(row: dict) -> list[str]:

@@ -89,11 +89,6 @@ def p_shown(p) -> str:
     return "nan" if not math.isfinite(p) else "< 0.001" if p < 0.001 else f"{p:.2g}"
 
 
-def _one_runs(text: str) -> str:
-    """"1 runs" in a sentence of the report (a table's footer) as "1 run"."""
-    return re.sub(r"(?<![\d.,])1 (run|setting|seed)s\b", r"1 \1", text)
-
-
 def term_anchor(heading: str) -> str | None:
     """The glossary entry a column heading names ("ρ L8" -> "t-rho"), None when it has none."""
     head = re.sub(r" L\d+$", "", heading.strip())
@@ -171,8 +166,7 @@ def _table1(section: Section, agg: dict, top: str, folder: Folder) -> dict:
         cells = [_split(cells[0]), (p_shown(cells[1]), ""), *map(_split, cells[2:])]
         rows.append({"id": row["id"], "setting": row["setting"], "anchor": _anchor(section, g),
                      "runs": folder.run_links(g.runs), "cells": cells})
-    notes = [_one_runs(line) for line in section_table(agg, top) + section_footer(agg)
-             if line and not line.startswith("|")]
+    notes = [line for line in section_table(agg, top) + section_footer(agg) if line and not line.startswith("|")]
     presets = sorted({r["preset"] for r in agg["rows"] if r["preset"]})
     training, seeds = (_figure(folder.out, section_figure(kind, section.title)) for kind in ("training", "seeds"))
     return {"title": section.title, "presets": presets, "baseline": agg["baseline"], "head": head, "rows": rows,
@@ -439,7 +433,7 @@ def _shown_root(root: Path) -> str:
 
 
 def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: dict | None = None,
-               claims_file=None, headline: str | None = HEADLINE) -> dict:
+               headline: str | None = HEADLINE) -> dict:
     """The site for `roots` (results folders) in `site_dir`; returns {pages, claims, index}. `prebuilt`:
     {root: folder where its report was already built}; `headline`: the name of the results folder whose Table 1
     the index shows (a manifest's `"headline": true` wins; with one folder, that one)."""
@@ -466,7 +460,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
         path.write_text(env.get_template(template).render(**context), encoding="utf-8")
         pages.append(path)
 
-    claim_rows = claims_mod.judge(claims_mod.load_claims(claims_file or claims_mod.CLAIMS_FILE),
+    claim_rows = claims_mod.judge(claims_mod.load_claims(),
                                   {f.name: f.loaded.sections for f in folders})
     for row in claim_rows:
         for side in (row["a"], row["b"]):

@@ -196,21 +196,19 @@ def cell_text(agg: dict, column, paper: float | None = None, paper_std: float | 
     """"mean ± std", with the published number (± its std over the paper's seeds, where it gives one) in
     parentheses after it when there is one."""
     beside = "" if paper is None else f" ({paper_text(column, paper, paper_std)})"
-    if agg["mean"] is None:
-        return "–" + beside
-    std = f" ± {column.table_text(agg['std'])}" if agg["std"] is not None else ""
-    return column.table_text(agg["mean"]) + std + beside
+    return mean_std(agg, column.table_text, "–") + beside
 
 
 def _shows_paper(sec: dict, keys: list[str]) -> bool:
     return any(k in row.get("paper", {}) for row in sec["rows"] for k in keys)
 
 
-def mean_std(a: dict, digits: int = 3, missing: str = "") -> str:
-    """An aggregate as "0.123 ± 0.045" (the mean alone for one value, `missing` for none)."""
-    if a["mean"] is None:
+def mean_std(a: dict | None, text=lambda x: f"{x:.3f}", missing: str = "") -> str:
+    """An aggregate as "0.123 ± 0.045", each number through `text` (the mean alone for one value, `missing`
+    for none)."""
+    if a is None or a["mean"] is None:
         return missing
-    return f"{a['mean']:.{digits}f}" + (f" ± {a['std']:.{digits}f}" if a.get("std") is not None else "")
+    return text(a["mean"]) + (f" ± {text(a['std'])}" if a.get("std") is not None else "")
 
 
 def p_text(p: float | None) -> str:
