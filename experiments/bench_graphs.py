@@ -10,7 +10,8 @@ as one `StackedBert`) start equal and take the same steps on the same batches: t
 (forward, backward, per-model clipping, fused AdamW) each time; the graphed copy, the first time a shape
 comes, that step eagerly on a side stream (the warm-up) and then captures it (`torch.cuda.graph`, its own
 memory pool per shape), and after that copies the batch into the shape's inputs and replays the graph. The
-rounds alternate which copy goes first; rounds in which a shape was first seen are left out of the times.
+rounds alternate which copy goes first; on CUDA, rounds in which the graphed copy captured a new shape are
+left out of the times.
 
 Prints per K and precision: ms per update per model, eager and graphed, their ratio, the matmul rate
 achieved against the same-shaped GEMM rate (bench_train's `GemmReference`), and the paper-budget runs one
@@ -177,7 +178,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="1,4,8,16")
     ap.add_argument("--precisions", default="fp32,bf16")
-    ap.add_argument("--steps", type=int, default=40, help="rounds per K and precision (new shapes' are not timed)")
+    ap.add_argument("--steps", type=int, default=40, help="rounds per K and precision (on CUDA a new shape's are not timed)")
     ap.add_argument("--config", choices=sorted(CONFIGS), default="small")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--pad-multiple", type=int, default=16)

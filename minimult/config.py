@@ -129,7 +129,7 @@ class TrainConfig:
     # masked, at less padded compute (random batches: ~half); dropout draws differ
     microbatches: int = field(default=1, metadata=EXECUTION)
     # > 0: every batch padded to batch_size rows, a multiple of this many columns and a fixed number of
-    # selected tokens (minimult.data.microbatches.pad): at most max_len / pad_multiple shapes a run, what a
+    # selected tokens (minimult.data.microbatches.pad): at most ⌈max_len / pad_multiple⌉ shapes a run, what a
     # step captured once and replayed (a CUDA graph) needs; the same loss and gradient, other dropout draws
     pad_multiple: int = field(default=0, metadata=EXECUTION)
 

@@ -2,7 +2,8 @@
 # One device call for the CUDA-graph benchmark (experiments/bench_graphs.py, docs/speed.md "Static shapes"):
 # eager against captured-and-replayed steps for K = 1, 4, 8, 16 stacked BERT-small models on fixed shapes
 # (train.pad_multiple 16), fp32 and bf16, after a sameness check (dropout off: graphed losses against eager).
-# It needs only torch and numpy, which the device tool's machine has:
+# It needs torch, numpy and tokenizers (bench_train imports minimult), which the device tool's machine had when
+# bench_train.py ran there (experiments/results/bench/gpu/probe2.sh):
 #   run(command="bash experiments/gpu/graphs_call.sh", timeout_s=420)
 # Its JSON comes back as $OUT/graphs-<gpu>.json: copy it to experiments/results/bench/gpu/. Not yet run on a GPU.
 set -u
