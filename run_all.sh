@@ -57,7 +57,8 @@ minimult sweep experiments/table1.toml --preset "$preset" --seeds "$seeds" --roo
   ${args[@]+"${args[@]}"} \
   || status=$?
 # the report covers whatever finished, even when some runs failed; its HTML site goes beside it, and
-# the site's path (report/<preset>/index.html) is the last line
+# the site's path (report/<preset>/index.html) is the last line; a --dry-run has nothing to report
+[[ " ${args[*]-} " == *" --dry-run "* ]] && exit "$status"
 minimult report "$out/runs/$name" --out "$out/report/$name" --html "$out/report/$name" \
   || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

@@ -4,7 +4,7 @@
 
     run = api.pretrain(mods="lang-pos", preset="tiny", seed=0, out="runs/lp")   # -> Path of the run folder
     results = api.evaluate(run)                                                # -> this evaluation's numbers
-    api.export(run, "hf-model/")                                               # BertForMaskedLM folder
+    api.export(run, "exports/bert/")                                           # BertForMaskedLM folder
     rows = api.results("experiments/results/table1-paper")                     # one dict per run
 
 Each function runs the code the CLI command of the same name runs (`minimult pretrain`, `eval`, `export`,
@@ -52,7 +52,8 @@ def resume(run: str | Path, stop_after: int | None = None, log: Log = print) -> 
 
 def evaluate(run: str | Path, layers=None, only=None, log: Log = print, **options) -> dict:
     """Every measure of a run (`minimult eval RUN`), written to its results.json and returned; `layers` (e.g.
-    [0, 8]), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`) as the CLI takes them."""
+    [0, 8] or "0,8"), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`) as the CLI
+    takes them."""
     if isinstance(only, str):
         only = [name.strip() for name in only.split(",") if name.strip()]
     return evaluate_run(run, layers=layers, only=only, log=log, **options)

@@ -22,6 +22,13 @@ def note(line: str) -> None:
     click.echo(line, err=True)
 
 
+def mods_option(help: str, default: str | None = None):
+    """--mods, comma-separated; given twice, the lists join (`--mods a --mods b` is `--mods a,b`), where click alone
+    would keep the last."""
+    return click.option("--mods", multiple=True, default=(default,) if default else (), show_default=bool(default),
+                        callback=lambda ctx, param, given: ",".join(given) or None, help=help)
+
+
 def data_options(f, preset: bool = True):
     """Options that choose the data (shared by prepare, pretrain, neighbours and, without --preset, budget); a
     command takes those it does not use itself as `**_data`: `_overrides` reads them all from click's context."""
@@ -92,7 +99,7 @@ def main():
 
 @main.command()
 @data_options
-@click.option("--mods", default=None, help="Mods whose data effects to preview (comma-separated).")
+@mods_option("Mods whose data effects to preview (comma-separated).")
 @click.option("--examples", default=3, show_default=True, help="Example sentences to show.")
 @_fail_cleanly
 def prepare(preset, mods, examples, **_data):
@@ -118,7 +125,7 @@ def prepare(preset, mods, examples, **_data):
 @lambda f: data_options(f, preset=False)
 @click.option("--preset", "presets", default="paper,quick,paper-b256,quick-b256", show_default=True,
               metavar="P,P,...", help="The presets to show (comma-separated).")
-@click.option("--mods", default=None, help="Comma-separated mods (no-parallel, for one, changes the budget).")
+@mods_option("Comma-separated mods (no-parallel, for one, changes the budget).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the rows here.")
 @click.option("--readme", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Rewrite the table between this file's <!-- BEGIN budget --> and <!-- END budget --> lines.")
@@ -163,7 +170,7 @@ def budget(presets, mods, json_path, readme, **_data):
 
 @main.command()
 @data_options
-@click.option("--mods", default=None, help="Comma-separated mods, e.g. lang-pos,shift-special (see `minimult mods`).")
+@mods_option("Comma-separated mods, e.g. lang-pos,shift-special (see `minimult mods`).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
 @click.option("--epochs", type=int, default=None, help="Training epochs (default: the preset's).")
 @click.option("--mask-probs", default=None, metavar="M,K,R,N",
@@ -286,7 +293,7 @@ def _hf_evaluation(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentence
             raise MinimultError(f"--langs {langs!r}: name the pair's two languages, e.g. --langs en,es")
 
     def evaluate_segment(value) -> dict:
-        results = evaluate_hf(hf_dir, *pair, shift=shift, layers=_layers(layers) if layers else None, segment=value,
+        results = evaluate_hf(hf_dir, *pair, shift=shift, layers=layers, segment=value,
                               precision=precision, device=device, log=note, langs=names, link_file=link_file,
                               only=only, link_base=link_base)
         parts = summary_parts(results)
@@ -311,16 +318,6 @@ def export(run, hf_dir, force):
 
     out = export_run(run, hf_dir, force=force, log=note)
     click.echo(f"exported {Path(run)} to {out}")
-
-
-def _layers(text: str) -> tuple[int, ...]:
-    try:
-        layers = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise MinimultError(f"bad --layer {text!r}: use comma-separated layer numbers, e.g. 0,8") from None
-    if not layers:
-        raise MinimultError("--layer needs at least one layer number")
-    return layers
 
 
 @main.command(name="eval")
@@ -420,7 +417,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
 
         def evaluate_segment(value) -> dict:
             before = read_results(opened.path / "results.json") if (opened.path / "results.json").is_file() else {}
-            results = evaluate_run(opened, _layers(layers) if layers else None, dev_sentences, ppl_sentences, device,
+            results = evaluate_run(opened, layers, dev_sentences, ppl_sentences, device,
                                    log=note, precision=precision, segment=value, only=names, link_file=link_file,
                                    attention=attention, link_base=link_base)
             if len(values) > 1:
@@ -575,8 +572,8 @@ def transfer(run, modes, layer, task_dir, settings, device, threads, json_path):
 
 @main.command()
 @data_options
-@click.option("--mods", default="knn-replace", show_default=True,
-              help="Mods of the training data the table is built for (knn-replace[=k] is added if missing).")
+@mods_option("Mods of the training data the table is built for (knn-replace[=k] is added if missing).",
+             "knn-replace")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--words", default="God,Jesus,love,said,house,water,the,##s", show_default=True,
               help="Comma-separated English pieces whose neighbours to show.")

@@ -30,7 +30,8 @@ def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
         exec(compile(block, "docs/api.md", "exec"), namespace)
     assert re.fullmatch(r"µ \d\.\d{3} at layers \[0, 1\], dev perplexity \d+", printed[0]), printed
     assert printed[1] == str([("lang-pos", 0, round(namespace["results"]["mu"], 3))])
-    assert (tmp_path / "hf-lp" / "config.json").is_file() and (tmp_path / "runs" / "lp" / "results.json").is_file()
+    assert (tmp_path / "exports" / "lp" / "config.json").is_file()
+    assert (tmp_path / "runs" / "lp" / "results.json").is_file()
     assert printed[2].startswith("{'0': [0.601, ") and "'1': [0.004, " in printed[2]
 
 
@@ -50,6 +51,10 @@ def test_a_run_made_through_the_api_is_the_run_the_cli_makes(tmp_path):
     assert cli("eval", tmp_path / "cli").returncode == 0
     want = json.loads((tmp_path / "cli" / "results.json").read_text())
     assert got["mu"] == want["mu"] and got["perplexity"] == want["perplexity"]
+    again = api.evaluate(run, layers="0,1", only="alignment", log=lambda s: None)  # as --layer 0,1
+    assert again["layers"]["1"]["align_f1"] == got["layers"]["1"]["align_f1"]
+    with pytest.raises(MinimultError, match="bad --layer '0;1'"):
+        api.evaluate(run, layers="0;1", log=lambda s: None)
     with pytest.raises(MinimultError, match="unknown mod"):
         api.pretrain(mods="lang-position", preset="tiny", out=tmp_path / "bad", log=lambda s: None)
     assert not (tmp_path / "bad").exists()

@@ -180,6 +180,9 @@ def test_report_shows_the_runs_mu_layer():
     assert "round(2/3 × depth)" in layers_note([run(("0", "5"), [0, 5])], "5")
     assert top_layer([run(("0", "8"))]) == "8"  # results from before mu_layers: µ was at 8
     assert top_layer([run(("0", "8"), [0, 8]), run(("0", "3"), [0, 3])]) == "8"  # mixed depths: the paper's
+    # a 2-layer run beside 8-layer ones (the quickstart's and the tiny grid's): the most runs' layer, not common 0
+    assert top_layer([run(("0", "1"), [0, 1]), *[run(("0", "5"), [0, 5])] * 2]) == "5"
+    assert top_layer([run(("0", "1"), [0, 1]), run(("0", "5"), [0, 5])]) == "5"  # a tie: the deeper
     assert "each model's own" in layers_note([run(("0", "8"), [0, 8]), run(("0", "3"), [0, 3])], "8")
 
 

@@ -78,6 +78,7 @@ BAD = {
     "unknown mod": (TINY + ["--mods", "nope"], ", ".join(REGISTRY)),
     "contradictory mods": (TINY + ["--mods", "inv-order,permute"], "contradictory"),
     "contradictory masking": (TINY + ["--mods", "no-random,knn-replace"], "contradictory"),
+    "contradictory mods in two --mods": (TINY + ["--mods", "inv-order", "--mods", "permute"], "contradictory"),
     "bad mod value": (TINY + ["--mods", "permute=2"], "permute"),
     "vocab below specials": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=3"], "special"),
     "vocab below alphabet": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=20"], "too small"),

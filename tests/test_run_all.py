@@ -52,6 +52,7 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     orderings, floor = tables[0], tables[1]  # one seed a side: a direction, never a verdict
     assert orderings[0].startswith("| claim |") and len(orderings) == 4, orderings  # 1 < 0 (µ), 1 ≈ 0 (ppl dev)
     assert all(line.endswith("| **cannot tell** |") for line in orderings[2:])
+    assert "These are tiny-preset models, which check that the machinery runs" in proc.stdout  # no evidence
     assert floor[0] == "| setting | on the floor | seeds' µ |" and floor[2].startswith("| 1 lang-pos | 1 of 1 (100%")
     assert after[-4:] == ["", f"Language identification per layer (2 settings): {report}/table1.md and "
                               f"{report}/language_id.png", "", f"site: {report}/index.html"]
@@ -65,6 +66,14 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
 
     again = run_all(*args, cwd=tmp_path)
     assert again.returncode == 0 and "0 done, 2 skipped (already complete)" in again.stdout
+
+
+def test_run_all_dry_run_lists_the_runs_and_ends_there(tmp_path):
+    """A dry run of a grid never swept lists its runs and exits 0: no report of a folder that does not exist."""
+    proc = run_all("--preset", "tiny", "--seeds", "0", "--only", "0,1", "--dry-run", "--out", "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0-original-s0" in proc.stdout and "1-lang-pos-s0" in proc.stdout and not proc.stderr
+    assert not (tmp_path / "out" / "runs").exists() and not (tmp_path / "out" / "report").exists()
 
 
 def test_run_all_refuses_an_unknown_preset(tmp_path):

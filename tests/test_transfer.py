@@ -99,6 +99,10 @@ def test_verse_tagged_file_keeps_its_ids_and_a_plain_file_has_none(tmp_path):
     assert file_corpus(mixed).verse_ids == [1, 2]  # not every line tagged: line numbers, as before
     with pytest.raises(MinimultError, match=r"needs a verse id .* 2 of the 2 sentences of plain .*BBCCCVVV<TAB>"):
         nt_parts(np.array(file_corpus(mixed).verse_ids), "plain")
+    gospels = np.arange(40001001, 40001301)  # the first verses, as a run on the tiny preset's sentences trained on
+    with pytest.raises(MinimultError, match=r"gives \d+ train, \d+ dev, \d+ test sentences, and only gospels among "
+                                            r".*corpora/tiny/nt-parts.txt"):
+        nt_parts(gospels, "tiny")
 
 
 # ---------------------------------------------------------------------------------------------

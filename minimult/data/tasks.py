@@ -95,9 +95,11 @@ def nt_parts(verse_ids: np.ndarray, corpus: str) -> LabelledTask:
     trained = np.unique(labels[split == 0])
     if min(sizes.values()) == 0 or len(trained) < 2:
         raise MinimultError(f"the New Testament part task needs sentences in every split and at least two parts "
-                            f"among the training ones; {corpus} gives {sizes} sentences and "
-                            f"{', '.join(CLASSES[k] for k in trained) or 'no part'} to train on (a run trained on "
-                            f"part of the corpus, as the tiny preset's: give --task DIR, a task of your own)")
+                            f"among the training ones; {corpus} gives "
+                            f"{', '.join(f'{n:,} {s}' for s, n in sizes.items())} sentences, and only "
+                            f"{', '.join(CLASSES[k] for k in trained) or 'no part'} among the training ones (a run "
+                            f"trained on the corpus's first sentences, as the tiny preset's: give --task DIR, a task "
+                            f"of your own, or pretrain on corpora/tiny/nt-parts.txt, every part of the New Testament)")
     return task
 
 

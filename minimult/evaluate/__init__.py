@@ -88,7 +88,8 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
     depth = run.cfg.model.layers
-    layers = _checked_layers(layers, depth, dev_sentences, ppl_sentences)
+    layers = checked_layers(layers, depth)
+    _checked_sentences(dev_sentences, ppl_sentences)
     trained = run.cfg.train.attention
     attention = attention or trained
     if attention not in ATTENTIONS:
@@ -139,19 +140,28 @@ def _check_request(only, options: dict) -> None:
         raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
 
 
-def _checked_layers(layers, depth: int, dev_sentences: int | None, ppl_sentences: int | None) -> tuple[int, ...]:
-    """The layers to measure (default: µ's), sorted and checked against the model's depth; the sentence counts
-    checked too."""
+def checked_layers(layers, depth: int) -> tuple[int, ...]:
+    """The layers to measure, sorted and checked against the model's depth: None (µ's two), numbers, or text as
+    `--layer` takes it ("0,8")."""
+    if isinstance(layers, str):
+        text, layers = layers, [x for x in layers.split(",") if x.strip()]
+        if not all(x.strip().isdigit() for x in layers):
+            raise MinimultError(f"bad --layer {text!r}: use comma-separated layer numbers, e.g. 0,8")
+        if not layers:
+            raise MinimultError("--layer needs at least one layer number")
     layers = tuple(sorted(set(int(l) for l in (layers or mu_layers(depth)))))
     bad = [l for l in layers if not 0 <= l <= depth]
     if bad:
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
+    return layers
+
+
+def _checked_sentences(dev_sentences: int | None, ppl_sentences: int | None) -> None:
     if dev_sentences is not None and dev_sentences < 2:
         raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
     if ppl_sentences is not None and ppl_sentences < 1:
         raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
                             f"for every sequence")
-    return layers
 
 
 def evaluator_inputs(run, options: dict) -> dict:

@@ -354,7 +354,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
     """The evaluators on a checkpoint folder and a line-aligned pair (see the module docstring); `only`
     names evaluators (default: every one the pair can give; with `link_file`, word alignment alone)."""
     # lazy: the package imports this module before defining them
-    from minimult.evaluate import evaluate_model, mu_layers
+    from minimult.evaluate import checked_layers, evaluate_model
 
     tokenizer, model = load(directory)
     a_lines, b_lines = read_pair(a, b)
@@ -388,9 +388,7 @@ def evaluate_hf(directory, a, b, shift: bool = False, layers=None, segment: str 
         raise MinimultError(f"--segment {segment}: this model has no segment table (no-segment); only 'original' "
                             f"applies")
     depth = model.cfg.layers
-    layers = tuple(sorted(set(layers or mu_layers(depth))))
-    if not all(0 <= l <= depth for l in layers):
-        raise MinimultError(f"layers {list(layers)}: the model has layers 0..{depth}")
+    layers = checked_layers(layers, depth)
     attention = training.get("attention", "masked")  # as the run encoded (train.attention)
     dev = pick_device(device)
     model = with_segment(model, segment).to(dev)

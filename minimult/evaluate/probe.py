@@ -75,4 +75,4 @@ def run(ctx) -> dict:
 register(Evaluator(
     "probe", "language-ID probe (logistic regression) per layer on sentence and token vectors, held-out accuracy",
     version=1, order=85, run=run, periodic=False,
-    columns=(Column("lowest_sentence", "lang-ID low", group="probe"),)))
+    columns=(Column("lowest_sentence", "lang-ID probe, lowest sentence accuracy of any layer", group="probe"),)))

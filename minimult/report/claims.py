@@ -451,9 +451,12 @@ def orderings_markdown(rows: list[dict]) -> str:
     means and the rule's verdict (which needs 2 seeds a side)."""
     if not rows:
         return ""
+    tiny = all(r[s].get("preset", "").startswith("tiny") for r in rows for s in "ab")
+    note = (". These are tiny-preset models, which check that the machinery runs: a verdict here is no evidence on "
+            "the claim") if tiny else ""
     lines = ["The paper's orderings in this table (the claims of minimult/report/claims.toml whose two sides "
              "are rows here; verdict by the rule of docs/claims.md, which needs 2 seeds a side; direction: "
-             "where the means lie, seeds aside):", ""]
+             f"where the means lie, seeds aside){note}:", ""]
     lines += table_lines(["claim", "compared", "paper", "ours", "seeds", "direction", "verdict"], "llllrll",
                          ([r["claim"], *compared_cells(r), r["direction"], f"**{r['verdict']}**"] for r in rows))
     return "\n".join(lines) + "\n"

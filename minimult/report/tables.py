@@ -19,6 +19,7 @@ import csv
 import io
 import math
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -41,14 +42,14 @@ def mu_top(results: dict) -> str:
 
 def top_layer(runs: list[Run]) -> str:
     """µ's upper layer when every run has the same one and evaluated it (8 for 12 layers, as in the paper:
-    round(2/3 x depth)); otherwise '8' when any run has it, else the deepest layer every run has."""
-    tops = {mu_top(r.results) for r in runs}
-    if len(tops) == 1 and all(next(iter(tops)) in r.results["layers"] for r in runs):
-        return tops.pop()
+    round(2/3 x depth)); with mixed depths '8' when any run has it, else the µ layer most runs evaluated (the
+    deeper on a tie: a quickstart run beside a grid of deeper ones takes the grid's)."""
+    tops = Counter(t for r in runs if (t := mu_top(r.results)) in r.results["layers"])
+    if len(tops) == 1 and sum(tops.values()) == len(runs):
+        return next(iter(tops))
     if any("8" in r.results["layers"] for r in runs):
         return "8"
-    common = set.intersection(*(set(r.results["layers"]) for r in runs))
-    return max(common - {"0"}, key=int, default="0") if common else "0"
+    return max(tops, key=lambda t: (tops[t], int(t)), default="0")
 
 
 def finite(v) -> float | None:
