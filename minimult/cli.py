@@ -72,6 +72,7 @@ def _overrides(train_options: bool = False) -> dict:
     options (--tokenizer: data.tokenizer; --files implies --source parallel), then --set, then with
     `train_options` the options named as a train setting (pretrain's --seed: train.seed), later ones winning."""
     from minimult.config import parse_overrides, valid_keys
+    from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 
     params = dict(click.get_current_context().params)
     if params["files"] is not None:  # made absolute where settings are applied (the parallel source's `derive`)
@@ -79,8 +80,12 @@ def _overrides(train_options: bool = False) -> dict:
     keys = set(valid_keys())
     named = lambda section: {f"{section}.{name}": v for name, v in params.items()  # noqa: E731
                              if v is not None and f"{section}.{name}" in keys}
-    return {**named("data"), **named("data.parallel"), **parse_overrides(params["settings"]),
-            **(named("train") if train_options else {})}
+    overrides = {**named("data"), **named("data.parallel"), **parse_overrides(params["settings"]),
+                 **(named("train") if train_options else {})}
+    if overrides.get("data.train", DEFAULT_TRAIN) != DEFAULT_TRAIN and not {"data.dev", "data.source"} & set(overrides):
+        note(f"note: your training text is evaluated on the built-in {DEFAULT_DEV} (the default --dev-file); give "
+             f"--dev-file for a development text of your own")
+    return overrides
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -183,6 +183,10 @@ def test_report_shows_the_runs_mu_layer():
     # a 2-layer run beside 8-layer ones (the quickstart's and the tiny grid's): the most runs' layer, not common 0
     assert top_layer([run(("0", "1"), [0, 1]), *[run(("0", "5"), [0, 5])] * 2]) == "5"
     assert top_layer([run(("0", "1"), [0, 1]), run(("0", "5"), [0, 5])]) == "5"  # a tie: the deeper
+    three = SimpleNamespace(results={"layers": {"0": {}, "5": {}}, "mu_layers": [0, 5],
+                                     "pairs": {"en-xx": {}, "en-yy": {}}})
+    assert "shows its first pair (en-xx)" in layers_note([three, run(("0", "5"), [0, 5])], "5")
+    assert "pair" not in layers_note([run(("0", "5"), [0, 5])], "5")
     assert "each model's own" in layers_note([run(("0", "8"), [0, 8]), run(("0", "3"), [0, 3])], "8")
 
 

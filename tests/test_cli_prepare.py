@@ -66,6 +66,7 @@ def bad_files(tmp_path_factory):
     (d / "empty.txt").write_text("")
     (d / "binary.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4)
     (d / "latin1.txt").write_bytes("Ein Satz über nichts .\n".encode("latin-1"))
+    (d / "long.txt").write_text("A sentence .\n\n\n" + "word " * 30_000 + "\n")  # line 4: blank lines count
     return d
 
 
@@ -74,6 +75,7 @@ BAD = {
     "empty file": (["--train-file", "{d}/empty.txt", "--dev-file", DEV], "empty.txt"),
     "binary file": (["--train-file", "{d}/binary.bin", "--dev-file", DEV], "binary.bin"),
     "not UTF-8": (["--train-file", TRAIN, "--dev-file", "{d}/latin1.txt"], "latin1.txt"),
+    "a line that is no sentence": (["--train-file", "{d}/long.txt", "--dev-file", DEV], "line 4 of {d}/long.txt"),
     "unknown corpus": (["--train-file", "bbe-xx", "--dev-file", DEV], "bbe-nt"),
     "unknown mod": (TINY + ["--mods", "nope"], ", ".join(REGISTRY)),
     "contradictory mods": (TINY + ["--mods", "inv-order,permute"], "contradictory"),
@@ -103,6 +105,14 @@ def test_bad_input_is_one_error_line(bad_files, minimult_cache, case):
     assert expected.format(d=bad_files) in errors[0]
     assert "Traceback" not in result.output
     assert sorted(os.listdir(minimult_cache)) == before  # a failed prepare caches nothing
+
+
+def test_a_training_file_without_a_dev_file_says_what_it_is_evaluated_on():
+    """--train-file alone keeps the built-in development text: said in a note (here before the error a vocabulary too
+    small for the specials stops it), never silently; with --dev-file, no note."""
+    alone = run("--train-file", TRAIN, "--set", "data.vocab_size=3")
+    assert "note: your training text is evaluated on the built-in kjv-ot-10k" in alone.stderr
+    assert "note:" not in run("--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=3").stderr
 
 
 def test_real_entry_point_exit_code(bad_files):

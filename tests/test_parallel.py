@@ -276,6 +276,34 @@ xx = "xx.dev.txt"
         assert "\n" not in str(e.value)
 
 
+def test_prepare_counts_what_is_cut_in_every_language(tmp_path, lines):
+    """`prepare`'s summary counts the sentences cut to the window in every language's text, not only the first's:
+    one xx training line made longer than the window is counted, and the table says its row is the first language's."""
+    long = [cipher(line) for line in ENGLISH]
+    long[0] = " ".join([long[0]] * 12)  # ~250 pieces: over data.max_len - 2 = 126
+    files = inline({"en": lines["en"], "xx": write(tmp_path / "xx-long.txt", long)})
+    result = CliRunner().invoke(main, ["prepare", "--preset", "tiny", "--files", files, "--set", "data.vocab_size=256"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert ": 1 training and 0 dev sentences are cut to fit" in out, out
+    assert "the first language's)" in next(line for line in out.splitlines() if line.startswith("train ("))
+
+
+def test_toml_files_saved_with_a_byte_order_mark_read_as_without(tmp_path, lines):
+    """A manifest and a grid saved by an editor that writes a UTF-8 byte order mark (Windows Notepad) read as the
+    same files without it, as every other file the lab reads does."""
+    from minimult.sweep.grid import load_grid
+
+    text = f'[languages]\nen = "{lines["en"]}"\nxx = "{lines["xx"]}"\n'
+    plain, marked = tmp_path / "plain.toml", tmp_path / "marked.toml"
+    plain.write_text(text, encoding="utf-8")
+    marked.write_text(text, encoding="utf-8-sig")
+    assert parse_spec(str(marked)).languages == parse_spec(str(plain)).languages == ("en", "xx")
+    grid = (ROOT / "experiments" / "table1.toml").read_text(encoding="utf-8")
+    (tmp_path / "grid.toml").write_text(grid, encoding="utf-8-sig")
+    assert load_grid(tmp_path / "grid.toml").settings == load_grid(ROOT / "experiments" / "table1.toml").settings
+
+
 def test_settings_that_do_not_fit_the_files_are_one_line(lines):
     files = inline(lines)
     for more, fragment in (({"data.n_langs": 2},
@@ -323,7 +351,9 @@ def test_three_language_run_trains_and_evaluates_every_pair(tmp_path):
     from minimult.evaluate import summary_table
 
     table = summary_table(results)
-    assert "µ (layers 0 and 1) = " in table and "n/a" not in table.split("µ")[1].split("\n")[0]
+    assert "µ (layers 0 and 1) = " in table and "n/a" not in table.split("µ (layers")[1].split("\n")[0]
+    assert table.splitlines()[1] == "pair en-xx below; en-yy µ n/a (every pair's numbers: results.json's \"pairs\")"
+    assert yy["dev_sentences_cut"] == 0  # recorded where alignment had no gold too
 
 
 def test_every_mod_that_works_on_en_es_works_on_parallel_files(tmp_path):
@@ -436,6 +466,8 @@ def test_pharaoh_and_native_link_files_give_the_same_f1(tmp_path, lines):
         scores[path.name] = r
     first = scores["dev.links"]
     assert first["links"] == sum(words.values()) and first["verses"] == len(dev)
+    from minimult.evaluate.links import table
+    assert table(first).startswith(f"word alignment of en-xx against gold links {native} ({len(dev)} sentence pairs")
     for name, r in scores.items():
         assert r["layers"] == first["layers"] and r["diagonal"] == first["diagonal"], name
     assert first["diagonal"]["f1"] == 1.0  # the cipher keeps the words in their order
@@ -450,7 +482,8 @@ def test_pharaoh_and_native_link_files_give_the_same_f1(tmp_path, lines):
             evaluate_run(run, log=quiet, link_file=str(path), link_base=base, only=("links",), write=False)
         assert "\n" not in str(e.value)
     train_pair = write(tmp_path / "train-pair.pharaoh", ["0-0"])
-    with pytest.raises(MinimultError, match=f"{train_pair}:1: the line addresses pair 1, which is not among"):
+    with pytest.raises(MinimultError, match=f"{train_pair}:1: the line addresses pair 1, which is not among the "
+                                            f"run's {len(dev)} development pairs, ids {min(dev)} to {max(dev)}"):
         evaluate_run(run, log=quiet, link_file=str(train_pair), link_base=0, only=("links",), write=False)
     result = CliRunner().invoke(main, ["eval", str(run.path), "--links", str(zero)])
     assert result.exit_code == 2 and "--link-base 0|1" in result.stderr.strip().splitlines()[-1]

@@ -217,14 +217,14 @@ def read_lines(path: str | Path) -> list[str]:
     text = read_text(path, folder="corpus file {path} is a folder, not a file", missing="corpus file not found: {path}",
                      nul="corpus file is binary, not UTF-8 text: {path}", nul_within=65536,
                      not_utf8="corpus file is not valid UTF-8 ({reason} at byte {byte}): {path}")
-    lines = [line.strip() for line in text_lines(text) if line.strip()]
-    if not lines:
+    numbered = [(n, line.strip()) for n, line in enumerate(text_lines(text), 1) if line.strip()]
+    if not numbered:
         raise MinimultError(f"corpus file is empty: {path}")
-    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
-    if len(lines[longest]) > MAX_LINE_CHARS:  # not a sentence: NLTK's tokenizer would time out on it
-        raise MinimultError(f"line {longest + 1:,} of {path} has {len(lines[longest]):,} characters: a corpus file "
-                            f"holds one sentence per line (at most {MAX_LINE_CHARS:,} characters)")
-    return lines
+    n, longest = max(numbered, key=lambda item: len(item[1]))
+    if len(longest) > MAX_LINE_CHARS:  # not a sentence: NLTK's tokenizer would time out on it
+        raise MinimultError(f"line {n:,} of {path} has {len(longest):,} characters: a corpus file holds one "
+                            f"sentence per line (at most {MAX_LINE_CHARS:,} characters)")
+    return [line for _, line in numbered]
 
 
 def file_corpus(path: str | Path, limit: int | None = None) -> Corpus:

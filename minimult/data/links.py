@@ -157,7 +157,8 @@ def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[
         where = f"{path}:{number}"
         if tokens and pair not in words_a:
             raise MinimultError(f"bad link at {where}: the line addresses pair {pair}, which is not among the run's "
-                                f"development pairs (a Pharaoh file's line k is the pair whose id is k)")
+                                f"{len(words_a):,} development pairs, ids {min(words_a)} to {max(words_a)} (a Pharaoh "
+                                f"file's line k is the pair whose id is k: leave the other pairs' lines empty)")
         for token in tokens:
             m = PHARAOH.fullmatch(token)
             if m is None:

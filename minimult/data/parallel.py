@@ -120,9 +120,11 @@ def parse_spec(text: str) -> Spec:
 
 def _manifest(path: Path) -> Spec:
     if not path.is_file():
-        raise MinimultError(f"manifest not found: {path}")
+        raise MinimultError(f"manifest not found: {path}" + ("" if path.is_absolute() else
+                                                             f" (a relative path is the working directory's: "
+                                                             f"{path.absolute()})"))
     try:
-        m = tomllib.loads(path.read_text(encoding="utf-8"))
+        m = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise MinimultError(f"cannot read the manifest {path}: {e}") from None
     where = f"manifest {path}"

@@ -175,9 +175,10 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
     """`minimult prepare`'s printout: the corpus table and vocabulary line (with `max_len`: what is cut)."""
     s = p.stats
     rows = [("", "sentences", "words", "types", "characters", "median words", "pieces")]
+    first = ", the first language's" if s.get("parallel") else ""  # each language's numbers: the lines below
     for name in ("train", "dev"):
         d = s[name]
-        rows.append((f"{name} ({d['name']})", f"{d['sentences']:,}", f"{d['words']:,}", f"{d['types']:,}",
+        rows.append((f"{name} ({d['name']}{first})", f"{d['sentences']:,}", f"{d['words']:,}", f"{d['types']:,}",
                      f"{d['characters']:,}", f"{d['median_words']:g}", f"{d['pieces']:,}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
@@ -185,9 +186,13 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
     lines.append(f"vocabulary: {s['vocab_entries']} {tokenizer} entries (sha256 {s['vocab_sha256'][:12]}); "
                  f"dev OOV words {s['dev_oov_rate']:.1%}, dev [UNK] pieces {s['dev']['unk_rate']:.2%}")
     if max_len is not None:
-        # sentences with more than max_len - 2 pieces: what training and evaluation cut to fit
-        cut = {name: int((p.encoded(name).lengths > max_len - 2).sum()) for name in ("train", "dev")}
-        lines.append(f"longest training sentence: {s['train']['max_pieces']} pieces; data.max_len - 2 = "
+        # sentences with more than max_len - 2 pieces, in any language's text ("train", "train_xx", ...): what
+        # training and evaluation cut to fit
+        texts = {name: [p.encoded(name), *(e for k, e in p.extra.items() if k.startswith(f"{name}_"))]
+                 for name in ("train", "dev")}
+        cut = {name: sum(int((e.lengths > max_len - 2).sum()) for e in es) for name, es in texts.items()}
+        longest = max(int(e.lengths.max()) for e in texts["train"])
+        lines.append(f"longest training sentence: {longest} pieces; data.max_len - 2 = "
                      f"{max_len - 2}: {cut['train']:,} training and {cut['dev']:,} dev sentences are cut to fit"
                      + ("" if any(cut.values()) else " (none)"))
     for split, d in s.get("languages", {}).items():  # a source with a second language of its own text

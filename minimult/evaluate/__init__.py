@@ -179,6 +179,11 @@ def summary_table(results: dict) -> str:
     `describe`, or its other columns as 'label value'), so a new evaluator's numbers show without a change here."""
     lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, "
              f"{results['dev_sentences']:,} dev sentences)"]
+    first, *others = results.get("pairs") or [None]
+    if others:  # more than two languages: the top level is the first pair's
+        mu = lambda pair: "n/a" if pair.get("mu") is None else f"{pair['mu']:.3f}"  # noqa: E731
+        lines.append(f"pair {first} below; " + ", ".join(f"{name} µ {mu(results['pairs'][name])}" for name in others)
+                     + " (every pair's numbers: results.json's \"pairs\")")
     lines += layer_table(results)
     lines += [line for e in evaluators() for line in e.lines(results)]
     return "\n".join(lines)

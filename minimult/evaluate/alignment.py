@@ -15,7 +15,7 @@ def run(ctx) -> dict:
                     "parallel source's come from a link file of the dev pairs: [links] in its manifest)")
         return {"layers": {str(l): {"align_precision": None, "align_recall": None, "align_f1": None}
                            for l in ctx.layers}, "dev_sentences": en.num_sentences,
-                "alignment_gold": ctx.alignment_gold, "gold_links": 0}
+                "dev_sentences_cut": ctx.dev_sentences_cut, "alignment_gold": ctx.alignment_gold, "gold_links": 0}
     ven, vl1 = ctx.dev_vectors
     out = {}
     for l in ctx.layers:

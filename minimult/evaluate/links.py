@@ -165,7 +165,7 @@ def run(ctx) -> dict:
                 layers[str(l)] = _scores(predicted, sure, possible)
         diagonal = _scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
-    return {"links": {"file": str(Path(scored.path)),
+    return {"links": {"pair": "-".join(ctx.languages[:2]), "file": str(Path(scored.path)),
                       "sha256": hashlib.sha256(Path(scored.path).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "format": links.format,
                       **({"base": links.base} if links.format == "pharaoh" else {}),
@@ -187,8 +187,10 @@ def table(results: dict) -> str:
     rows += [row(l, s) for l, s in sorted(r["layers"].items(), key=lambda kv: int(kv[0]))]
     rows += [row("diagonal", r["diagonal"])] if "diagonal" in r else []
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
-    head = (f"word alignment against {r['kind']} links {r['file']} ({r['verses']:,} verses, {r['links']:,} links, "
-            f"{r['outside_window']:,} outside the model's window; words = mean of their pieces, mutual argmax):")
+    pair = f" of {r['pair']}" if "pair" in r else ""  # results from before it was recorded: en and language 1
+    head = (f"word alignment{pair} against {r['kind']} links {r['file']} ({r['verses']:,} sentence pairs, "
+            f"{r['links']:,} links, {r['outside_window']:,} outside the model's window; words = mean of their "
+            f"pieces, mutual argmax):")
     if r.get("f1") is None and r["outside_window"] == r["links"]:
         return head[:-1] + ": nothing to score (every link falls outside the window)"
     if r.get("f1") is None:

@@ -261,7 +261,9 @@ def transfer_data(model, task, data: list[dict], layouts, max_len: int, cfg,
     majority = int(np.bincount(data[0]["train"][1], minlength=classes).argmax())
     baselines = {"majority": float((data[0]["test"][1] == majority).mean()), "majority_class": task.classes[majority],
                  "bag_of_words": bag}
-    log(f"transfer: {task.name} task, {task.sizes()} sentences; baselines: majority "
+    label = task.name if task.name.startswith("task ") else f"{task.name} task"  # a file task's: "task DIR"
+    sizes = ", ".join(f"{n:,} {part}" for part, n in task.sizes().items())
+    log(f"transfer: {label}, sentences {sizes}; baselines: majority "
         f"{baselines['majority']:.3f}, {names[0]} bag of words {baselines['bag_of_words']:.3f} "
         f"({time.time() - t0:.1f} s)")
     modes = {}

@@ -269,12 +269,18 @@ def section_table(sec: dict, top: str) -> list[str]:
 
 
 def layers_note(runs: list[Run], top: str) -> str:
-    """What the table's layers and µ are, in a sentence."""
+    """What the table's layers and µ are, in a sentence; and which pair a run of more than two languages shows."""
     tops = {mu_top(r.results) for r in runs}
     if tops == {top}:
-        return f"Layers 0 and {top}; µ averages τ and ρ over both ({top} = round(2/3 × depth), as 8 of 12)."
-    return (f"Layers 0 and {top}; µ averages τ and ρ over layer 0 and each model's own layer round(2/3 × depth) "
-            f"({', '.join(sorted(tops, key=int))} here), so its column may use layers the table does not show.")
+        note = f"Layers 0 and {top}; µ averages τ and ρ over both ({top} = round(2/3 × depth), as 8 of 12)."
+    else:
+        note = (f"Layers 0 and {top}; µ averages τ and ρ over layer 0 and each model's own layer round(2/3 × depth) "
+                f"({', '.join(sorted(tops, key=int))} here), so its column may use layers the table does not show.")
+    first = sorted({next(iter(r.results["pairs"])) for r in runs if len(r.results.get("pairs") or ()) > 1})
+    if first:  # evaluate_model: the top level of results.json is the first pair's
+        note += (f" A run of more than two languages shows its first pair ({', '.join(first)}); every pair's numbers "
+                 f"are in its results.json (\"pairs\").")
+    return note
 
 
 def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Path], note: str = "",

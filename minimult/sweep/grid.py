@@ -184,7 +184,7 @@ def load_grid(path: str | Path) -> Grid:
 
 def _read_toml(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise MinimultError(f"grid file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as e:

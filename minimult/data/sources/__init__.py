@@ -97,7 +97,8 @@ class Source:
         for other in REGISTRY.values():
             if other is not self and other.settings and getattr(data_cfg, other.settings[0]) != other.settings[1]():
                 raise MinimultError(f"data.{other.settings[0]} holds the {other.name} source's settings; --source "
-                                    f"{self.name} does not read them (use --source {other.name})")
+                                    f"{self.name} does not read them (use --source {other.name}; in a grid or --set, "
+                                    f"data.source={other.name})")
 
     def text_inputs(self, data_cfg) -> dict[str, dict]:
         """Per language name: `tokenizer`, the run folder's sub-folder holding that language's tokenizer.json
