@@ -15,7 +15,7 @@ from minimult.report.claims import (FAILS, HOLDS, UNKNOWN, Claim, comparison_tex
                                     seeds_text)
 from minimult.report.collect import Section
 from minimult.report.parts import Part, register
-from minimult.report.tables import finite, table_lines
+from minimult.report.tables import baseline_for, finite, table_lines
 
 FLOOR = 0.05  # µ below this: the run kept no multilinguality to speak of
 ROBUST, SPLIT = "robust", "split"
@@ -80,8 +80,16 @@ def _seeds_mu(rate: dict) -> str:
 
 
 def _floor_part(sections: list[Section], top: str) -> list[dict]:
-    """Each section's lang-pos settings and their seeds on the floor (report.json's `floor`)."""
-    return [{"section": s.title, "rows": rates} for s in sections if (rates := floor_rates(s))]
+    """Each section's lang-pos settings and their seeds on the floor (report.json's `floor`), with the baseline's
+    mean µ where it is on the floor itself (`low_baseline`: then a seed on the floor says nothing of lang-pos)."""
+    out = []
+    for s in sections:
+        if rates := floor_rates(s):
+            base = baseline_for(s, sections)
+            mus = [m for r in (base.runs if base else []) if (m := finite(r.results.get("mu"))) is not None]
+            low = {"label": base.label, "mu": sum(mus) / len(mus)} if mus and sum(mus) / len(mus) < FLOOR else None
+            out.append({"section": s.title, "rows": rates, **({"low_baseline": low} if low else {})})
+    return out
 
 
 def _floor_markdown(data: list[dict], top: str) -> list[str]:
@@ -92,6 +100,9 @@ def _floor_markdown(data: list[dict], top: str) -> list[str]:
                  f"the share and each seed's µ:", ""]
         lines += table_lines(["setting", "on the floor", "seeds' µ"], "lll",
                              ([r["label"], floor_text(r), _seeds_mu(r)] for r in d["rows"]))
+        if low := d.get("low_baseline"):
+            lines += ["", f"The baseline, {low['label']}, is on the floor itself (mean µ {low['mu']:.3f}), so a "
+                          f"lang-pos seed on the floor here says nothing of lang-pos."]
         out.append(head + "\n".join(lines) + "\n")
     return out
 
