@@ -172,6 +172,10 @@ def _bad(tmp_path, lines, case: str) -> tuple[str, str]:
     if case == "unequal line counts":
         write(xx, text[:-2])
         return inline(lines), f"{en} has 120 lines and {xx} 118: line-aligned files pair line k of every file, so {en}:119"
+    if case == "old Mac line ends":
+        xx.write_text("\r".join(text) + "\r", encoding="utf-8")
+        return inline(lines), f"and {xx} 1: line-aligned files pair line k of every file, so {en}:2 has no partner " \
+                              f"(languages en, xx); a file whose lines end in a lone \\r (old Mac files) reads as one line"
     if case == "non-UTF-8":
         xx.write_bytes("\n".join(text[:10]).encode() + b"\nthe caf\xe9 of Jerusalem\n" + "\n".join(text[11:]).encode())
         return inline(lines), f"{xx}:11: not UTF-8 (invalid continuation byte"
@@ -190,8 +194,8 @@ def _bad(tmp_path, lines, case: str) -> tuple[str, str]:
     raise AssertionError(case)
 
 
-BAD = ("missing line", "empty line", "duplicate id", "unequal line counts", "non-UTF-8", "language named twice",
-       "file missing", "a header line", "an id of 19 digits")
+BAD = ("missing line", "empty line", "duplicate id", "unequal line counts", "old Mac line ends", "non-UTF-8",
+       "language named twice", "file missing", "a header line", "an id of 19 digits")
 
 
 @pytest.mark.parametrize("case", BAD)

@@ -319,7 +319,9 @@ def _scan(spec: Spec, paths: tuple[Path, ...]) -> tuple[int, list[list[int]]] | 
         short, long = counts.index(min(counts)), counts.index(max(counts))
         raise MinimultError(f"{paths[long]} has {counts[long]:,} lines and {paths[short]} {counts[short]:,}: "
                             f"line-aligned files pair line k of every file, so {paths[long]}:{counts[short] + 1} "
-                            f"has no partner (languages {spec.languages[long]}, {spec.languages[short]})")
+                            f"has no partner (languages {spec.languages[long]}, {spec.languages[short]})"
+                            + ("; a file whose lines end in a lone \\r (old Mac files) reads as one line"
+                               if counts[short] == 1 else ""))
     for path, lang, number in zip(paths, spec.languages, empty):
         if number is not None:
             raise MinimultError(_no_words(path, number, spec.words, lang))
