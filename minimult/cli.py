@@ -527,7 +527,7 @@ def probe(run, device, json_path, png):
                    "(default: the run's transfer.modes, full,frozen).")
 @click.option("--layer", type=int, default=None,
               help="The frozen mode's layer (default µ's upper layer: round(2/3 x depth), 8 of 12).")
-@click.option("--task", "task_dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
+@click.option("--task", "task_dir", default=None, metavar="DIR",
               help="A labelled task of your own (transfer.task): DIR/train.tsv and dev.tsv in the first language, "
                    "DIR/test.<lang>.tsv for each language, label<TAB>text per line (default: the New Testament "
                    "part task).")

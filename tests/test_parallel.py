@@ -550,6 +550,7 @@ def test_transfer_on_a_task_directory_gives_delta_per_language(tmp_path, lines):
     ("missing language", "has no test.yy.tsv: a task directory holds the test sentences of language 'yy'"),
     ("language the run lacks", "test.de.tsv: the run has no language 'de'"),
     ("no tab", "dev.tsv:2: 'just words' is not label<TAB>text"),
+    ("a file", "task directory is a file, not a folder: "),
 ])
 def test_a_bad_task_directory_is_one_line(tmp_path, lines, case, fragment):
     run = train_run(tmp_path, "run", inline(lines), **{"train.epochs": 1})
@@ -562,7 +563,8 @@ def test_a_bad_task_directory_is_one_line(tmp_path, lines, case, fragment):
     if case == "no tab":
         rows = (d / "dev.tsv").read_text().splitlines()
         write(d / "dev.tsv", rows[:1] + ["just words"] + rows[1:])
-    result = CliRunner().invoke(main, ["transfer", str(run.path), "--task", str(d), "--modes", "frozen"])
+    given = d / "train.tsv" if case == "a file" else d
+    result = CliRunner().invoke(main, ["transfer", str(run.path), "--task", str(given), "--modes", "frozen"])
     lines_out = [line for line in result.output.strip().splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines_out) == 1 and lines_out[0].startswith("error: "), result.output
     assert fragment in lines_out[0]

@@ -169,7 +169,7 @@ def file_task(directory, languages: tuple[str, ...], words) -> FileTask:
     has, a missing file, or a test file for a language the run does not have is one error line."""
     d = Path(directory)
     if not d.is_dir():
-        raise MinimultError(f"task directory not found: {d}")
+        raise MinimultError(f"task directory {'is a file, not a folder' if d.is_file() else 'not found'}: {d}")
     first = languages[0]
     tests = {p.name[len("test."):-len(".tsv")]: p for p in sorted(d.glob("test.*.tsv"))}
     extra = sorted(set(tests) - set(languages))
