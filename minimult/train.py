@@ -547,7 +547,8 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
     many steps in total, with a checkpoint (`pretrain --stop-after`; a resume goes on as if never stopped).
     `nproc` (default: train.nproc) processes share every step (minimult.distributed), started here, each
     with train.threads threads (default 1); in a process that torchrun started (RANK, WORLD_SIZE, ...) this
-    one is one of torchrun's ranks instead."""
+    one is one of torchrun's ranks instead. One process trains with train.threads threads, else, resuming, with
+    those of the run's last stretch on a CPU (run.json's `execution`), else with the process's own."""
     runs = [runs] if isinstance(runs, Run) else list(runs)
     if not runs:
         raise MinimultError("nothing to train: no runs given")
@@ -567,8 +568,9 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
         ranks.launch(nproc, tc.threads or 1, _train_rank, (specs, resume, stop_after), log,
                            lambda: ranks.kept_checkpoints([r.checkpoint_path for r in runs]))
         return [r.meta for r in runs]
-    if tc.threads:
-        torch.set_num_threads(tc.threads)
+    kept = (runs[0].meta.get("execution") or [{}])[-1].get("threads") if resume else None
+    if tc.threads or kept:  # a resumed run keeps the threads it last trained with: others change fp32 sums
+        torch.set_num_threads(tc.threads or kept)
     return _train(runs, resume, log, stop_after, SINGLE)
 
 

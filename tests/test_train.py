@@ -111,6 +111,26 @@ def test_resumed_run_is_bit_identical(tmp_path, precision):
     assert read_json(part / "run.json")["precision"] == ("fp32" if precision == "auto" else "bf16")
 
 
+def test_a_resumed_run_keeps_the_threads_it_trained_with(tmp_path):
+    """Without train.threads a run trains with the process's threads (a sweep's workers set cores / runs); resumed
+    in a process with other threads (a sweep with fewer runs left), it keeps the count of its last stretch, which
+    run.json records, and so equals the uninterrupted run bit for bit (another count changes fp32 sums)."""
+    cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7, "train.threads": 0, "model.layers": 4})
+    full, part = new_run(tmp_path, "full", cfg), new_run(tmp_path, "part", cfg)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        pretrain(cfg, mods, full, log=quiet)
+        pretrain(cfg, mods, part, log=quiet, stop_after=14)
+        torch.set_num_threads(1)
+        pretrain(cfg, mods, part, resume=True, log=quiet)
+    finally:
+        torch.set_num_threads(before)
+    a, b = (load_checkpoint(d / "checkpoint.pt") for d in (full, part))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert [s["threads"] for s in read_json(part / "run.json")["execution"]] == [2]
+
+
 @pytest.mark.parametrize("older_checkpoint", [False, True])
 def test_a_resumed_runs_training_seconds_count_every_stretch(tmp_path, older_checkpoint):
     """A run killed after its checkpoint at step 14 and resumed: metrics.jsonl's elapsed_s goes on from the
