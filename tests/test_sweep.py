@@ -217,9 +217,11 @@ def test_a_run_finished_after_the_sweep_planned_it_is_not_trained_again(swept, t
 def test_ray_backend_gives_the_same_results(swept, tmp_path):
     pytest.importorskip("ray")
     assert swept.proc.returncode == 0
-    proc = sweep_cli(swept.grid, "--root", tmp_path / "runs", "--backend", "ray", "--jobs", 2, cwd=tmp_path)
+    proc = sweep_cli(swept.grid, "--root", tmp_path / "runs", "--backend", "ray", "--jobs", 2, "--status-every", 0.01,
+                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 runs: 6 done, 0 skipped" in proc.stdout and "ray: 2 CPUs" in proc.stdout
+    assert "running, " in proc.stdout and "finished elsewhere" not in proc.stdout
     local, ray = results_of(swept.root), results_of(tmp_path / "runs")
     for name in RUNS:
         assert headline(ray[name]) == pytest.approx(headline(local[name]), abs=1e-6), name
@@ -283,9 +285,12 @@ def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
 
 def test_stacked_sweep_gives_the_same_results(swept, tmp_path):
     assert swept.proc.returncode == 0
-    proc = cli("sweep", swept.grid, "--root", tmp_path / "runs", "--stack", 2, "--jobs", 2, cwd=tmp_path)
+    proc = cli("sweep", swept.grid, "--root", tmp_path / "runs", "--stack", 2, "--jobs", 2, "--status-every", 0.01,
+               cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 runs: 6 done, 0 skipped" in proc.stdout and "stacked in 2 group(s) of up to 2" in proc.stdout
+    status = [line for line in proc.stdout.splitlines() if " running, " in line]
+    assert status and not any("finished elsewhere" in line for line in status)  # its own runs, reported first
     assert "new run, stacked x2" in proc.stdout  # original s0+s42 and lang-pos s0+s42; untrained alone
     local, stacked = results_of(swept.root), results_of(tmp_path / "runs")
     for name in RUNS:  # weights agree to float round-off (tests/test_stacked.py); metrics to within a link

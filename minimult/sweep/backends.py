@@ -46,13 +46,12 @@ def run_local(groups, jobs, gpus, threads, report, tick, every, limit: int | Non
             start()
             while futures:
                 ready, _ = wait(futures, timeout=every, return_when=FIRST_COMPLETED)
-                tick()
-                for future in ready:
+                for future in ready:  # before the status line: a run that ended here is no run finished elsewhere
                     _report_local(future, futures.pop(future), report)
+                tick({t.run_dir for g in futures.values() for t in g})
                 start()
         except KeyboardInterrupt:
-            _interrupt_workers()
-            pool.shutdown(wait=False, cancel_futures=True)
+            _interrupt_workers(pool)
             raise
 
 
@@ -66,10 +65,11 @@ def _interrupts_blocked():
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def _interrupt_workers(grace: float = 60.0) -> None:
+def _interrupt_workers(pool: ProcessPoolExecutor, grace: float = 60.0) -> None:
     """Pass an interrupt on to the workers (this process's only children), as Ctrl-C in a terminal does (it
-    reaches the whole process group), and wait up to `grace` seconds for them to stop. A sweep interrupted on
-    its own (`kill -INT PID`) would otherwise say so and then wait, at exit, for every running run to finish
+    reaches the whole process group), shut the pool (a worker whose run the interrupt ended would otherwise wait
+    for more work until the grace ran out), and wait up to `grace` seconds for them to stop. A sweep interrupted
+    on its own (`kill -INT PID`) would otherwise say so and then wait, at exit, for every running run to finish
     training; one that left at once would pull its queues from under a worker still starting (a traceback from
     its unpickling). Each worker stops where it is (one still starting, once started); its run keeps its last
     checkpoint."""
@@ -79,6 +79,7 @@ def _interrupt_workers(grace: float = 60.0) -> None:
             os.kill(process.pid, signal.SIGINT)
         except ProcessLookupError:
             pass
+    pool.shutdown(wait=False, cancel_futures=True)
     deadline = time.monotonic() + grace
     for process in children:
         process.join(max(0.0, deadline - time.monotonic()))
@@ -149,8 +150,7 @@ def run_ray(groups, jobs, address, report, log, tick, every) -> None:
         pending = list(refs)
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=every)
-            tick()
-            for ref in ready:
+            for ref in ready:  # reported before the status line, as run_local does
                 try:
                     outcomes = ray.get(ref)
                 except ray.exceptions.RayError as e:  # the task's worker died
@@ -158,6 +158,7 @@ def run_ray(groups, jobs, address, report, log, tick, every) -> None:
                     outcomes = [Outcome(t, "failed", f"ray task failed: {type(e).__name__}: {why}") for t in refs[ref]]
                 for outcome in outcomes:
                     report(outcome)
+            tick({t.run_dir for ref in pending for t in refs[ref]})
     finally:
         if started:
             ray.shutdown()

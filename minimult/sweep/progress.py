@@ -146,12 +146,15 @@ class SweepProgress:
             if self.cost.get(outcome.task.run_dir) and outcome.message.startswith("new run"):  # a whole run
                 self.rates.append(outcome.seconds / self.cost[outcome.task.run_dir])
 
-    def tick(self) -> None:
+    def tick(self, dispatched=frozenset()) -> None:
+        """The status lines, when `every` seconds have passed; `dispatched`: the run folders of this sweep's groups in
+        flight (a stack's run may be complete before its group is reported), never counted as finished elsewhere."""
         now = self.clock()
         if now - self.last < self.every or not self.pending:
             return
         self.last = now
-        for run_dir in [d for d in self.pending if results_complete(Path(d), self.wants_transfer.get(d, False))]:
+        for run_dir in [d for d in self.pending
+                        if d not in dispatched and results_complete(Path(d), self.wants_transfer.get(d, False))]:
             del self.pending[run_dir]  # neither running (its log's last line is its last step) nor queued
             self.elsewhere.add(run_dir)
         running = {d: state for d in self.pending if (state := last_step(Path(d) / self.run_log, self.start))}
