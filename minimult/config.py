@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 
 from minimult import precision
-from minimult.errors import MinimultError, check_at_least
+from minimult.errors import MinimultError, check_at_least, did_you_mean
 from minimult.data import sources
 from minimult.data.corpus import DEFAULT_DEV, DEFAULT_TRAIN
 from minimult.data.layout import layouts, model_sizes
@@ -385,7 +385,8 @@ def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
     valid = valid_keys()
     unknown = [key for key in flat(changes, keep_empty=True) if key not in valid]
     if unknown:
-        raise MinimultError(f"unknown setting {unknown[0]!r}; valid settings: {', '.join(valid)}")
+        raise MinimultError(f"unknown setting {unknown[0]!r}{did_you_mean(unknown[0], valid)}; valid settings: "
+                            f"{', '.join(valid)}")
     return _replaced(cfg, changes)
 
 

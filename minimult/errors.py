@@ -1,6 +1,7 @@
-"""The one exception type users see, the lower-bound check of a config section's settings that raises it, and the
-decorator that turns it into one line + exit code 2."""
+"""The one exception type users see, the lower-bound check of a config section's settings that raises it, the
+nearest valid name for an unknown one, and the decorator that turns it into one line + exit code 2."""
 
+import difflib
 import sys
 from functools import wraps
 
@@ -14,6 +15,12 @@ def check_at_least(section: str, settings, minimum: int, *names: str) -> None:
     for name in names:
         if getattr(settings, name) < minimum:
             raise MinimultError(f"{section}.{name} must be >= {minimum}, got {getattr(settings, name)}")
+
+
+def did_you_mean(name, valid) -> str:
+    """' (did you mean 'lang-pos'?)' for the valid name nearest an unknown one, '' when none is near."""
+    near = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def fail_cleanly(f):

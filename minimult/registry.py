@@ -19,7 +19,7 @@ import importlib
 import pkgutil
 from typing import TypeVar
 
-from minimult.errors import MinimultError
+from minimult.errors import MinimultError, did_you_mean
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ class Registry(dict):
         return self.add(item.name, item)
 
     def __missing__(self, name):
-        raise MinimultError(self.unknown.format(name=name, valid=self.sep.join(self)))
+        raise MinimultError(self.unknown.format(name=name, valid=self.sep.join(self)) + did_you_mean(name, self))
 
     @staticmethod
     def load(package: str) -> None:

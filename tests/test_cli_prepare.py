@@ -85,6 +85,7 @@ BAD = {
     "vocab below specials": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=3"], "special"),
     "vocab below alphabet": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=20"], "too small"),
     "unknown setting": (TINY + ["--set", "train.nope=1"], "train.lr"),
+    "misspelt setting": (TINY + ["--set", "train.lrr=1"], "unknown setting 'train.lrr' (did you mean 'train.lr'?)"),
     "bad setting value": (TINY + ["--set", "train.epochs=many"], "train.epochs"),
     "setting without =": (TINY + ["--set", "train.epochs"], "section.key=value"),
     "unknown preset": (TINY + ["--preset", "huge"], "tiny"),

@@ -92,6 +92,9 @@ def test_one_registry_helper_for_every_kind():
         with pytest.raises(MinimultError) as e:
             registry["nope"]
         assert "'nope'" in str(e.value) and "\n" not in str(e.value) and next(iter(registry)) in str(e.value)
+        first = next(iter(registry))
+        with pytest.raises(MinimultError, match=f"did you mean '{first}'"):  # a name one letter off
+            registry[first[:-1] + ("x" if first[-1] != "x" else "y")]
         with pytest.raises(MinimultError, match="registered twice"):
             registry.add(next(iter(registry)), None)
 
