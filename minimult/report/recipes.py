@@ -87,7 +87,8 @@ def _floor_part(sections: list[Section], top: str) -> list[dict]:
         if rates := floor_rates(s):
             base = baseline_for(s, sections)
             mus = [m for r in (base.runs if base else []) if (m := finite(r.results.get("mu"))) is not None]
-            low = {"label": base.label, "mu": sum(mus) / len(mus)} if mus and sum(mus) / len(mus) < FLOOR else None
+            mean = sum(mus) / len(mus) if mus else None
+            low = {"label": base.label, "mu": mean} if mean is not None and mean < FLOOR else None
             out.append({"section": s.title, "rows": rates, **({"low_baseline": low} if low else {})})
     return out
 
