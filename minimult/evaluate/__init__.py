@@ -84,12 +84,11 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     Bad input (an `only` naming nothing, what an evaluator's `inputs` refuses, a damaged results.json) is
     refused before the model loads."""
     t0 = time.time()
-    _check_request(only, options)
+    _check_request(only, options, dev_sentences, ppl_sentences)
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
     depth = run.cfg.model.layers
     layers = checked_layers(layers, depth)
-    _checked_sentences(dev_sentences, ppl_sentences)
     trained = run.cfg.train.attention
     attention = attention or trained
     if attention not in ATTENTIONS:
@@ -127,8 +126,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     return results
 
 
-def _check_request(only, options: dict) -> None:
-    """Refuse an `only` that names nothing or an unknown evaluator, and an option no evaluator reads."""
+def _check_request(only, options: dict, dev_sentences: int | None, ppl_sentences: int | None) -> None:
+    """Refuse an `only` that names nothing or an unknown evaluator, an option no evaluator reads, and sentence
+    counts no evaluation can use."""
     names = ", ".join(e.name for e in evaluators())
     if only is not None and not only:
         raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
@@ -138,6 +138,11 @@ def _check_request(only, options: dict) -> None:
     strange = sorted(set(options) - option_names())
     if strange:  # a misspelt option would otherwise be ignored silently
         raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
+    if dev_sentences is not None and dev_sentences < 2:
+        raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
+    if ppl_sentences is not None and ppl_sentences < 1:
+        raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
+                            f"for every sequence")
 
 
 def checked_layers(layers, depth: int) -> tuple[int, ...]:
@@ -155,13 +160,6 @@ def checked_layers(layers, depth: int) -> tuple[int, ...]:
         raise MinimultError(f"layer {bad[0]} does not exist: the model has layers 0..{depth}")
     return layers
 
-
-def _checked_sentences(dev_sentences: int | None, ppl_sentences: int | None) -> None:
-    if dev_sentences is not None and dev_sentences < 2:
-        raise MinimultError(f"--dev-sentences {dev_sentences}: retrieval needs at least 2 sentences")
-    if ppl_sentences is not None and ppl_sentences < 1:
-        raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
-                            f"for every sequence")
 
 
 def evaluator_inputs(run, options: dict) -> dict:
