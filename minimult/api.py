@@ -54,8 +54,6 @@ def evaluate(run: str | Path, layers=None, only=None, log: Log = print, **option
     """Every measure of a run (`minimult eval RUN`), written to its results.json and returned; `layers` (e.g.
     [0, 8] or "0,8"), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`) as the CLI
     takes them."""
-    if isinstance(only, str):
-        only = [name.strip() for name in only.split(",") if name.strip()]
     return evaluate_run(run, layers=layers, only=only, log=log, **options)
 
 

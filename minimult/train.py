@@ -37,6 +37,7 @@ from minimult.data import microbatches
 from minimult.data.batching import PADDED_BATCHINGS, SequenceSet, attention_mask, plan_epoch, steps_per_epoch
 from minimult.data.pairs import PairSet
 from minimult.data.masking import mask_batch
+from minimult.data.vocab import cut_to_fit
 from minimult.ranks import SINGLE, World
 from minimult.errors import MinimultError
 from minimult.evaluate import context, evaluate_model, evaluators, mu_layers, summary_parts
@@ -152,7 +153,7 @@ def setup(run: Run, device: torch.device, log: Callable[[str], None]) -> Member:
     data = run.data
     data.prepare(log)
     sides = data.train_views
-    cut = sum(int((s.lengths > data.layouts[s.lang].max_len - 2).sum()) for s in sides)
+    cut = cut_to_fit(sides, run.cfg.data.max_len)
     if cut:
         log(f"note: {cut:,} of {sum(s.num_sentences for s in sides):,} training sequences have more than "
             f"data.max_len - 2 = {run.cfg.data.max_len - 2} pieces and are cut to fit")

@@ -113,8 +113,12 @@ def test_only_naming_no_evaluator_is_one_line_and_leaves_results(runs, tmp_path,
     before = (run / "results.json").read_bytes()
     one_error_line(cli("eval", run, "--only", only), "names no evaluator")
     assert (run / "results.json").read_bytes() == before
-    with pytest.raises(MinimultError, match="names no evaluator"):
-        evaluate_run(run, only=(), log=QUIET)
+    for given in ((), only):  # names, or text as --only takes it (api.evaluate passes it on)
+        with pytest.raises(MinimultError, match="names no evaluator"):
+            evaluate_run(run, only=given, log=QUIET)
+    with pytest.raises(MinimultError, match="unknown evaluator 'alignmnet' \\(did you mean 'alignment'\\?\\)"):
+        evaluate_run(run, only="retrieval, alignmnet", log=QUIET)
+    assert (run / "results.json").read_bytes() == before
 
 
 def test_only_links_without_a_link_file_is_refused(runs, tmp_path, no_evaluation):

@@ -20,8 +20,8 @@ from minimult.data import corpus as corpus_mod
 from minimult.data.cache import cached
 from minimult.errors import MinimultError
 from minimult.data import sources
-from minimult.data.vocab import (WORDPIECE_TRAINER, Encoded, Vocab, files_digest, shipped_digests, vocab_digest,
-                                 vocab_files)
+from minimult.data.vocab import (WORDPIECE_TRAINER, Encoded, Vocab, cut_to_fit, files_digest, shipped_digests,
+                                 vocab_digest, vocab_files)
 
 FORMAT_VERSION = 2  # 2: shipped vocabularies (corpora/vocabularies) replace a fresh, nondeterministic build
 
@@ -190,7 +190,7 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
         # training and evaluation cut to fit
         texts = {name: [p.encoded(name), *(e for k, e in p.extra.items() if k.startswith(f"{name}_"))]
                  for name in ("train", "dev")}
-        cut = {name: sum(int((e.lengths > max_len - 2).sum()) for e in es) for name, es in texts.items()}
+        cut = {name: cut_to_fit(es, max_len) for name, es in texts.items()}
         longest = max(int(e.lengths.max()) for e in texts["train"])
         lines.append(f"longest training sentence: {longest} pieces; data.max_len - 2 = "
                      f"{max_len - 2}: {cut['train']:,} training and {cut['dev']:,} dev sentences are cut to fit"

@@ -17,6 +17,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from itertools import islice
+from typing import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,12 @@ class Ragged:
     def sentence(self, i: int) -> np.ndarray:
         """Sentence i's ids, (len_i,) (a view)."""
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+
+def cut_to_fit(texts: Iterable[Ragged], max_len: int) -> int:
+    """How many sentences of `texts` have more than `max_len - 2` pieces (the window less [CLS] and [SEP]):
+    training and evaluation cut them to fit, and say how many."""
+    return sum(int((t.lengths > max_len - 2).sum()) for t in texts)
 
 
 @dataclass(frozen=True)

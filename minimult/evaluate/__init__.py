@@ -15,7 +15,7 @@ import time
 from typing import Callable
 
 from minimult.config import ATTENTIONS
-from minimult.errors import MinimultError
+from minimult.errors import MinimultError, did_you_mean
 from minimult.evaluate.registry import REGISTRY, evaluators, layer_table, option_names, summary_parts
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, truncate)
@@ -84,7 +84,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     Bad input (an `only` naming nothing, what an evaluator's `inputs` refuses, a damaged results.json) is
     refused before the model loads."""
     t0 = time.time()
-    _check_request(only, options, dev_sentences, ppl_sentences)
+    only = _check_request(only, options, dev_sentences, ppl_sentences)
     with phase(timings, "load"):
         run = run if isinstance(run, Run) else Run.open(run)
     depth = run.cfg.model.layers
@@ -126,15 +126,19 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     return results
 
 
-def _check_request(only, options: dict, dev_sentences: int | None, ppl_sentences: int | None) -> None:
-    """Refuse an `only` that names nothing or an unknown evaluator, an option no evaluator reads, and sentence
+def _check_request(only, options: dict, dev_sentences: int | None, ppl_sentences: int | None) -> tuple | None:
+    """`only`'s evaluator names (None: every one; text as `--only` takes it, "alignment,retrieval", or names),
+    refusing an `only` that names nothing or an unknown evaluator, an option no evaluator reads, and sentence
     counts no evaluation can use."""
     names = ", ".join(e.name for e in evaluators())
-    if only is not None and not only:
-        raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
+    if only is not None:
+        only = tuple(n.strip() for n in (only.split(",") if isinstance(only, str) else only) if n.strip())
+        if not only:
+            raise MinimultError(f"--only names no evaluator: give one or more of {names}, comma-separated")
     unknown = sorted(set(only or ()) - set(REGISTRY))
     if unknown:
-        raise MinimultError(f"unknown evaluator {unknown[0]!r}: choose from {names}")
+        hint = did_you_mean(unknown[0], REGISTRY)
+        raise MinimultError(f"unknown evaluator {unknown[0]!r}{hint}: choose from {names}")
     strange = sorted(set(options) - option_names())
     if strange:  # a misspelt option would otherwise be ignored silently
         raise TypeError(f"evaluate_run() got an unexpected keyword argument {strange[0]!r}")
@@ -143,6 +147,7 @@ def _check_request(only, options: dict, dev_sentences: int | None, ppl_sentences
     if ppl_sentences is not None and ppl_sentences < 1:
         raise MinimultError(f"--ppl-sentences {ppl_sentences}: give at least 1 sequence per split, or leave it out "
                             f"for every sequence")
+    return only
 
 
 def checked_layers(layers, depth: int) -> tuple[int, ...]:

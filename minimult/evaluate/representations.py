@@ -22,6 +22,7 @@ import torch
 from minimult import precision
 from minimult.data.batching import SequenceSet, attention_mask
 from minimult.data.languages import Side, positions_within, truncate
+from minimult.data.vocab import cut_to_fit
 from minimult.errors import MinimultError
 from minimult.model import Bert
 
@@ -196,7 +197,7 @@ class Context:
                 sides = [s.subset(index) for s in sides]
             if sides[0].num_sentences < 2:
                 raise MinimultError(f"the dev set has {sides[0].num_sentences} sentence(s): retrieval needs at least 2")
-            self.dev_sentences_cut = sum(int((s.lengths > self.max_len - 2).sum()) for s in sides)
+            self.dev_sentences_cut = cut_to_fit(sides, self.max_len)
             if self.dev_sentences_cut and self.log is not None:
                 self.log(f"note: {self.dev_sentences_cut:,} of {sum(s.num_sentences for s in sides):,} dev "
                          f"sentences have more than max_len - 2 = {self.max_len - 2} pieces and are cut to fit")
