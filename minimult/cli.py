@@ -398,7 +398,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
 
     if threads:
         torch.set_num_threads(threads)
-    from minimult.evaluate import evaluate_run, summary_parts, summary_table
+    from minimult.evaluate import evaluate_run, summary_table
     from minimult.evaluate.results import read_results
     from minimult.evaluate.segments import parse_segments
     if link_file is not None and names is not None:
@@ -427,7 +427,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
                                    attention=attention, link_base=link_base)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
-            click.echo(", ".join(summary_parts(results)) if names else summary_table(results))
+            click.echo(summary_table(results, names))
             if layers and not names:
                 click.echo(_layers_note(opened, results, before))
             return results

@@ -122,6 +122,18 @@ def test_every_experiments_script_is_in_its_folders_index():
     assert not missing, "scripts no index names:\n" + "\n".join(missing)
 
 
+def test_every_module_is_in_the_layout_table():
+    """docs/pipeline.md's Layout table says what each folder and file of minimult/ holds: a module it does not
+    name (as `name`, or in words as "word order") is one a newcomer cannot place."""
+    text = (DOCS / "pipeline.md").read_text(encoding="utf-8")
+    table = text.split("| folder / file | what it holds |", 1)[1].split("\n\n", 1)[0]
+    modules = [p for p in (ROOT / "minimult").rglob("*.py") if p.stem != "__init__"]
+    assert len(modules) > 60
+    missing = sorted(str(p.relative_to(ROOT)) for p in modules
+                     if p.stem not in table and p.stem.replace("_", " ") not in table)
+    assert not missing, "modules docs/pipeline.md's Layout table does not name: " + ", ".join(missing)
+
+
 def test_every_results_folder_is_named_in_the_results_index():
     results = ROOT / "experiments" / "results"
     index = (results / "README.md").read_text(encoding="utf-8")

@@ -121,6 +121,17 @@ def test_only_naming_no_evaluator_is_one_line_and_leaves_results(runs, tmp_path,
     assert (run / "results.json").read_bytes() == before
 
 
+def test_only_prints_what_it_evaluated(runs, tmp_path):
+    """`eval --only X` prints X's numbers as a full evaluation does (its per-layer table, its own lines), and
+    no 'n/a' for the evaluators it did not run (their numbers stay in results.json)."""
+    run = copy_run(runs[0], tmp_path)
+    retrieval = cli("eval", run, "--only", "retrieval")
+    assert retrieval.exit_code == 0, retrieval.output
+    assert "ρ en→L1" in retrieval.stdout and "align F1" not in retrieval.stdout and "n/a" not in retrieval.stdout
+    assert "lang-ID probe, lowest sentence accuracy" in cli("eval", run, "--only", "probe").stdout  # no layer table
+    assert json.loads((run / "results.json").read_text())["mu"] is not None
+
+
 def test_only_links_without_a_link_file_is_refused(runs, tmp_path, no_evaluation):
     run = copy_run(runs[0], tmp_path)
     before = (run / "results.json").read_bytes()

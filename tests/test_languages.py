@@ -370,14 +370,19 @@ def test_minimult_mods_lists_exactly_the_pairs_the_parser_refuses():
     assert listed["untrained"] == set(TRAINING_ONLY) and listed["lang-pos"] == set()
 
 
-def test_the_mods_untrained_refuses_act_only_on_training():
-    """baseline.TRAINING_ONLY holds what it claims: each of its mods leaves what an untrained run has as
-    original's: the layouts, the evaluation text (no reorder) and the initial weights."""
+def test_the_mods_untrained_refuses_are_those_that_act_only_on_training():
+    """baseline.TRAINING_ONLY is exactly the mods that leave what an untrained run has as original's: the
+    layouts, the evaluation text (no reorder) and the initial weights. A new mod that acts only on training
+    fails here until it joins the list (untrained would otherwise accept it silently)."""
     plain = initial_model(resolve("tiny")[0]).state_dict()
-    for name in TRAINING_ONLY:
-        assert REGISTRY[name].reorder is None and _layouts(name) == _layouts(), name
+
+    def same_weights(name):
         weights = initial_model(resolve("tiny", mods=name)[0]).state_dict()
-        assert all(torch.equal(weights[k], v) for k, v in plain.items()), name
+        return weights.keys() == plain.keys() and all(weights[k].shape == v.shape and torch.equal(weights[k], v)
+                                                      for k, v in plain.items())
+    acts_on_training_only = {m.name for m in registered() if m.name != "untrained" and m.reorder is None
+                             and _layouts(m.name) == _layouts() and same_weights(m.name)}
+    assert acts_on_training_only == set(TRAINING_ONLY)
 
 
 def test_parse_mods_values_and_order():

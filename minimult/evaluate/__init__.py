@@ -176,17 +176,18 @@ def evaluator_inputs(run, options: dict) -> dict:
     return {name: x for name, x in given.items() if x is not None}
 
 
-def summary_table(results: dict) -> str:
+def summary_table(results: dict, only=None) -> str:
     """`minimult eval`'s printout: the run, a table of every per-layer column the results hold
     (`registry.layer_table`), then each evaluator's lines in registry order (`Evaluator.lines`: its own
-    `describe`, or its other columns as 'label value'), so a new evaluator's numbers show without a change here."""
-    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, "
-             f"{results['dev_sentences']:,} dev sentences)"]
+    `describe`, or its other columns as 'label value'; with `only`, the lines of the evaluators it names), so
+    a new evaluator's numbers show without a change here."""
+    dev = results.get("dev_sentences") or results["evaluation"]["dev_sentences"]  # alignment's count, or asked
+    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, {dev:,} dev sentences)"]
     first, *others = results.get("pairs") or [None]
     if others:  # more than two languages: the top level is the first pair's
         mu = lambda pair: "n/a" if pair.get("mu") is None else f"{pair['mu']:.3f}"  # noqa: E731
         lines.append(f"pair {first} below; " + ", ".join(f"{name} µ {mu(results['pairs'][name])}" for name in others)
                      + " (every pair's numbers: results.json's \"pairs\")")
     lines += layer_table(results)
-    lines += [line for e in evaluators() for line in e.lines(results)]
+    lines += [line for e in evaluators() if only is None or e.name in only for line in e.lines(results)]
     return "\n".join(lines)

@@ -18,8 +18,9 @@ the run config (knn-replace's `knn`: `cfg.knn.dim`, `--set knn.dim=100`).
 
 Each module of this package holds one family of mods and registers them on import; importing
 `minimult.mods` imports them all, so there is no second list to keep in sync. `order` fixes the
-canonical order of mods in run names and results. Adding a mod = one file (copy `word_order.py`)
-plus its test.
+canonical order of mods in run names and results. Adding a mod = a `register` call in the file of its
+family (or a new file: copy `word_order.py`), its test and its rows in `EXPECTED` (tests/test_languages.py)
+and the README's Mods table (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
