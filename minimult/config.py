@@ -368,7 +368,7 @@ def _coerce(value, tp, key: str):
             return tuple(float(x) for x in items)
     except (TypeError, ValueError):
         pass
-    raise MinimultError(f"bad value for {key}: {value!r} is not a {getattr(tp, '__name__', tp)}")
+    raise MinimultError(f"bad value for {key}: {value!r} is not a valid {getattr(tp, '__name__', tp)}")
 
 
 def valid_keys() -> list[str]:

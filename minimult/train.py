@@ -294,6 +294,7 @@ class Loop:
     seconds_before: float = 0.0  # training seconds of the steps before start_step (earlier stretches of a resumed run)
     lr: float = 0.0
     world: World = SINGLE  # several processes: only rank 0 (`world.main`) writes and evaluates
+    saved: int | None = None  # the step of this stretch's last checkpoint
 
     def seconds(self) -> float:
         """Training seconds of the steps up to now, over every stretch of a resumed run."""
@@ -311,6 +312,7 @@ class Loop:
         for k, (m, weights) in enumerate(zip(self.members, self.stepper.states())):
             m.run.save_checkpoint(weights, split_optimizer_state(state, k, K), self.step, complete,
                                   seconds=self.seconds())
+        self.saved = self.step
 
 
 class EvaluateEvery:
@@ -633,9 +635,22 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         _finish(loop, 0.0)
         log(f"no training steps ({'0 epochs' if total == 0 else 'done'}); checkpoint written")
     else:
-        _run(loop, device)
+        try:
+            _run(loop, device)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or a sweep worker's (`sweep.worker._stop_quietly`)
+            _interrupted(loop)
+            raise
         _finish(loop, time.time() - loop.t0)
     return [m.meta for m in members]
+
+
+def _interrupted(loop: Loop) -> None:
+    """run.json of a run stopped mid-training: `interrupted` at the step its last checkpoint kept, where a resume
+    goes on (as `--stop-after` leaves it); a run with no checkpoint yet stays `training`."""
+    kept = loop.saved if loop.saved is not None else loop.start_step or None
+    for m in loop.members if loop.world.main and kept is not None else []:
+        m.meta.update(status="interrupted", steps=kept)
+        m.run.write_meta(m.meta)
 
 
 def _finish(loop: Loop, elapsed: float) -> None:

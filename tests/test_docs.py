@@ -134,6 +134,19 @@ def test_every_module_is_in_the_layout_table():
     assert not missing, "modules docs/pipeline.md's Layout table does not name: " + ", ".join(missing)
 
 
+def test_the_grid_file_example_loads_with_every_key(tmp_path):
+    """docs/usage.md's "Grid files" example is a grid the sweep loads, and it shows every key a grid takes."""
+    from minimult.sweep.grid import SETTING_KEYS, TOP_KEYS, load_grid
+
+    text = (DOCS / "usage.md").read_text(encoding="utf-8").split("### Grid files", 1)[1]
+    example = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "example.toml").write_text(example, encoding="utf-8")
+    grid = load_grid(tmp_path / "example.toml")
+    assert [s.id for s in grid.settings] == ["0", "1lo"] and grid.settings[1].overrides == {"train.lr": 5e-4}
+    keys = set(re.findall(r"^\[*([\w]+)[\].]* ?=?", example, re.M)) | set(re.findall(r"^\[+(\w+)", example, re.M))
+    assert TOP_KEYS | SETTING_KEYS <= keys, sorted(TOP_KEYS | SETTING_KEYS - keys)
+
+
 def test_every_results_folder_is_named_in_the_results_index():
     results = ROOT / "experiments" / "results"
     index = (results / "README.md").read_text(encoding="utf-8")

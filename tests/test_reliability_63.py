@@ -9,6 +9,7 @@ import pytest
 from test_hf_eval import exported  # noqa: F401  (a fixture: a trained tiny run and its HF export)
 
 from minimult.errors import MinimultError
+from minimult.runs import load_checkpoint
 
 # Characters str.splitlines splits at and `wc -l` does not: U+2028, NEL, form feed, a lone carriage return.
 ODD = ("\u2028", "\x85", "\x0c", "\r", "\u2029", "\x1c")
@@ -474,6 +475,9 @@ def test_item13_ctrl_c_of_a_sweep_from_a_terminal_is_one_line(tmp_path):
     assert err.strip().splitlines() == ["interrupted: checkpointed work is kept; run the same sweep command again "
                                         "to resume"], err
     assert len(list(tmp_path.glob("runs/0-original-s*/checkpoint.pt"))) == 2
+    for run in tmp_path.glob("runs/0-original-s*"):  # each worker wrote where its run stopped: its checkpoint
+        meta = json.loads((run / "run.json").read_text())
+        assert (meta["status"], meta["steps"]) == ("interrupted", load_checkpoint(run / "checkpoint.pt")["step"])
 
 
 @pytest.mark.parametrize("dev, why", [("a\tone\x00two\nb\tx\n", "dev.tsv:1: a NUL byte"),

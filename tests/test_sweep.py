@@ -147,12 +147,12 @@ def test_interrupted_sweep_finishes_only_the_rest(swept, tmp_path):
     assert "2 to run, 4 already complete" in dry.stdout
     said = [line.strip() for line in dry.stdout.splitlines() if line.startswith(("  new", "  resume", "  evaluate"))]
     assert said == ["new: 1-lang-pos-s0",  # seed-major, as the sweep runs them
-                    "resume (step 10 of 26 logged, run.json: interrupted): 0-original-s42"]
+                    "resume from step 10 of 26 (its checkpoint): 0-original-s42"]
     assert sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*")) == before
     lock = try_lock(run)  # a run another process is at work on is named so (read from /proc/locks: no lock taken)
     busy = cli("sweep", swept.grid, "--root", root, "--dry-run", cwd=tmp_path).stdout
     lock.close()
-    assert "  busy: resume (step 10 of 26 logged, run.json: interrupted): 0-original-s42" in busy, busy
+    assert "  busy: resume from step 10 of 26 (its checkpoint): 0-original-s42" in busy, busy
     assert cli("sweep", swept.grid, "--root", tmp_path / "nowhere", "--dry-run", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "nowhere").exists()
     proc = cli("sweep", swept.grid, "--root", root, "--jobs", 2, cwd=tmp_path)

@@ -111,6 +111,30 @@ def test_resumed_run_is_bit_identical(tmp_path, precision):
     assert read_json(part / "run.json")["precision"] == ("fp32" if precision == "auto" else "bf16")
 
 
+def test_an_interrupted_run_says_so_at_its_last_checkpoint_and_resumes_from_it(tmp_path):
+    """Ctrl-C mid-training (KeyboardInterrupt, here from the progress line of step 20): run.json says
+    `interrupted` at step 14, its last checkpoint's, which the report names and a resume goes on from; it
+    then ends bit-identical to an uninterrupted run."""
+    from minimult.report.collect import run_status
+
+    cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7})
+    full, part = new_run(tmp_path, "full", cfg), new_run(tmp_path, "part", cfg)
+    pretrain(cfg, mods, full, log=quiet)
+
+    def ctrl_c_at_step_20(line):
+        if line.lstrip().startswith("step") and int(line.split()[1].split("/")[0]) >= 20:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(cfg, mods, part, log=ctrl_c_at_step_20)
+    meta = read_json(part / "run.json")
+    assert (meta["status"], meta["steps"]) == ("interrupted", load_checkpoint(part / "checkpoint.pt")["step"])
+    assert 14 <= meta["steps"] < 50 and run_status(part) == f"run.json status: interrupted, step {meta['steps']} of 50"
+    pretrain(cfg, mods, part, resume=True, log=quiet)
+    a, b = (load_checkpoint(d / "checkpoint.pt")["model"] for d in (full, part))
+    assert read_json(part / "run.json")["status"] == "complete" and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_a_resumed_run_keeps_the_threads_it_trained_with(tmp_path):
     """Without train.threads a run trains with the process's threads (a sweep's workers set cores / runs); resumed
     in a process with other threads (a sweep with fewer runs left), it keeps the count of its last stretch, which

@@ -288,7 +288,7 @@ def markdown(aggregated: list[dict], top: str, n_runs: int, unevaluated: list[Pa
     """table1.md: a header paragraph (with the runs not evaluated yet and the failed ones among `left_out`), then
     every section (title, preset and baseline, table)."""
     lines = ["# minimult report", "",
-             f"{n_runs} evaluated runs. Mean ± sample standard deviation over seeds (n seeds); "
+             f"{plural(n_runs, 'evaluated run')}. Mean ± sample standard deviation over seeds (n seeds); "
              f"p (µ): Welch's t-test of µ against the table's `original` (blank: fewer than 2 seeds, the baseline "
              f"itself, or a baseline that trained otherwise than by the row's own setting: a line under the table "
              f"says how). " + (note or f"Layers 0 and {top}.")]

@@ -1,34 +1,8 @@
 """Ablation grids as data: `experiments/*.toml` -> a validated `Grid` of settings, seeds and a preset.
 
-Public entry: `load_grid(path) -> Grid`. A grid file looks like
-
-    title = "Table 1: ..."          # shown as the report's section heading
-    paper_source = "..."            # optional: where the settings' `paper` numbers come from
-    preset = "paper"                # default preset (the CLI's --preset wins)
-    seeds = [0, 42, 43, 100, 101]   # default seeds (the CLI's --seeds wins)
-
-    [overrides]                     # every setting, every preset; keys as `--set` takes them
-    "train.eval_every" = 355
-
-    [preset_overrides.quick]        # only when swept with --preset quick
-    "train.eval_every" = 178
-
-    [[settings]]
-    id = "5"                        # the paper's ID (a string: "21b" is one)
-    name = "lang-pos;shift-special" # the paper's description
-    mods = "lang-pos,shift-special" # as `minimult pretrain --mods` takes them; "" = original
-    overrides = { "data.source" = "unicode" } # optional, this setting only
-    needs_gpu = true                # optional: a sweep on a machine without CUDA leaves it out
-                                    # unless --only names it (e.g. overparam: days on a CPU)
-    paper = { mu = 0.20, align_f1_L0 = 0.62, ppl_dev = 205 }  # optional: the published numbers
-
-A setting's `paper` numbers are keyed as the report's Table 1 columns (`mu`, `ppl_train`, `ppl_dev`,
-and `align_f1_L<layer>`, `retrieval_L<layer>`, `translation_L<layer>` for any layer); any subset.
-The sweep's manifest records them (and `paper_source`) and the report shows them beside its own.
-
-Override keys may also be written as nested TOML tables (`[overrides.train] epochs = 50`).
-Every mod name is checked with `mods.parse_mods`, every override key and value with
-`config.override`, and every setting is resolved under each preset the file names, so a stale or
+Public entry: `load_grid(path) -> Grid`. The file's keys, with an example: docs/usage.md, "Grid files"
+(`tests/test_docs.py` loads it). Every mod name is checked with `mods.parse_mods`, every override key and value
+with `config.override`, and every setting is resolved under each preset the file names, so a stale or
 contradictory grid fails when loaded, not halfway through a sweep.
 """
 

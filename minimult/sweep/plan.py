@@ -122,7 +122,8 @@ def state(task: Task) -> str:
 
 
 def pending(task: Task) -> str:
-    """What a sweep does with a run it has to run: 'new', 'resume (step S of T logged, run.json: STATUS)' or
+    """What a sweep does with a run it has to run: 'new', 'resume from step S of T (its checkpoint; L logged)' for
+    a run whose run.json says where it was interrupted, 'resume (step L of T logged, run.json: STATUS)' or
     'evaluate (trained)'; the run resumes from its last checkpoint, at or before the logged step. 'busy: ...'
     where another process holds the run's lock now (a sweep, pretrain or eval at work on it: left alone)."""
     run_dir = Path(task.run_dir)
@@ -133,7 +134,11 @@ def pending(task: Task) -> str:
     if meta.get("status") == "complete":
         return f"{busy}evaluate (trained)"
     step = max((row.get("step", 0) for _, row in log_lines(run_dir / "metrics.jsonl")), default=0)
-    return f"{busy}resume (step {step:,} of {meta.get('total_steps', 0):,} logged, run.json: {meta.get('status')})"
+    total, kept = meta.get("total_steps", 0), meta.get("steps") if meta.get("status") == "interrupted" else None
+    if isinstance(kept, int):
+        logged = f"; {step:,} logged" if step != kept else ""
+        return f"{busy}resume from step {kept:,} of {total:,} (its checkpoint{logged})"
+    return f"{busy}resume (step {step:,} of {total:,} logged, run.json: {meta.get('status')})"
 
 
 def triage(tasks: list[Task], named: set[str], gpu_somewhere: bool) -> tuple[list[Outcome], list[Task]]:
