@@ -69,3 +69,17 @@ def test_the_report_has_a_floor_section_for_a_table_with_lang_pos_rows():
     assert "## Table 1 (paper): lang-pos seeds on the floor" in text
     assert "| 1 lang-pos | 1 of 3 (33%; 95% CI 6%–79%) | s0 0.004, s42 0.532, s43 0.551 |" in text
     assert part.markdown(part.compute([section("paper", {"0": [0.6, 0.61]})], "8"), "8") == []
+
+
+def test_a_table_whose_baseline_is_on_the_floor_says_so_under_it():
+    """µ and p against an original that itself kept no multilinguality (µ < .05: a quick real-language table,
+    the tiny preset) say little: the line under the table says so, and only there."""
+    from minimult.report.tables import aggregate_sections, section_footer
+
+    low, fine = (aggregate_sections([section("paper", {"0": mus, "1": [0.01, 0.02]})], "8")[0]
+                 for mus in ([0.03, 0.04], [0.60, 0.61]))
+    assert low["low_baseline"]["mu"] == pytest.approx(0.035) and "low_baseline" not in fine
+    said = [line for line in section_footer(low) if "on the floor itself" in line]
+    assert said == ["The baseline, 0 original, is on the floor itself (mean µ 0.035, under 0.05): its runs learned too "
+                    "little multilinguality for the rows' µ and p against it to say much."]
+    assert not any("on the floor itself" in line for line in section_footer(fine))

@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from minimult.report.recipes import FLOOR
+from minimult.report.tables import FLOOR
 
 
 def lang_pos_runs(folders: list[Path]) -> list[dict]:

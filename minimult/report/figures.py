@@ -30,8 +30,8 @@ from minimult.data import sources
 from minimult.errors import MinimultError
 from minimult.evaluate.registry import STD, evaluators
 from minimult.report.collect import Group, Run, Section
-from minimult.report.recipes import FLOOR, wilson
-from minimult.report.tables import baseline_for, mu_top, table_columns
+from minimult.report.recipes import wilson
+from minimult.report.tables import FLOOR, baseline_for, mu_top, table_columns
 from minimult.runs import read_weights
 
 POSITIONS = "embeddings.lookups.position.weight"
@@ -438,7 +438,7 @@ def _devices(row: dict) -> list[str | None]:
 def seeds_panel(ax, column, layer, rows: list[dict]) -> None:
     """One column of a table: each row's seeds as dots on its line, their mean as a bar, the paper's
     number as a hollow diamond with its standard deviation as a line; in the µ panel each lang-pos row says how
-    many of its seeds stay on the floor (recipes.FLOOR) with the share's Wilson 95% interval. The first row at
+    many of its seeds stay on the floor (tables.FLOOR) with the share's Wilson 95% interval. The first row at
     the top, as in the table. Where the table's runs trained on more than one device, each dot's shape and
     colour say which (a circle on a CPU, a triangle on a GPU)."""
     key = column.key(layer)

@@ -15,9 +15,8 @@ from minimult.report.claims import (FAILS, HOLDS, UNKNOWN, Claim, comparison_tex
                                     seeds_text)
 from minimult.report.collect import Section
 from minimult.report.parts import Part, register
-from minimult.report.tables import baseline_for, finite, table_lines
+from minimult.report.tables import FLOOR, baseline_for, finite, low_baseline, table_lines
 
-FLOOR = 0.05  # µ below this: the run kept no multilinguality to speak of
 ROBUST, SPLIT = "robust", "split"
 RECIPES = {"paper": "lab recipe (bucketed, padding masked)", "published": "published code's recipe"}
 
@@ -85,10 +84,7 @@ def _floor_part(sections: list[Section], top: str) -> list[dict]:
     out = []
     for s in sections:
         if rates := floor_rates(s):
-            base = baseline_for(s, sections)
-            mus = [m for r in (base.runs if base else []) if (m := finite(r.results.get("mu"))) is not None]
-            mean = sum(mus) / len(mus) if mus else None
-            low = {"label": base.label, "mu": mean} if mean is not None and mean < FLOOR else None
+            low = low_baseline(baseline_for(s, sections))
             out.append({"section": s.title, "rows": rates, **({"low_baseline": low} if low else {})})
     return out
 

@@ -52,6 +52,17 @@ def top_layer(runs: list[Run]) -> str:
     return max(tops, key=lambda t: (tops[t], int(t)), default="0")
 
 
+FLOOR = 0.05  # µ below this: the run kept no multilinguality to speak of
+
+
+def low_baseline(base: Group | None) -> dict | None:
+    """{"label", "mu"} of a baseline whose runs' mean µ is on the floor itself (then µ and p against it say
+    little), else None."""
+    mus = [m for r in (base.runs if base else []) if (m := finite(r.results.get("mu"))) is not None]
+    mean = sum(mus) / len(mus) if mus else None
+    return {"label": base.label, "mu": mean} if mean is not None and mean < FLOOR else None
+
+
 def finite(v) -> float | None:
     return float(v) if v is not None and math.isfinite(float(v)) else None
 
@@ -122,7 +133,8 @@ def aggregate_sections(sections: list[Section], top: str) -> list[dict]:
         out.append({"title": section.title, "preset": section.preset, "grid": section.grid, "rows": rows,
                     "baseline": label, "not_run": section.missing, "training": training_time(rows),
                     "left_out": section.lost, "mixed": section.mixed, "pending": section.pending,
-                    "paper_source": section.paper_source})
+                    "paper_source": section.paper_source,
+                    **({"low_baseline": {**low, "label": label}} if (low := low_baseline(base)) else {})})
     return out
 
 
@@ -142,6 +154,9 @@ def section_footer(sec: dict) -> list[str]:
     """The lines under a section's table in table1.md and on the site (not in the README's table): what its
     training took, and on a live sweep root the planned runs not in it yet."""
     lines = [training_line(sec["training"])] if sec.get("training") else []
+    if low := sec.get("low_baseline"):
+        lines.append(f"The baseline, {low['label']}, is on the floor itself (mean µ {low['mu']:.3f}, under {FLOOR}): "
+                     f"its runs learned too little multilinguality for the rows' µ and p against it to say much.")
     if sec.get("pending"):
         lines.append(pending_line(sec["pending"]))
     return [line for line in lines if line]
