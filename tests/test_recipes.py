@@ -83,3 +83,18 @@ def test_a_table_whose_baseline_is_on_the_floor_says_so_under_it():
     assert said == ["The baseline, 0 original, is on the floor itself (mean µ 0.035, under 0.05): its runs learned too "
                     "little multilinguality for the rows' µ and p against it to say much."]
     assert not any("on the floor itself" in line for line in section_footer(fine))
+
+
+def test_claims_with_a_side_that_has_no_run_are_counted_as_not_tested():
+    """A folder of one's own tests few of the papers' claims: those with a side that has no run here are counted
+    apart from 'cannot tell' (which is for sides whose seeds do not separate)."""
+    from minimult.report.claims import NOT_TESTED, judge, load_claims, markdown, verdict_counts
+
+    claims = load_claims()
+    rows = judge(claims, {"mine": [section("paper", {"0": [0.60, 0.61, 0.62], "1": [0.10, 0.12, 0.11]})]})
+    counts = verdict_counts(rows)
+    assert sum(counts.values()) == len(claims) and counts["holds"] >= 1  # ds-lang-pos: 1 < 0
+    tested = [r for r in rows if r["a"]["runs"] and (r["b"]["constant"] or r["b"]["runs"])]
+    assert counts[NOT_TESTED] == len(claims) - len(tested) > 0
+    assert markdown(rows).startswith(f"{counts['holds']} hold, 0 do not hold, {counts['cannot tell']} cannot tell, "
+                                     f"{counts[NOT_TESTED]} not tested here (rule")

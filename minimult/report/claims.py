@@ -37,6 +37,7 @@ from minimult.report.tables import aggregate, finite, mean_std, p_value, table_c
 CLAIMS_FILE = Path(__file__).with_name("claims.toml")
 EXPECTATIONS = ("lower", "higher", "similar")
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
+NOT_TESTED = "not tested here"  # a count, not a verdict: cannot tell, with no run of a side
 ALPHA = 0.05
 DEFAULT_MARGIN = 0.25
 
@@ -391,11 +392,20 @@ def comparison_text(row: dict) -> str:
     return f"{a} {SIGNS[row['expect']]} {b} ({metrics_text(row)})"
 
 
+def verdict_counts(rows: list[dict]) -> dict[str, int]:
+    """How many claims hold, do not hold and cannot tell, the last without those `NOT_TESTED`: a side with no run
+    here (a folder of one's own tests none of the papers' settings, and cannot tell them apart)."""
+    untested = [r for r in rows if any(not r[s]["constant"] and not r[s]["runs"] for s in "ab")]
+    counts = {v: sum(r["verdict"] == v and r not in untested for r in rows) for v in (HOLDS, FAILS, UNKNOWN)}
+    return {**counts, NOT_TESTED: len(untested)}
+
+
 def markdown(rows: list[dict]) -> str:
     """The claims table as docs/results.md holds it: one row per claim."""
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in (HOLDS, FAILS, UNKNOWN)}
-    lines = [f"{counts[HOLDS]} hold, {counts[FAILS]} do not hold, {counts[UNKNOWN]} cannot tell "
-             f"(rule: docs/claims.md). Ours: mean ± std over seeds (a vs b).", ""]
+    counts = verdict_counts(rows)
+    untested = f", {counts[NOT_TESTED]} {NOT_TESTED}" if counts[NOT_TESTED] else ""
+    lines = [f"{counts[HOLDS]} hold, {counts[FAILS]} do not hold, {counts[UNKNOWN]} cannot tell{untested} (rule: "
+             f"docs/claims.md). Ours: mean ± std over seeds (a vs b).", ""]
     lines += table_lines(["source", "claim", "compared", "paper", "ours", "seeds", "budget", "verdict"], "lllllrll",
                          ([r["source"], r["claim"], *compared_cells(r), budget_text(r), f"**{r['verdict']}**"]
                           for r in rows))

@@ -497,7 +497,7 @@ def build_site(roots, site_dir, log: Callable[[str], None] = print, prebuilt: di
     verdicts = [claims_mod.HOLDS, claims_mod.FAILS, claims_mod.UNKNOWN]
     write(site / "claims.html", "claims.html", up="", rows=claim_rows, claims_mod=claims_mod,
           recipes=markdown_html(recipe_md) if recipe_md else "", verdicts=verdicts)
-    counts = {v: sum(r["verdict"] == v for r in claim_rows) for v in verdicts}
+    counts = claims_mod.verdict_counts(claim_rows)
     write(site / "runs.html", "runs.html", up="", runs=every_run, data=_runs_json(every_run),
           filters={k: sorted({str(r[k]) for r in every_run}, key=_natural)
                    for k in ("folder", "mods", "preset", "seed")})
