@@ -395,9 +395,9 @@ def comparison_text(row: dict) -> str:
 def verdict_counts(rows: list[dict]) -> dict[str, int]:
     """How many claims hold, do not hold and cannot tell, the last without those `NOT_TESTED`: a side with no run
     here (a folder of one's own tests none of the papers' settings, and cannot tell them apart)."""
-    untested = [r for r in rows if any(not r[s]["constant"] and not r[s]["runs"] for s in "ab")]
-    counts = {v: sum(r["verdict"] == v and r not in untested for r in rows) for v in (HOLDS, FAILS, UNKNOWN)}
-    return {**counts, NOT_TESTED: len(untested)}
+    untested = [any(not r[s]["constant"] and not r[s]["runs"] for s in "ab") for r in rows]
+    counts = {v: sum(r["verdict"] == v and not u for r, u in zip(rows, untested)) for v in (HOLDS, FAILS, UNKNOWN)}
+    return {**counts, NOT_TESTED: sum(untested)}
 
 
 def markdown(rows: list[dict]) -> str:
