@@ -435,7 +435,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     with holding:
         for value in values:
             every.append(evaluate_segment(value))
-            if link_file is not None:
+            if link_file is not None and hf:  # a run's printout has it among the links evaluator's lines
                 from minimult.evaluate.links import table as links_table
 
                 click.echo(links_table(every[-1]["links"]))

@@ -479,6 +479,7 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
     extra = {"stacked_with": [m.run.name for m in members]} if K > 1 else {}
     for m in members:  # run.json: what the run is and where it runs
         cfg, prepared, m.meta = m.cfg, m.run.data.prepared, m.run.meta
+        m.meta.pop("steps", None)  # an earlier stretch's (where it was interrupted): training now, set at its end
         m.meta.update({"name": m.run.name, "mods": cfg.mods, "seed": cfg.train.seed, "preset": cfg.preset,
                        "mod_versions": versions(m.run.mods), "vocab_sha256": prepared.vocab_hash,
                        "data_sha256": prepared.data_hash, "prepared": str(prepared.path), "environment": environment(),
@@ -650,7 +651,10 @@ def _interrupted(loop: Loop) -> None:
     kept = loop.saved if loop.saved is not None else loop.start_step or None
     for m in loop.members if loop.world.main and kept is not None else []:
         m.meta.update(status="interrupted", steps=kept)
-        m.run.write_meta(m.meta)
+        try:
+            m.run.write_meta(m.meta)
+        except OSError:  # a full disk: the interrupt, not this, is what the caller must see
+            pass
 
 
 def _finish(loop: Loop, elapsed: float) -> None:

@@ -491,6 +491,9 @@ def test_pharaoh_and_native_link_files_give_the_same_f1(tmp_path, lines):
         evaluate_run(run, log=quiet, link_file=str(train_pair), link_base=0, only=("links",), write=False)
     result = CliRunner().invoke(main, ["eval", str(run.path), "--links", str(zero)])
     assert result.exit_code == 2 and "--link-base 0|1" in result.stderr.strip().splitlines()[-1]
+    result = CliRunner().invoke(main, ["eval", str(run.path), "--links", str(native)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("word alignment of en-xx against gold links") == 1 and "n/a" not in result.stdout
 
 
 # ---------------------------------------------------------------------------------------------

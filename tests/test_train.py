@@ -130,6 +130,15 @@ def test_an_interrupted_run_says_so_at_its_last_checkpoint_and_resumes_from_it(t
     meta = read_json(part / "run.json")
     assert (meta["status"], meta["steps"]) == ("interrupted", load_checkpoint(part / "checkpoint.pt")["step"])
     assert 14 <= meta["steps"] < 50 and run_status(part) == f"run.json status: interrupted, step {meta['steps']} of 50"
+
+    def crash_at_step_30(line):  # as a kill -9 of the resumed stretch: nothing written at the end
+        if line.lstrip().startswith("step") and int(line.split()[1].split("/")[0]) >= 30:
+            raise RuntimeError("crash")
+
+    with pytest.raises(RuntimeError):
+        pretrain(cfg, mods, part, resume=True, log=crash_at_step_30)
+    meta = read_json(part / "run.json")  # training again: the earlier stretch's step is no longer claimed
+    assert meta["status"] == "training" and "steps" not in meta and run_status(part) == "run.json status: training"
     pretrain(cfg, mods, part, resume=True, log=quiet)
     a, b = (load_checkpoint(d / "checkpoint.pt")["model"] for d in (full, part))
     assert read_json(part / "run.json")["status"] == "complete" and all(torch.equal(a[k], b[k]) for k in a)

@@ -181,10 +181,10 @@ def summary_table(results: dict, only=None) -> str:
     (`registry.layer_table`), then each evaluator's lines in registry order (`Evaluator.lines`: its own
     `describe`, or its other columns as 'label value'; with `only`, the lines of the evaluators it names), so
     a new evaluator's numbers show without a change here."""
-    dev = results.get("dev_sentences") or results["evaluation"]["dev_sentences"]  # alignment's count, or asked
-    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}, {dev:,} dev sentences)"]
+    dev = f", {results['dev_sentences']:,} dev sentences" if "dev_sentences" in results else ""  # alignment counts
+    lines = [f"{results['run']}  (mods: {results['mods']}, seed {results['seed']}{dev})"]
     first, *others = results.get("pairs") or [None]
-    if others:  # more than two languages: the top level is the first pair's
+    if others and (only is None or "multilinguality" in only):  # 3+ languages: the top level is the first pair's
         mu = lambda pair: "n/a" if pair.get("mu") is None else f"{pair['mu']:.3f}"  # noqa: E731
         lines.append(f"pair {first} below; " + ", ".join(f"{name} µ {mu(results['pairs'][name])}" for name in others)
                      + " (every pair's numbers: results.json's \"pairs\")")
