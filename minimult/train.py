@@ -294,7 +294,7 @@ class Loop:
     seconds_before: float = 0.0  # training seconds of the steps before start_step (earlier stretches of a resumed run)
     lr: float = 0.0
     world: World = SINGLE  # several processes: only rank 0 (`world.main`) writes and evaluates
-    saved: int | None = None  # the step of this stretch's last checkpoint
+    saved: int | None = None  # the step of the run's last checkpoint (None: none yet)
 
     def seconds(self) -> float:
         """Training seconds of the steps up to now, over every stretch of a resumed run."""
@@ -630,7 +630,7 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
         distributed.broadcast_parameters(list(stepper.model.parameters()))
     _begin(members, spe, total, device, log, world, step)
     loop = Loop(members, stepper, optimizer, spe, total, step, min(total, stop_after or total), log, step=step,
-                world=world, seconds_before=seconds)
+                world=world, seconds_before=seconds, saved=step or None)
     if total == 0 or step >= total:
         loop.save(complete=True)
         _finish(loop, 0.0)
@@ -648,9 +648,8 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
 def _interrupted(loop: Loop) -> None:
     """run.json of a run stopped mid-training: `interrupted` at the step its last checkpoint kept, where a resume
     goes on (as `--stop-after` leaves it); a run with no checkpoint yet stays `training`."""
-    kept = loop.saved if loop.saved is not None else loop.start_step or None
-    for m in loop.members if loop.world.main and kept is not None else []:
-        m.meta.update(status="interrupted", steps=kept)
+    for m in loop.members if loop.world.main and loop.saved is not None else []:
+        m.meta.update(status="interrupted", steps=loop.saved)
         try:
             m.run.write_meta(m.meta)
         except OSError:  # a full disk: the interrupt, not this, is what the caller must see
