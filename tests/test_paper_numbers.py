@@ -204,3 +204,15 @@ def test_a_section_without_paper_numbers_renders_as_before(tmp_path):
         "| 0.250 ± 0.071 | 0.025 ± 0.007 | 0.010 ± 0.000 | 41.5 ± 0.7 | 295 ± 7.1 |"]
     assert "In parentheses" not in md and not any(k.endswith("_paper") for k in rows[0])
     assert rep["sections"][0]["paper_source"] == "" and all(r["paper"] == {} for r in rep["sections"][0]["rows"])
+
+
+def test_a_paper_number_at_a_layer_the_table_lacks_is_named_under_it(tmp_path):
+    manifest = old_manifest(str(tmp_path / "gone.toml"))
+    manifest["paper_source"] = SOURCE
+    manifest["settings"][0]["paper"] = {"mu": 0.70, "align_f1_L5": 1.00, "align_f1_L5_std": 0.01, "ppl_dev": 217}
+    rep, md, rows = report(tmp_path, manifest)
+    assert row_of(md, "0")[3] == "0.120 ± 0.028 (0.70)"  # the shown columns keep theirs
+    assert ("Not shown: the paper's numbers at layer 5, which this table's columns do not have (its upper layer "
+            "is 8).") in md
+    manifest["settings"][0]["paper"] = {"mu": 0.70}
+    assert "Not shown" not in report(tmp_path / "b", manifest)[1]

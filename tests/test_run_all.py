@@ -46,6 +46,9 @@ def test_run_all_sweeps_then_prints_the_table(tmp_path):
     source = load_grid(ROOT / "experiments" / "table1.toml").paper_source  # the paper's numbers beside ours
     assert after[:3] == ["", f"In parentheses, the paper's numbers (± its standard deviation over seeds, where it gives "
                              f"one): {source}.", ""]
+    assert after[3:5] == ["Not shown: the paper's numbers at layer 8, which this table's columns do not have (its "
+                          "upper layer is 1).", ""]  # TINY_DATA trains 2 layers: µ's upper layer is 1
+    after = after[:3] + after[5:]
     assert after[3].startswith("Training: 2 runs, ") and " on cpu (" in after[3]  # what the training took
     original_mu = json.loads((out / "runs" / "tiny" / "0-original-s0" / "results.json").read_text())["mu"]  # one seed
     low = ["", f"The baseline, 0 original, is on the floor itself (mean µ {original_mu:.3f}, under 0.05): its runs "
