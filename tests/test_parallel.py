@@ -348,7 +348,10 @@ def test_three_language_run_trains_and_evaluates_every_pair(tmp_path):
     assert xx["gold_links"] == sum(len(line.split()) for line in ENGLISH[100:])
     assert yy["dictionary_entries"] == 0 and yy["mu"] is None
     assert all(l["translation"] is None and l["align_f1"] is None for l in yy["layers"].values())
-    assert sum("translation skipped" in s for s in said) == 1 and sum("alignment skipped" in s for s in said) == 1
+    assert sum("translation (en-yy) skipped" in s for s in said) == 1
+    assert sum("alignment (en-yy) skipped" in s for s in said) == 1
+    assert not any(s.startswith(("eval: alignment (en-yy) done", "eval: translation (en-yy) done")) for s in said)
+    assert any(s.startswith("eval: alignment (en-xx) done") for s in said)  # the pair with gold: as before
     ppl = results["perplexity"]["dev_languages"]
     assert set(ppl) == {"en", "xx", "yy"} and all(x > 1 for x in ppl.values())
     assert len(results["probe"]["sentence"]) == 3  # layers 0..2, over all three languages

@@ -16,7 +16,7 @@ from typing import Callable
 
 from minimult.config import ATTENTIONS
 from minimult.errors import MinimultError, did_you_mean
-from minimult.evaluate.registry import REGISTRY, evaluators, layer_table, option_names, summary_parts
+from minimult.evaluate.registry import REGISTRY, Skipped, evaluators, layer_table, option_names, summary_parts
 from minimult.evaluate.representations import (Context, context, gold_links, phase, piece_vectors, row_slices,
                                                sentence_vectors, truncate)
 from minimult.evaluate.results import check_results, evaluation_settings, record, write_results
@@ -49,8 +49,10 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
         for ev in sorted(evs, key=lambda e: e.derived):  # stable: registry order within each kind
             given = ev.run(c)
             merge(c.results, given)
-            if log is not None and not ev.derived and given:  # one that gives nothing here (links without a file,
-                # nsp on a run without the head, transfer unasked) did not run: no "done" line
+            if log is not None and isinstance(given, Skipped):
+                log(f"eval: {ev.name}{label} skipped: {given.why}")
+            elif log is not None and not ev.derived and given:  # one that gives nothing here (links without a
+                # file, nsp on a run without the head, transfer unasked) did not run: no "done" line
                 log(f"eval: {ev.name}{label} done ({time.time() - t0:.1f} s)")
 
     if len(ctx.layouts) <= 2:

@@ -2,7 +2,7 @@
 scored against the gold alignment of the run's language views, pooled over all pairs."""
 
 from minimult.evaluate import metrics
-from minimult.evaluate.registry import Column, Evaluator, register
+from minimult.evaluate.registry import Column, Evaluator, Skipped, register
 
 
 def run(ctx) -> dict:
@@ -10,12 +10,12 @@ def run(ctx) -> dict:
     for, from `ctx.dev_vectors` ((P, H) per side and layer) and `ctx.links` ((K, 3) gold links)."""
     en, l1 = ctx.dev
     if len(ctx.links) == 0:  # a source without gold for these sentences: nothing to score
-        if ctx.log is not None:
-            ctx.log("eval: alignment skipped: the language source gives no gold links for the dev sentences (the "
-                    "parallel source's come from a link file of the dev pairs: [links] in its manifest)")
-        return {"layers": {str(l): {"align_precision": None, "align_recall": None, "align_f1": None}
-                           for l in ctx.layers}, "dev_sentences": en.num_sentences,
-                "dev_sentences_cut": ctx.dev_sentences_cut, "alignment_gold": ctx.alignment_gold, "gold_links": 0}
+        return Skipped("the language source gives no gold links for the dev sentences (the parallel source's come "
+                       "from a link file of the dev pairs: [links] in its manifest)",
+                       {"layers": {str(l): {"align_precision": None, "align_recall": None, "align_f1": None}
+                                   for l in ctx.layers}, "dev_sentences": en.num_sentences,
+                        "dev_sentences_cut": ctx.dev_sentences_cut, "alignment_gold": ctx.alignment_gold,
+                        "gold_links": 0})
     ven, vl1 = ctx.dev_vectors
     out = {}
     for l in ctx.layers:

@@ -24,6 +24,15 @@ REGISTRY = Registry("evaluator", unknown="unknown evaluator {name!r}: choose fro
 STD = "_std"  # a column key + STD: that column's standard deviation (the paper's over its seeds, in a grid's `paper`)
 
 
+class Skipped(dict):
+    """An evaluator's results where it has nothing to score (its columns None), with why: `evaluate_model` logs
+    "<name> skipped: <why>" in place of its "done" line."""
+
+    def __init__(self, why: str, results: dict):
+        super().__init__(results)
+        self.why = why
+
+
 @dataclass(frozen=True)
 class Column:
     """One number in results.json. Per-layer columns live at results["layers"][L][name]; the others

@@ -2,16 +2,13 @@
 (`[CLS] w [SEP]` in each language's ids, specials and positions), the vector at w, P@1 both ways."""
 
 from minimult.evaluate import metrics
-from minimult.evaluate.registry import Column, Evaluator, register
+from minimult.evaluate.registry import Column, Evaluator, Skipped, register
 
 
 def run(ctx) -> dict:
     """{"layers": {"L": {translation, translation_forward, translation_backward}}, "dictionary_entries": D}: P@1
     in [0, 1] over the D dictionary entries' (D, H) vectors (`ctx.dictionary_vectors`); None with D <= 1."""
     en, _ = ctx.dictionary_sides
-    if en.num_sentences <= 1 and ctx.log is not None:
-        ctx.log(f"eval: translation skipped: the language source's dictionary has {en.num_sentences} entries (the "
-                f"parallel source's: [dictionary] files or dictionary = \"identical\" in its manifest)")
     out = {}
     for l in ctx.layers:
         tau = dict.fromkeys(("mean", "forward", "backward"))
@@ -21,7 +18,10 @@ def run(ctx) -> dict:
                 tau = metrics.retrieval_p1(ven[l], vl1[l])
         out[str(l)] = {"translation": tau["mean"], "translation_forward": tau["forward"],
                        "translation_backward": tau["backward"]}
-    return {"layers": out, "dictionary_entries": en.num_sentences}
+    results = {"layers": out, "dictionary_entries": en.num_sentences}
+    return results if en.num_sentences > 1 else Skipped(
+        f"the language source's dictionary has {en.num_sentences} entries (the parallel source's: [dictionary] "
+        f"files or dictionary = \"identical\" in its manifest)", results)
 
 
 register(Evaluator(
