@@ -270,8 +270,8 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines += ["", f"In parentheses, the paper's numbers{stds}: {source}." if source
                   else f"In parentheses, the paper's numbers{stds} (as the grid file gives them)."]
     shown = {c.key(l) for c, l in cols}  # a paper number at a layer these runs' columns lack (8 beside a tiny 5)
-    hidden = sorted({k.removesuffix(STD).rpartition("_L")[2] for row in sec["rows"] for k in row.get("paper", {})
-                     if k.removesuffix(STD) not in shown}, key=int)
+    unshown = {k.removesuffix(STD) for row in sec["rows"] for k in row.get("paper", {})} - shown
+    hidden = sorted({k.rpartition("_L")[2] for k in unshown if k.rpartition("_L")[2].isdigit()}, key=int)
     if hidden:
         lines += ["", f"Not shown: the paper's numbers at layer {' and '.join(hidden)}, which this table's columns "
                       f"do not have (its upper layer is {top})."]
