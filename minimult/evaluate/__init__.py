@@ -49,10 +49,12 @@ def evaluate_model(ctx: Context, log: Callable[[str], None] | None = None, only=
         for ev in sorted(evs, key=lambda e: e.derived):  # stable: registry order within each kind
             given = ev.run(c)
             merge(c.results, given)
-            if log is not None and isinstance(given, Skipped):
+            if log is None:
+                continue
+            if isinstance(given, Skipped):
                 log(f"eval: {ev.name}{label} skipped: {given.why}")
-            elif log is not None and not ev.derived and given:  # one that gives nothing here (links without a
-                # file, nsp on a run without the head, transfer unasked) did not run: no "done" line
+            elif not ev.derived and given:  # one that gives nothing here (links without a file, nsp on a run
+                # without the head, transfer unasked) did not run: no "done" line
                 log(f"eval: {ev.name}{label} done ({time.time() - t0:.1f} s)")
 
     if len(ctx.layouts) <= 2:

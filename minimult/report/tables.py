@@ -263,15 +263,15 @@ def section_table(sec: dict, top: str) -> list[str]:
         n = row["metrics"][cols[0][0].key(cols[0][1])]["n"]
         rows.append([row["id"], row["setting"], str(n), cells[0], p_text(cells[1]), *cells[2:]])
     lines = table_lines(head, "ll" + "r" * (len(head) - 2), rows) if rows else []
-    if _shows_paper(sec, [c.key(l) for c, l in cols]):
+    shown = [c.key(l) for c, l in cols]
+    if _shows_paper(sec, shown):
         source = (sec.get("paper_source") or "").rstrip(". ")
         stds = " (± its standard deviation over seeds, where it gives one)" if _shows_paper(
-            sec, [c.key(l) + STD for c, l in cols]) else ""
+            sec, [k + STD for k in shown]) else ""
         lines += ["", f"In parentheses, the paper's numbers{stds}: {source}." if source
                   else f"In parentheses, the paper's numbers{stds} (as the grid file gives them)."]
-    shown = {c.key(l) for c, l in cols}  # a paper number at a layer these runs' columns lack (8 beside a tiny 5)
-    unshown = {k.removesuffix(STD) for row in sec["rows"] for k in row.get("paper", {})} - shown
-    hidden = sorted({k.rpartition("_L")[2] for k in unshown if k.rpartition("_L")[2].isdigit()}, key=int)
+    unshown = {k.removesuffix(STD) for row in sec["rows"] for k in row.get("paper", {})} - set(shown)
+    hidden = sorted(filter(str.isdigit, {k.rpartition("_L")[2] for k in unshown}), key=int)  # 8 beside a tiny 5
     if hidden:
         lines += ["", f"Not shown: the paper's numbers at layer {' and '.join(hidden)}, which this table's columns "
                       f"do not have (its upper layer is {top})."]
