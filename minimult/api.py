@@ -23,7 +23,7 @@ from minimult.errors import MinimultError
 from minimult.evaluate import evaluate_run
 from minimult.export import export_run
 from minimult.report import load
-from minimult.report.tables import aggregate_sections, run_rows, top_layer
+from minimult.report.tables import aggregate_sections, left_out_text, run_rows, top_layer
 from minimult.runs import Run
 from minimult.train import train
 
@@ -62,11 +62,14 @@ def export(run: str | Path, out: str | Path, force: bool = False, log: Log = pri
     return export_run(run, out, force=force, log=log)
 
 
-def results(folder: str | Path, log: Log = lambda s: None) -> list[dict]:
+def results(folder: str | Path, log: Log = print) -> list[dict]:
     """One dict per evaluated run under `folder` (a results folder or a run folder), as `report`'s runs.csv
     has them: section, id, setting, mods, preset, seed, run, device, precision, init_seed, train_seconds and
-    every Table 1 column (mu, align_f1_L0, ..., ppl_dev) as a float or None."""
+    every Table 1 column (mu, align_f1_L0, ..., ppl_dev) as a float or None. An evaluated run that is no row
+    (a second run of one seed, one that never trained, ...) is named to `log` with why, as the report names it."""
     loaded = load([folder], log)
+    for lost in (m for section in loaded.sections for m in section.lost):
+        log(left_out_text(lost))
     top = top_layer(loaded.runs)
     return run_rows(aggregate_sections(loaded.sections, top), top)
 

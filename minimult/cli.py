@@ -14,7 +14,7 @@ import click
 
 from minimult import cli_help
 from minimult.cli_help import DerivedHelp
-from minimult.errors import MinimultError, fail_cleanly as _fail_cleanly
+from minimult.errors import Interrupted, MinimultError, fail_cleanly as _fail_cleanly
 
 
 def note(line: str) -> None:
@@ -228,11 +228,7 @@ def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_aft
                                 f"--device and --set of {', '.join(EXECUTION_SETTINGS)})")
         run = Run.open(resume)
         run.cfg = override(run.cfg, execution)  # how it executes this time; config.json keeps the first
-        from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
-
-        with run.locked():  # by rank 0 alone under torchrun
-            meta = train([run], resume=True, log=echo, nproc=nproc, stop_after=stop_after)[0]
-        echo(_stopped_text(run, meta))
+        echo(_stopped_text(run, _train_one(run, echo, resume=True, nproc=nproc, stop_after=stop_after)))
         return
     overrides = _overrides(train_options=True)
     if launched is not None:
@@ -248,16 +244,29 @@ def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_aft
         check_own_folder(out, f"--out {out}", run_ok=True)
     cfg, active = resolve(preset, overrides, mods)
     from minimult import distributed
-    from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
 
     if launched is None:  # the processes this machine can run, before the run folder is made
         distributed.check_devices(cfg.train.device, cfg.train.nproc)
     with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
         run = distributed.created_once(launched, lambda: Run.create(cfg, active, out, log=note), Run.open)
         echo(f"run folder: {run.path}")
-        with run.locked():
-            meta = train([run], log=echo, stop_after=stop_after)[0]
+        meta = _train_one(run, echo, stop_after=stop_after)
     echo(_stopped_text(run, meta))
+
+
+def _train_one(run, echo, **options) -> dict:
+    """train([run]) under the run's lock (rank 0's alone under torchrun): its run.json; a Ctrl-C says what the
+    run keeps and how to go on."""
+    from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
+
+    try:
+        with run.locked():
+            return train([run], log=echo, **options)[0]
+    except KeyboardInterrupt:
+        meta = run.meta  # where training wrote it stopped
+        kept = (f"{run.path} keeps step {meta['steps']:,} of {meta['total_steps']:,}"
+                if meta.get("status") == "interrupted" else f"{run.path} is kept")
+        raise Interrupted(f"{kept} (continue with: minimult pretrain --resume {run.path})") from None
 
 
 def _stopped_text(run, meta: dict) -> str:

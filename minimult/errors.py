@@ -1,5 +1,6 @@
 """The one exception type users see, the lower-bound check of a config section's settings that raises it, the
-nearest valid name for an unknown one, and the decorator that turns it into one line + exit code 2."""
+nearest valid name for an unknown one, and the decorator that turns it into one line + exit code 2 (a Ctrl-C:
+one line + 130)."""
 
 import difflib
 import sys
@@ -8,6 +9,10 @@ from functools import wraps
 
 class MinimultError(Exception):
     """Bad input or an impossible request; the message is the whole explanation."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C that knows what was kept and how to go on (its message); the CLI exits 130 with it."""
 
 
 def check_at_least(section: str, settings, minimum: int, *names: str) -> None:
@@ -36,7 +41,7 @@ def fail_cleanly(f):
             where = f" ({e.filename})" if getattr(e, "filename", None) else ""
             print(f"error: {e.strerror or e}{where}", file=sys.stderr)
             sys.exit(2)
-        except KeyboardInterrupt:
-            print("interrupted: checkpointed work is kept; rerun with --resume to continue", file=sys.stderr)
+        except KeyboardInterrupt as e:
+            print(f"interrupted: {str(e) or 'what was written before is kept'}", file=sys.stderr)
             sys.exit(130)
     return wrapper

@@ -28,6 +28,7 @@ from typing import Callable
 
 from minimult import ranks
 from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
+from minimult.data import sources
 from minimult.data.cache import atomic_write_text
 from minimult.data.run_data import RunData
 from minimult.data.vocab import files_digest, vocab_files
@@ -289,7 +290,8 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
             raise ValueError("not a minimult checkpoint")
         return ckpt
     except Exception as e:  # torch raises many kinds for a damaged file
-        raise MinimultError(f"checkpoint {path} is corrupt or unreadable ({type(e).__name__}: {e})") from None
+        raise MinimultError(f"checkpoint {path} is corrupt or unreadable ({type(e).__name__}: {e}); move it away "
+                            f"and `minimult pretrain --resume` trains the run again from step 0") from None
 
 
 def read_weights(run_dir: Path, names) -> dict | None:
@@ -453,7 +455,8 @@ class Run:
         recorded = self.meta.get("data_sha256")
         if recorded and recorded != prepared.data_hash:
             data = self.cfg.data
-            files = " or ".join(dict.fromkeys(str(f) for f in (data.train, data.dev, data.parallel.files) if f))
+            named = sources.get(data.source).corpus_name(data)  # parallel: its files; en-es: its corpus
+            files = f"{data.train} or {data.dev}" if named == data.train else named
             then = "since it started" if doing == "resume" else "since it trained"
             raise MinimultError(f"the prepared corpus at {prepared.path} ({prepared.data_hash[:12]}) is not the text "
                                 f"this run trained on ({recorded[:12]}, run.json): {files} changed {then}; refusing to "

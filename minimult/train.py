@@ -647,9 +647,9 @@ def _train(runs: list[Run], resume: bool, log, stop_after: int | None, world: Wo
 
 def _interrupted(loop: Loop) -> None:
     """run.json of a run stopped mid-training: `interrupted` at the step its last checkpoint kept, where a resume
-    goes on (as `--stop-after` leaves it); a run with no checkpoint yet stays `training`."""
-    for m in loop.members if loop.world.main and loop.saved is not None else []:
-        m.meta.update(status="interrupted", steps=loop.saved)
+    goes on (as `--stop-after` leaves it; 0 before its first checkpoint)."""
+    for m in loop.members if loop.world.main else []:
+        m.meta.update(status="interrupted", steps=loop.saved or 0)
         try:
             m.run.write_meta(m.meta)
         except OSError:  # a full disk: the interrupt, not this, is what the caller must see

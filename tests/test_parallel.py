@@ -12,6 +12,7 @@ so the gold links are word i to word i and the dictionary is each word's enciphe
 from __future__ import annotations
 
 import json
+import re
 import string
 from pathlib import Path
 
@@ -291,6 +292,20 @@ def test_prepare_counts_what_is_cut_in_every_language(tmp_path, lines):
     out = result.stdout
     assert ": 1 training and 0 dev sentences are cut to fit" in out, out
     assert "the first language's)" in next(line for line in out.splitlines() if line.startswith("train ("))
+
+
+def test_a_vocabulary_the_text_fills_less_than_half_is_named_with_the_size_that_fits(tmp_path, lines):
+    """A small text gives far fewer WordPiece entries than data.vocab_size's ids (the default 2,048): prepare says
+    so and names the size that fits, at which it says nothing."""
+    files = inline(lines)
+    said = CliRunner().invoke(main, ["prepare", "--preset", "tiny", "--files", files]).output
+    counts = next(line for line in said.splitlines() if line.startswith("vocabularies:"))
+    entries = max(int(n) for n in re.findall(r"(\d+) entries", counts))
+    assert f"note: this text gives {entries} vocabulary entries for the 2,048 ids" in said, said
+    assert f"--set data.vocab_size={entries} fits the model to this text" in said
+    fitted = CliRunner().invoke(main, ["prepare", "--preset", "tiny", "--files", files, "--set",
+                                       f"data.vocab_size={entries}"]).output
+    assert "note: this text" not in fitted and counts in fitted, fitted  # the same entries: the text's all
 
 
 def test_toml_files_saved_with_a_byte_order_mark_read_as_without(tmp_path, lines):

@@ -113,20 +113,25 @@ def test_resumed_run_is_bit_identical(tmp_path, precision):
 
 def test_an_interrupted_run_says_so_at_its_last_checkpoint_and_resumes_from_it(tmp_path):
     """Ctrl-C mid-training (KeyboardInterrupt, here from the progress line of step 20): run.json says
-    `interrupted` at step 14, its last checkpoint's, which the report names and a resume goes on from; it
-    then ends bit-identical to an uninterrupted run."""
+    `interrupted` at step 14, its last checkpoint's (step 0 before the first), which the report names and a
+    resume goes on from; it then ends bit-identical to an uninterrupted run."""
     from minimult.report.collect import run_status
 
     cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7})
     full, part = new_run(tmp_path, "full", cfg), new_run(tmp_path, "part", cfg)
     pretrain(cfg, mods, full, log=quiet)
 
-    def ctrl_c_at_step_20(line):
-        if line.lstrip().startswith("step") and int(line.split()[1].split("/")[0]) >= 20:
-            raise KeyboardInterrupt
+    def ctrl_c_at_step(n):
+        def log(line):
+            if line.lstrip().startswith("step") and int(line.split()[1].split("/")[0]) >= n:
+                raise KeyboardInterrupt
+        return log
 
+    with pytest.raises(KeyboardInterrupt):  # before its first checkpoint: where a resume begins is step 0
+        pretrain(cfg, mods, part, log=ctrl_c_at_step(3))
+    assert run_status(part) == "run.json status: interrupted, step 0 of 50" and not (part / "checkpoint.pt").exists()
     with pytest.raises(KeyboardInterrupt):
-        pretrain(cfg, mods, part, log=ctrl_c_at_step_20)
+        pretrain(cfg, mods, part, resume=True, log=ctrl_c_at_step(20))
     meta = read_json(part / "run.json")
     assert (meta["status"], meta["steps"]) == ("interrupted", load_checkpoint(part / "checkpoint.pt")["step"])
     assert 14 <= meta["steps"] < 50 and run_status(part) == f"run.json status: interrupted, step {meta['steps']} of 50"
@@ -142,6 +147,28 @@ def test_an_interrupted_run_says_so_at_its_last_checkpoint_and_resumes_from_it(t
     pretrain(cfg, mods, part, resume=True, log=quiet)
     a, b = (load_checkpoint(d / "checkpoint.pt")["model"] for d in (full, part))
     assert read_json(part / "run.json")["status"] == "complete" and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_ctrl_c_of_pretrain_says_in_one_line_which_step_the_run_keeps(tmp_path, monkeypatch):
+    """Ctrl-C of `minimult pretrain` (here at the progress line of step 20, checkpoints every 7 steps): one line
+    names the run folder, the step its last checkpoint keeps and the command that goes on; exit code 130."""
+    import click
+
+    echo = click.echo
+
+    def ctrl_c_at_step_20(message=None, *args, **kwargs):
+        if str(message).startswith("step") and int(str(message).split()[1].split("/")[0]) >= 20:
+            raise KeyboardInterrupt
+        echo(message, *args, **kwargs)
+
+    monkeypatch.setattr(click, "echo", ctrl_c_at_step_20)
+    run = tmp_path / "run"
+    sets = [a for k, v in {**TINY_SETTINGS, "train.checkpoint_every": 7}.items() for a in ("--set", f"{k}={v}")]
+    stopped = cli("pretrain", "--preset", "tiny", *sets, "--out", run)
+    kept, total = load_checkpoint(run / "checkpoint.pt")["step"], read_json(run / "run.json")["total_steps"]
+    assert stopped.returncode == 130 and 14 <= kept < 20 < total
+    assert stopped.stderr.splitlines()[-1] == (f"interrupted: {run} keeps step {kept} of {total} (continue with: "
+                                               f"minimult pretrain --resume {run})")  # after the data's notes
 
 
 def test_a_resumed_run_keeps_the_threads_it_trained_with(tmp_path):

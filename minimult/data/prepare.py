@@ -122,6 +122,12 @@ def _build(cfg, progress: Callable[[str], None]):
                      f"building a {cfg.tokenizer} vocabulary of at most {size} ...")
             vocab = source.train_vocab(train, cfg)
         stats.update(source.write_extra(vocab, train, dev, tmp, cfg) or {})
+        entries = max(((stats.get("parallel") or {}).get("vocab_entries") or {"": len(vocab)}).values())
+        if entries < size / 2:  # a small text: the model's token table and output layer are mostly unused ids
+            progress(f"note: this text gives {entries:,} vocabulary entries for the {size:,} ids a vocabulary has "
+                     f"(data.vocab_size); unused ids take probability until training pushes them down, which "
+                     f"raises perplexity on short runs: --set data.vocab_size={-(-entries * cfg.vocab_size // size)} "
+                     f"fits the model to this text")
         vocab.save(tmp)
         for name, c in (("train", train), ("dev", dev)):  # unless the source encoded it (parallel: its first language)
             if not (tmp / f"{name}.npz").is_file():

@@ -253,6 +253,11 @@ def number_cells(row: dict, top: str, paper_std: bool = True) -> list:
     return [cells[0], m[column_keys(top)[0]]["p_vs_original"], *cells[1:]]
 
 
+def left_out_text(lost: dict) -> str:
+    """'Left out of ID SETTING: RUN, WHY.' for a run a row lost (a section's `lost`)."""
+    return f"Left out of {(lost['id'] + ' ' + lost['setting']).strip()}: {lost['run']}, {lost['why']}."
+
+
 def section_table(sec: dict, top: str) -> list[str]:
     """One aggregated section as markdown lines: the table (when it has rows), what its parenthesised
     published numbers are (when it has some), then one "No row: ..." line per reason settings were left
@@ -276,7 +281,7 @@ def section_table(sec: dict, top: str) -> list[str]:
         lines += ["", f"Not shown: the paper's numbers at layer {' and '.join(hidden)}, which this table's columns "
                       f"do not have (its upper layer is {top})."]
     for m in sec.get("left_out", []):  # seeds a row lost: never trained, failed, evaluated unfinished
-        lines += ["", f"Left out of {(m['id'] + ' ' + m['setting']).strip()}: {m['run']}, {m['why']}."]
+        lines += ["", left_out_text(m)]
     for m in sec.get("mixed", []):  # a row that averages runs trained differently
         lines += ["", f"Not trained alike in {(m['id'] + ' ' + m['setting']).strip()}: {m['differ']}."]
     unlike = [r for r in sec["rows"] if r.get("unlike_baseline")]  # the baseline differs by more than their setting

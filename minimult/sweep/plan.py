@@ -137,7 +137,7 @@ def pending(task: Task) -> str:
     total, kept = meta.get("total_steps", 0), meta.get("steps") if meta.get("status") == "interrupted" else None
     if isinstance(kept, int):
         logged = f"; {step:,} logged" if step != kept else ""
-        return f"{busy}resume from step {kept:,} of {total:,} (its checkpoint{logged})"
+        return f"{busy}resume from step {kept:,} of {total:,} ({'its' if kept else 'no'} checkpoint{logged})"
     return f"{busy}resume (step {step:,} of {total:,} logged, run.json: {meta.get('status')})"
 
 
