@@ -292,6 +292,17 @@ def test_a_seed_twice_is_counted_once_and_hidden_copies_not_at_all(tmp_path):
     assert "| lang-pos | 2 |" in md and ".replaced" not in md
 
 
+def test_a_row_without_mu_still_counts_its_seeds(tmp_path):
+    """A run evaluated without a dictionary has no µ ("–") but every other column: the table's n is the row's
+    seeds, as table1.csv's n_seeds (was µ's count, 0)."""
+    run = tmp_path / "runs" / "0-original-s0"
+    shutil.copytree(QUICK / "0-original-s0", run)
+    (run / "results.json").write_text(json.dumps({**read_json(run / "results.json"), "mu": None}))
+    result = CliRunner().invoke(main, ["report", str(run.parent), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "| original | 1 | – |" in (tmp_path / "out" / "table1.md").read_text()
+
+
 @pytest.mark.parametrize("in_sweep", [True, False])
 def test_seeds_of_a_setting_trained_under_other_mod_versions_are_named(tmp_path, in_sweep):
     """Two seeds of lang-pos, one trained before its behaviour changed (run.json: mod_versions lang-pos 0): the row

@@ -264,9 +264,8 @@ def section_table(sec: dict, top: str) -> list[str]:
     out. This is what the README's table markers hold."""
     cols, head, rows = table_columns(top), ["ID", "setting", "n", *number_headings(top)], []
     for row in sec["rows"]:
-        cells = number_cells(row, top)
-        n = row["metrics"][cols[0][0].key(cols[0][1])]["n"]
-        rows.append([row["id"], row["setting"], str(n), cells[0], p_text(cells[1]), *cells[2:]])
+        cells = number_cells(row, top)  # n: the row's seeds (table1.csv's n_seeds), µ or not
+        rows.append([row["id"], row["setting"], str(len(row["seeds"])), cells[0], p_text(cells[1]), *cells[2:]])
     lines = table_lines(head, "ll" + "r" * (len(head) - 2), rows) if rows else []
     shown = [c.key(l) for c, l in cols]
     if _shows_paper(sec, shown):
