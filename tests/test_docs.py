@@ -184,6 +184,33 @@ def test_the_readme_tables_list_every_registered_mod_preset_and_source():
     assert sorted(source_option) == sorted(SOURCES)
 
 
+def test_the_readme_names_every_pair_of_mods_the_parser_refuses_and_pipeline_every_mods_family():
+    """The README's paragraph under the Mods table spells out the refused pairs by hand (`a,b`, and `untrained`
+    beside the mods that act only on training): exactly the pairs of registered mods parse_mods refuses. And
+    docs/pipeline.md's "By family" list names every registered mod. A new mod with a group or a conflict, or
+    none, fails here until both say so."""
+    from itertools import combinations
+
+    from minimult.errors import MinimultError
+    from minimult.mods import REGISTRY as MODS, parse_mods
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    text = re.search(r"Mods in one group contradict each other (.*?)\. `minimult mods` lists", readme).group(1)
+    said = {frozenset(pair) for pair in re.findall(r"`([\w-]+),([\w-]+)`", text)}
+    untrained = re.search(r"`untrained` beside a mod that acts only on training: ([\w, -]+)\)", text).group(1)
+    said |= {frozenset(("untrained", m)) for m in untrained.split(", ")}
+
+    def refused(a, b):
+        try:
+            parse_mods([a, b])
+        except MinimultError as e:
+            return "contradictory" in str(e)
+        return False
+    assert said == {frozenset(pair) for pair in combinations(MODS, 2) if refused(*pair)}
+    families = (DOCS / "pipeline.md").read_text(encoding="utf-8").split("By family:", 1)[1].split("\n\n", 2)[1]
+    assert set(MODS) <= set(re.findall(r"`([\w-]+)", families)), sorted(set(MODS) - set(re.findall(r"`([\w-]+)", families)))
+
+
 def test_fidelity_published_cells_are_the_committed_runs():
     """docs/fidelity.md's lang-pos table gives, per row, `published` µ and F1/ρ/τ at layer 0 as mean ± sample
     std over the seeds it names: each number is what the committed results.json of those seeds give (to 3

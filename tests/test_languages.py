@@ -382,7 +382,7 @@ def test_the_mods_untrained_refuses_are_those_that_act_only_on_training():
                                                       for k, v in plain.items())
     acts_on_training_only = {m.name for m in registered() if m.name != "untrained" and m.reorder is None
                              and _layouts(m.name) == _layouts() and same_weights(m.name)}
-    assert acts_on_training_only == set(TRAINING_ONLY)
+    assert acts_on_training_only == set(TRAINING_ONLY), "mods/baseline.py's TRAINING_ONLY must list exactly these"
 
 
 def test_parse_mods_values_and_order():
@@ -456,7 +456,7 @@ EXPECTED = {
 
 
 def test_every_registered_mod_is_in_the_table():
-    assert set(EXPECTED) == set(REGISTRY)
+    assert set(EXPECTED) == set(REGISTRY), "each registered mod needs its row in EXPECTED (tests/test_languages.py)"
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
