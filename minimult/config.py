@@ -384,9 +384,11 @@ def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
         changes["data"] = sources.get(data.get("source", cfg.data.source)).derive(cfg.data, data)
     valid = valid_keys()
     unknown = [key for key in flat(changes, keep_empty=True) if key not in valid]
-    if unknown:
-        raise MinimultError(f"unknown setting {unknown[0]!r}{did_you_mean(unknown[0], valid)}; valid settings: "
-                            f"{', '.join(valid)}")
+    if unknown:  # the nearest name in its own section (train.learning_rate: none, not train.batching)
+        section, _, name = unknown[0].rpartition(".")
+        peers = {v.rpartition(".")[2]: v for v in valid if v.rpartition(".")[0] == section}
+        hint = did_you_mean(name, peers) if peers else did_you_mean(unknown[0], valid)
+        raise MinimultError(f"unknown setting {unknown[0]!r}{hint}; valid settings: {', '.join(valid)}")
     return _replaced(cfg, changes)
 
 

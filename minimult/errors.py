@@ -23,9 +23,12 @@ def check_at_least(section: str, settings, minimum: int, *names: str) -> None:
 
 
 def did_you_mean(name, valid) -> str:
-    """' (did you mean 'lang-pos'?)' for the valid name nearest an unknown one, '' when none is near."""
+    """' (did you mean 'lang-pos'?)' for the valid name nearest an unknown one, '' when none is near (`valid` a
+    dict: its keys are compared, its values shown)."""
     near = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+    if not near:
+        return ""
+    return f" (did you mean {valid[near[0]] if isinstance(valid, dict) else near[0]!r}?)"
 
 
 def fail_cleanly(f):

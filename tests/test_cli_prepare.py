@@ -86,6 +86,9 @@ BAD = {
     "vocab below alphabet": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=20"], "too small"),
     "unknown setting": (TINY + ["--set", "train.nope=1"], "train.lr"),
     "misspelt setting": (TINY + ["--set", "train.lrr=1"], "unknown setting 'train.lrr' (did you mean 'train.lr'?)"),
+    "misspelt section": (TINY + ["--set", "trian.lr=1"], "unknown setting 'trian.lr' (did you mean 'train.lr'?)"),
+    "a name near none in its section": (TINY + ["--set", "train.learning_rate=1"],  # was: 'train.batching'
+                                        "unknown setting 'train.learning_rate'; valid settings:"),
     "bad setting value": (TINY + ["--set", "train.epochs=many"], "train.epochs"),
     "setting without =": (TINY + ["--set", "train.epochs"], "section.key=value"),
     "unknown preset": (TINY + ["--preset", "huge"], "tiny"),
