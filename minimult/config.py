@@ -387,7 +387,7 @@ def override(cfg: RunConfig, overrides: dict[str, object]) -> RunConfig:
     if unknown:  # the nearest name in its own section (train.learning_rate: none, not train.batching)
         section, _, name = unknown[0].rpartition(".")
         peers = {v.rpartition(".")[2]: v for v in valid if v.rpartition(".")[0] == section}
-        hint = did_you_mean(name, peers) if peers else did_you_mean(unknown[0], valid)
+        hint = did_you_mean(name, peers, peers) if peers else did_you_mean(unknown[0], valid)
         raise MinimultError(f"unknown setting {unknown[0]!r}{hint}; valid settings: {', '.join(valid)}")
     return _replaced(cfg, changes)
 

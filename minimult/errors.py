@@ -22,13 +22,11 @@ def check_at_least(section: str, settings, minimum: int, *names: str) -> None:
             raise MinimultError(f"{section}.{name} must be >= {minimum}, got {getattr(settings, name)}")
 
 
-def did_you_mean(name, valid) -> str:
-    """' (did you mean 'lang-pos'?)' for the valid name nearest an unknown one, '' when none is near (`valid` a
-    dict: its keys are compared, its values shown)."""
+def did_you_mean(name, valid, shown: dict | None = None) -> str:
+    """' (did you mean 'lang-pos'?)' for the valid name nearest an unknown one, '' when none is near (`shown`:
+    what to write for a valid name, where not itself)."""
     near = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-    if not near:
-        return ""
-    return f" (did you mean {valid[near[0]] if isinstance(valid, dict) else near[0]!r}?)"
+    return f" (did you mean {(shown or {}).get(near[0], near[0])!r}?)" if near else ""
 
 
 def fail_cleanly(f):
