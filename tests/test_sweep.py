@@ -122,6 +122,14 @@ def test_second_invocation_skips_everything(swept):
     assert {n: (swept.root / n / "results.json").stat().st_mtime_ns for n in RUNS} == before
 
 
+def test_a_run_interrupted_before_its_first_checkpoint_is_planned_from_step_0(tmp_path):
+    """run.json `interrupted` at step 0 (Ctrl-C before the first checkpoint): the plan says so, not 'its checkpoint'."""
+    from minimult.sweep.plan import Task, pending
+
+    write_json(tmp_path / "run.json", {"status": "interrupted", "steps": 0, "total_steps": 26})
+    assert pending(Task("0", "original", "", 0, str(tmp_path), {})) == "resume from step 0 of 26 (no checkpoint)"
+
+
 def test_interrupted_sweep_finishes_only_the_rest(swept, tmp_path):
     assert swept.proc.returncode == 0
     root = tmp_path / "runs"
