@@ -262,12 +262,12 @@ def section_table(sec: dict, top: str) -> list[str]:
     """One aggregated section as markdown lines: the table (when it has rows), what its parenthesised
     published numbers are (when it has some), then one "No row: ..." line per reason settings were left
     out. This is what the README's table markers hold."""
-    cols, head, rows = table_columns(top), ["ID", "setting", "n", *number_headings(top)], []
+    head, rows = ["ID", "setting", "n", *number_headings(top)], []
     for row in sec["rows"]:
         cells = number_cells(row, top)  # n: the row's seeds (table1.csv's n_seeds), µ or not
         rows.append([row["id"], row["setting"], str(len(row["seeds"])), cells[0], p_text(cells[1]), *cells[2:]])
     lines = table_lines(head, "ll" + "r" * (len(head) - 2), rows) if rows else []
-    shown = [c.key(l) for c, l in cols]
+    shown = [c.key(l) for c, l in table_columns(top)]
     if _shows_paper(sec, shown):
         source = (sec.get("paper_source") or "").rstrip(". ")
         stds = " (± its standard deviation over seeds, where it gives one)" if _shows_paper(
