@@ -262,6 +262,23 @@ def test_runs_of_no_sweep_that_ran_in_other_precisions_are_other_rows(tmp_path):
     assert fp32.startswith("original (") and "fp32" in fp32 and "bf16" in bf16
 
 
+def test_rows_of_one_mods_trained_otherwise_are_named_by_what_differs(tmp_path):
+    """Runs of no sweep with the same mods and preset but other settings (a researcher's own vocabulary sizes)
+    are a row each, named by the settings that set them apart, not by a config hash."""
+    runs = tmp_path / "runs"
+    for name, vocab in (("a", 98), ("b", 98), ("c", 512)):
+        shutil.copytree(QUICK / ("0-original-s0" if name != "b" else "0-original-s42"), runs / name)
+        config = json.loads((runs / name / "config.json").read_text())
+        config["data"]["vocab_size"] = vocab
+        (runs / name / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"]: r["seeds"] for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    preset = config["preset"]
+    assert rows == {f"original ({preset}, data.vocab_size=98)": "0 42",
+                    f"original ({preset}, data.vocab_size=512)": "0"}, rows
+
+
 def test_rows_carry_the_preset_their_runs_trained_at_not_the_last_sweeps(tmp_path):
     """A sweep of another preset into a root rewrites its manifest's preset; the rows keep their runs' own."""
     runs = tmp_path / "runs"

@@ -470,22 +470,39 @@ def same_mods(a, b) -> bool:
     return parts(a) == parts(b)
 
 
+def _other_names(rest: dict[tuple, list[Run]]) -> dict[tuple, str]:
+    """A row name for each (mods, preset, fingerprint, precision) of `_other_section`: the mods where they are
+    unique, else the mods with the preset and the settings that set the row apart from the others of its mods
+    (`original (tiny, data.vocab_size=98)`), or its config hash where they are more than three or too long."""
+    out = {}
+    for key in rest:
+        mods, preset = key[:2]
+        if sum(k[0] == mods for k in rest) == 1:
+            out[key] = mods
+            continue
+        peers = {k: _training(m[0]) for k, m in rest.items() if k[:2] == key[:2]}  # of one preset: its own keys
+        peers = {k: {s: v for s, v in f.items() if not s.startswith(RECORDED)} for k, f in peers.items()}
+        differ = sorted({s for f in peers.values() for s in f if len({_key(g.get(s)) for g in peers.values()}) > 1})
+        text = ", ".join(f"{s}={peers[key].get(s, '–')}" for s in differ)
+        if len(peers) > 1 and (not differ or len(differ) > 3 or len(text) > 60):
+            text = f"config {key[2]}" + (f", {key[3]}" if sum(k[:3] == key[:3] for k in rest) > 1 else "")
+        out[key] = f"{mods} ({', '.join(x for x in (preset, text) if x)})"
+    return out
+
+
 def _other_section(runs: list[Run]) -> Section | None:
     """Unclaimed runs grouped by (mods, preset, configuration, the precision they ran in: `auto` is bf16 on CUDA,
-    fp32 on a CPU, as run.json says); named by mods alone where that is unique."""
+    fp32 on a CPU, as run.json says); named by `_other_names`."""
     rest: dict[tuple, list[Run]] = {}
     for r in runs:
         key = (r.mods, r.config.get("preset", ""), _fingerprint(r.config), _training(r).get("train.precision"))
         rest.setdefault(key, []).append(r)
     if not rest:
         return None
-    names = [k[0] for k in rest]
-    configs = [k[:3] for k in rest]
+    names = _other_names(rest)
     groups, mixed, lost = [], [], []
     for (mods, preset, fp, ran), members in rest.items():
-        name = mods if names.count(mods) == 1 else f"{mods} ({preset}, config {fp})"
-        if configs.count((mods, preset, fp)) > 1:  # one configuration, `auto` precision run as bf16 and as fp32
-            name = f"{name[:-1]}, {ran})"  # (named by its configuration already: mods alone are not unique)
+        name = names[mods, preset, fp, ran]
         kept: dict[int, Run] = {}  # one run a seed: the same seed twice is one draw counted twice, not n = 2
         for r in sorted(members, key=lambda r: (r.seed, str(r.path))):
             if r.seed in kept:

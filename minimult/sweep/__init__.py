@@ -132,7 +132,8 @@ def _announce(grid, seeds, preset, root, tasks, todo, outcomes, groups, where: P
     """The sweep's opening lines: what it will do, what failed or is left out already, a bf16 tip."""
     left_out = list(dict.fromkeys(o.task.setting_id for o in outcomes if o.status == LEFT_OUT))
     n_left = sum(o.status == LEFT_OUT for o in outcomes)
-    log(f"sweep {grid.title}: {len(grid.settings)} settings x {len(seeds)} seeds ({','.join(map(str, seeds))}), "
+    n, k = len(grid.settings), len(seeds)
+    log(f"sweep {grid.title}: {n} setting{'s' * (n != 1)} x {k} seed{'s' * (k != 1)} ({','.join(map(str, seeds))}), "
         f"preset {preset} = {len(tasks)} runs under {root}/: {len(todo)} to run, "
         f"{sum(o.status == 'skipped' for o in outcomes)} already complete"
         + (f", {n_left} left out (need a GPU)" if n_left else "")
