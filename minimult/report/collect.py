@@ -331,7 +331,7 @@ def mixed_training(runs: list[Run]) -> str | None:
     for record in RECORDED:  # a record some runs lack (made before run.json kept it): nothing to compare
         if not all(any(k.startswith(record) for k in f) for f in flats):
             flats = [{k: v for k, v in f.items() if not k.startswith(record)} for f in flats]
-    keys = sorted({k for f in flats for k in f if len({_key(g.get(k)) for g in flats}) > 1})
+    keys = _differing(flats)
     if not keys:
         return None
     parts = []
@@ -341,6 +341,11 @@ def mixed_training(runs: list[Run]) -> str | None:
             seen.setdefault(_key(f.get(k)), (f.get(k), []))[1].append(f"seed {r.seed}")
         parts.append(f"{k} " + ", ".join(f"{v} ({', '.join(s)})" for v, s in seen.values()))
     return "; ".join(parts) + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
+def _differing(flats: list[dict]) -> list[str]:
+    """The keys whose values are not the same in every one of the flat configs (a key some lack counts), sorted."""
+    return sorted({k for f in flats for k in f if len({_key(g.get(k)) for g in flats}) > 1})
 
 
 def _trained(config: dict) -> dict:
@@ -481,8 +486,7 @@ def _other_names(rest: dict[tuple, list[Run]]) -> dict[tuple, str]:
             out[key] = mods
             continue
         peers = {k: _training(m[0]) for k, m in rest.items() if k[:2] == key[:2]}  # of one preset: its own keys
-        peers = {k: {s: v for s, v in f.items() if not s.startswith(RECORDED)} for k, f in peers.items()}
-        differ = sorted({s for f in peers.values() for s in f if len({_key(g.get(s)) for g in peers.values()}) > 1})
+        differ = [s for s in _differing(list(peers.values())) if not s.startswith(RECORDED)]
         text = ", ".join(f"{s}={peers[key].get(s, '–')}" for s in differ)
         if len(peers) > 1 and (not differ or len(differ) > 3 or len(text) > 60):
             text = f"config {key[2]}" + (f", {key[3]}" if sum(k[:3] == key[:3] for k in rest) > 1 else "")
