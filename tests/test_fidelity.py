@@ -200,7 +200,10 @@ def test_evaluation_is_fp32_unless_bf16_is_asked(tmp_path):
     bf16 = evaluate_run(tmp_path / "r", ppl_sentences=50, log=lambda s: None, write=False, precision="bf16")
     assert fp32["evaluation"]["precision"] == "fp32" and bf16["evaluation"]["precision"] == "bf16"
     assert not bf16["evaluation"]["complete"]
-    assert abs(fp32["mu"] - bf16["mu"]) < 0.05  # bf16 rounding moves the scores a little, no more
+    # bf16 rounding moves the scores by a few items at most (here µ .028: one sentence of 200 is .0013 of µ)
+    assert bf16["mu"] == pytest.approx(fp32["mu"], abs=0.01)
+    for layer, scores in fp32["layers"].items():
+        assert bf16["layers"][layer]["align_f1"] == pytest.approx(scores["align_f1"], abs=0.01), layer
     # the default representations are fp32 ones; bf16 autocast changes them by rounding only
     run = Run.open(tmp_path / "r")
     model, side = run.load_model("cpu"), run.data.views("dev")[0].subset(np.arange(50))

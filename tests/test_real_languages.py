@@ -233,7 +233,7 @@ def test_knn_seeds_from_identical_pieces_or_the_silver_dictionary(enes):
     silver = seed_translations("dictionary", prepared, data.source, cfg.data, (en_ids, es_ids), dictionary)
     assert sum(map(len, silver.values())) == len(dictionary[0].ids)
     rows = seed_pairs(en_ids[::-1], es_ids, identical)  # rows of the two spaces, whatever their order
-    assert all(en_ids[::-1][r] in identical and es_ids[c] in identical[en_ids[::-1][r]] for r, c in rows)
+    assert len(rows) and all(en_ids[::-1][r] in identical and es_ids[c] in identical[en_ids[::-1][r]] for r, c in rows)
     with pytest.raises(MinimultError, match="seed_dictionary must be one of"):
         resolve("tiny", {"knn.seed_dictionary": "silver"})
 

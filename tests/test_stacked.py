@@ -71,12 +71,17 @@ def test_stacked_runs_equal_separate_runs(tmp_path):
 
 @pytest.mark.parametrize("over", [{}, {"train.batching": "random", "train.microbatches": 2}],
                          ids=["one-pass", "microbatches"])
-def test_stacked_nsp_runs_equal_separate_runs(tmp_path, over):
+def test_stacked_nsp_runs_equal_separate_runs(tmp_path, monkeypatch, over):
     """nsp runs stack too: each model's own sentence pairs and labels, its next-sentence loss added to its MLM
-    loss (in one pass, and as groups of rows over the whole batch's counts)."""
+    loss (in one pass, and as groups of rows over the whole batch's counts: the stacked step cuts them)."""
+    from minimult.data import microbatches
+
     specs = [("nsp", 0), ("nsp", 42)]
     cfgs, separate, stacked = _separate_and_stacked(tmp_path, specs, **{"train.epochs": 1, **over})
+    parts, by_length = [], microbatches.by_length
+    monkeypatch.setattr(microbatches, "by_length", lambda batch, n: parts.append(n) or by_length(batch, n))
     pretrain_stacked([c for c, _ in cfgs], [m for _, m in cfgs], stacked, log=quiet)
+    assert set(parts) == ({2} if over else set())
     diffs = [_max_diff(a, b) for a, b in zip(separate, stacked)]
     assert max(diffs) < ATOL, diffs
     for a, b in zip(separate, stacked):

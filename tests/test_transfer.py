@@ -149,7 +149,7 @@ def test_delta_is_en_minus_zero_shot_and_vanishes_for_an_indistinguishable_langu
     task, sides = run.data.task(), run.data.views("train-parallel")
     out = transfer(model, task, sides, run.data.layouts, run.cfg.data.max_len, QUICK)
     for m in out["modes"].values():
-        assert all(r["delta"] == r["en"] - r["zero_shot"] for r in m["runs"])
+        assert m["runs"] and all(r["delta"] == r["en"] - r["zero_shot"] for r in m["runs"])
         assert m["delta"] == m["en"] - m["zero_shot"]
     assert len(out["modes"]["full"]["runs"]) == 2 and out["modes"]["full"]["en_std"] is not None
     assert out["delta"] == out["modes"]["full"]["delta"] and out["headline"] == "full"
@@ -164,12 +164,13 @@ def test_delta_is_en_minus_zero_shot_and_vanishes_for_an_indistinguishable_langu
         table[V : 2 * V] = table[:V]
     out = transfer(twin, task, sides, run.data.layouts, run.cfg.data.max_len, QUICK)
     for mode in ("freeze:0", "frozen"):
+        assert out["modes"][mode]["runs"], mode
         assert all(r["zero_shot"] == r["en"] and r["delta"] == 0 for r in out["modes"][mode]["runs"]), mode
     # and a second language that is English in English's ids: ∆ is 0 even after full fine-tuning
     copy_sides = [sides[0], dataclasses.replace(sides[0], lang=1)]
     out = transfer(model, task, copy_sides, run.data.layouts, run.cfg.data.max_len,
                    dataclasses.replace(QUICK, modes="full"))
-    assert all(r["delta"] == 0 for r in out["modes"]["full"]["runs"])
+    assert out["modes"]["full"]["runs"] and all(r["delta"] == 0 for r in out["modes"]["full"]["runs"])
 
 
 # ---------------------------------------------------------------------------------------------
