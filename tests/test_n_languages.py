@@ -163,6 +163,7 @@ def test_tiny_three_language_run_evaluates_every_pair(fixture_modules, tmp_path)
             assert layer["align_f1"] is None or 0 <= layer["align_f1"] <= 1
         assert pair["mu"] is not None
     assert pairs["en-es"]["alignment_gold"] == "silver" and "alignment_gold" not in pairs["en-fake"]
+    assert pairs["en-es"]["layers"] != pairs["en-fake"]["layers"]  # each pair scored on its own language's data
     # the top level is English and language 1, as in a two-language run; the probe sees all three
     assert results["layers"] == pairs["en-es"]["layers"] and results["mu"] == pairs["en-es"]["mu"]
     assert results["perplexity"]["dev"] > 0 and len(results["probe"]["sentence"]) == cfg.model.layers + 1
