@@ -18,7 +18,7 @@ from minimult.errors import MinimultError
 
 def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
     """Every ```python block of docs/api.md, in order, in one namespace, from a fresh folder (the committed results
-    folder linked in), and what they print is what they say."""
+    folder linked in), and what they print is what the new run and the committed runs hold."""
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / "results").symlink_to(ROOT / "experiments" / "results")
     monkeypatch.chdir(tmp_path)
@@ -32,7 +32,10 @@ def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
     assert printed[1] == str([("lang-pos", 0, round(namespace["results"]["mu"], 3))])
     assert (tmp_path / "exports" / "lp" / "config.json").is_file()
     assert (tmp_path / "runs" / "lp" / "results.json").is_file()
-    assert printed[2].startswith("{'0': [0.601, ") and "'1': [0.004, " in printed[2]
+    table1 = ROOT / "experiments" / "results" / "table1-paper"  # each row's seeds in order, seed 0 first
+    mu = {i: round(json.loads((table1 / f"{i}-{m}-s0" / "results.json").read_text())["mu"], 3)
+          for i, m in (("0", "original"), ("1", "lang-pos"))}
+    assert printed[2].startswith(f"{{'0': [{mu['0']}, ") and f"'1': [{mu['1']}, " in printed[2]
 
 
 def weights(run: Path) -> str:
