@@ -166,7 +166,7 @@ def main():
         row = {"settings": ids or ["reference"], "tokenizer": data.tokenizer, "layers": cfg.layers, "heads": cfg.heads, "hidden": cfg.hidden,
                "parameters": Bert(cfg).num_parameters(), "tok_s": round(statistics.median(n / t for n, t in zip(tokens, per_round[k]))),
                "x_ref": round(ratio, 3), "predicted": round(predicted, 3), "run_seconds": round(run_s),
-               "round_seconds": [round(t, 4) for t in per_round[k]]}
+               "round_seconds": [round(t, 6) for t in per_round[k]]}
         rows.append(row)
         print(f"{','.join(row['settings']):<22} {data.tokenizer:>9} {cfg.layers:>6} {cfg.heads:>5} {cfg.hidden:>6} {row['parameters']:>11,} "
               f"{row['tok_s']:>7,} {ratio:>6.2f} {predicted:>9.2f} {fmt_seconds(run_s):>8}")

@@ -130,7 +130,8 @@ def main():
     res = {"models": M, "config": args.config, "batches": args.batches, "device": str(device),
            "threads": torch.get_num_threads(), "precision": args.precision,
            "tok_s_separate": round(statistics.median(tps["separate"])),
-           "tok_s_stacked": round(statistics.median(tps["stacked"])), "stacked_over_separate": round(ratio, 2)}
+           "tok_s_stacked": round(statistics.median(tps["stacked"])), "stacked_over_separate": round(ratio, 2),
+           "round_tok_s": {k: [round(x, 1) for x in v] for k, v in tps.items()}}
     print(f"\n{'mode':<10} {'real tok/s, all models (median)':>32}")
     for k in ("separate", "stacked"):
         print(f"{k:<10} {statistics.median(tps[k]):>32,.0f}")

@@ -374,6 +374,7 @@ def bench_nproc(args, cfg, lr, batches, device) -> dict:
            "precision": args.precision, "tok_s_ours_nproc1": round(statistics.median(tps[1])),
            f"tok_s_ours_nproc{n}": round(statistics.median(tps[n])),
            "nproc_speedup": round(statistics.median(b / a for a, b in zip(tps[1], tps[n])), 2),
+           "round_tok_s": {f"nproc{k}": [round(x, 1) for x in v] for k, v in tps.items()},
            "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after],
            "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t_start, 1)}
     for k in (1, n):  # median ms per phase over the measured rounds (rank 0's, for n processes)
@@ -502,6 +503,7 @@ def main():
         total = sum(run.tokens) / sum(run.times)
         res[f"tok_s_{name}"] = round(med)
         res[f"tok_s_total_{name}"] = round(total)
+        res.setdefault("round_tok_s", {})[name] = [round(x, 1) for x in tps(name)]  # the ratios' rounds
         print(f"{name:<12} {statistics.median(run.times):>16.3f} {med:>20,.0f} {total:>19,.0f}")
     for other in ("hf-bucketed", "hf-padded"):
         if "ours" in runners and other in runners:
@@ -514,6 +516,7 @@ def main():
         achieved = [f / t / 1e9 for f, t in zip(ours.flops, ours.times)]
         res["ours_gflops"] = round(statistics.median(achieved), 1)
         res["ours_frac_of_gemm"] = round(statistics.median(a / g_ for a, g_ in zip(achieved, gemm_rates)), 3)
+        res["round_gflops"] = {"ours": [round(a, 3) for a in achieved], "gemm": [round(g_, 3) for g_ in gemm_rates]}
         print(f"ours achieved matmul GFLOP/s {res['ours_gflops']:.1f} | same-shaped GEMM GFLOP/s "
               f"{res['gemm_gflops']:.1f} | ours/GEMM {100 * res['ours_frac_of_gemm']:.0f}%")
     if args.profile:

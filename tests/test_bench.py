@@ -33,6 +33,14 @@ def filed(path: Path, res: dict, script: str) -> dict:
     return data
 
 
+def median_ratio(a: list[float], b: list[float]) -> float:
+    """The median of per-round ratios a/b, as the scripts compute their ratios (from their rounded rates)."""
+    import statistics
+
+    assert len(a) == len(b) > 0
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_bench_train_reports_ratios_and_gemm_share(precision, tmp_path):
     res = bench("bench_train.py", "--precision", precision, "--hf-precision", "fp32",
@@ -43,6 +51,11 @@ def test_bench_train_reports_ratios_and_gemm_share(precision, tmp_path):
     for key in ("tok_s_ours", "tok_s_hf-bucketed", "tok_s_hf-padded", "ours_over_hf-bucketed",
                 "ours_over_hf-padded", "gemm_gflops", "ours_gflops", "ours_frac_of_gemm"):
         assert res[key] > 0, key
+    rounds = res["round_tok_s"]  # each ratio is ours over the other, round by round: not inverted, not another pair
+    for other in ("hf-bucketed", "hf-padded"):
+        assert res[f"ours_over_{other}"] == pytest.approx(median_ratio(rounds["ours"], rounds[other]), abs=0.006)
+    gflops = res["round_gflops"]
+    assert res["ours_frac_of_gemm"] == pytest.approx(median_ratio(gflops["ours"], gflops["gemm"]), abs=6e-4)
 
 
 def test_bench_train_profile_says_where_a_step_of_ours_spends_its_time():
@@ -59,7 +72,9 @@ def test_bench_train_nproc_reports_one_run_on_one_process_and_on_two(tmp_path):
     res = bench("bench_train.py", "--nproc", "2", "--json", str(tmp_path / "n.json"))
     filed(tmp_path / "n.json", res, "bench_train.py")
     assert (res["nproc"], res["threads"], res["precision"]) == (2, 1, "fp32")
-    assert res["tok_s_ours_nproc1"] > 0 and res["tok_s_ours_nproc2"] > 0 and res["nproc_speedup"] > 0
+    assert res["tok_s_ours_nproc1"] > 0 and res["tok_s_ours_nproc2"] > 0
+    rounds = res["round_tok_s"]
+    assert res["nproc_speedup"] == pytest.approx(median_ratio(rounds["nproc2"], rounds["nproc1"]), abs=0.006)
     one, two = res["phases_ms_nproc1"], res["phases_ms_nproc2"]
     assert set(one) == {"forward", "backward", "optimizer", "step"} and set(two) == set(one) | {"all_reduce"}
     assert all(ms > 0 for phases in (one, two) for ms in phases.values())
@@ -70,7 +85,9 @@ def test_bench_stacked_reports_the_ratio_to_separate_models(tmp_path):
     res = bench("bench_stacked.py", "--models", "2", "--precision", "bf16", "--json", str(tmp_path / "s.json"))
     filed(tmp_path / "s.json", res, "bench_stacked.py")
     assert (res["models"], res["precision"]) == (2, "bf16")
-    assert res["tok_s_separate"] > 0 and res["tok_s_stacked"] > 0 and res["stacked_over_separate"] > 0
+    assert res["tok_s_separate"] > 0 and res["tok_s_stacked"] > 0
+    rounds = res["round_tok_s"]
+    assert res["stacked_over_separate"] == pytest.approx(median_ratio(rounds["stacked"], rounds["separate"]), abs=0.006)
 
 
 def test_bench_microbatches_times_groups_and_padding_against_one_pass_and_checks_they_compute_the_same(tmp_path):
@@ -137,5 +154,7 @@ def test_bench_sizes_times_every_shape_of_a_grid_against_the_reference(tmp_path)
     rows = {s: r for r in res["rows"] for s in r["settings"]}
     assert set(rows) >= {s.id for s in load_grid(ROOT / "experiments" / "k-et-al.toml").settings}
     assert res["rows"][0]["x_ref"] == 1.0 and rows["0"] is res["rows"][0]  # BERT-small is the reference
+    ref = res["rows"][0]["round_seconds"]
     for r in res["rows"]:
-        assert r["x_ref"] > 0 and r["predicted"] > 0 and r["run_seconds"] > 0 and r["tok_s"] > 0
+        assert r["predicted"] > 0 and r["run_seconds"] > 0 and r["tok_s"] > 0
+        assert r["x_ref"] == pytest.approx(median_ratio(r["round_seconds"], ref), abs=6e-4)
