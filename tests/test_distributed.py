@@ -84,7 +84,8 @@ def test_shares_cover_every_row_once_and_their_losses_add_up_to_the_whole_batch(
 @pytest.mark.parametrize("key", ["nproc", "microbatches"])
 def test_nproc_is_an_execution_setting_kept_out_of_fingerprints_folder_matches_and_resume_checks(tmp_path, key):
     from minimult.report.collect import _fingerprint
-    from minimult.runs import save_checkpoint
+    from minimult.runs import save_checkpoint, write_json
+    from minimult.sweep.plan import Task, _plain, state
 
     cfg, mods = tiny_cfg()
     two, _ = tiny_cfg(**{f"train.{key}": 2})
@@ -94,6 +95,11 @@ def test_nproc_is_an_execution_setting_kept_out_of_fingerprints_folder_matches_a
     run = Run(tmp_path, two, mods)
     save_checkpoint(tmp_path / "checkpoint.pt", {}, None, 0, cfg, False)
     run.check_checkpoint_config(run.checkpoint())  # written with one value, resumed with another: accepted
+    write_json(tmp_path / "config.json", two.to_dict())  # a sweep asking for one value finds its folder's run
+    assert state(Task("0", "original", "", cfg.train.seed, str(tmp_path), _plain(cfg.to_dict()))) == "partial"
+    lr, _ = tiny_cfg(**{"train.lr": cfg.train.lr / 2})  # (a setting that is no execution setting is refused)
+    with pytest.raises(MinimultError, match="holds a run with another configuration: train.lr="):
+        state(Task("0", "original", "", cfg.train.seed, str(tmp_path), _plain(lr.to_dict())))
     with pytest.raises(MinimultError, match=f"train.{key} must be >= 1"):
         tiny_cfg(**{f"train.{key}": 0})
 
