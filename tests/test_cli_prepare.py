@@ -34,7 +34,9 @@ def test_prepare_prints_statistics_and_examples(tmp_path, monkeypatch):
         assert column in header
     train_row = next(line for line in out.splitlines() if line.startswith("train (train.txt)"))
     dev_row = next(line for line in out.splitlines() if line.startswith("dev (dev.txt)"))
-    assert train_row.split()[2:4] == ["400", "8,830"] and dev_row.split()[2:4] == ["200", "5,017"]
+    for row, file in ((train_row, TRAIN), (dev_row, DEV)):  # sentences are lines, words split at spaces
+        lines = Path(file).read_text(encoding="utf-8").splitlines()
+        assert row.split()[2:4] == [f"{len(lines):,}", f"{sum(len(line.split()) for line in lines):,}"]
     assert "vocabulary: 256 WordPiece entries" in out
     en = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  en: ")]
     l1 = [line.split(": ", 1)[1].split() for line in out.splitlines() if line.startswith("  fake: ")]
