@@ -516,7 +516,7 @@ def main():
         achieved = [f / t / 1e9 for f, t in zip(ours.flops, ours.times)]
         res["ours_gflops"] = round(statistics.median(achieved), 1)
         res["ours_frac_of_gemm"] = round(statistics.median(a / g_ for a, g_ in zip(achieved, gemm_rates)), 3)
-        res["round_gflops"] = {"ours": [round(a, 3) for a in achieved], "gemm": [round(g_, 3) for g_ in gemm_rates]}
+        res["round_gflops"] = {"ours": [round(a, 6) for a in achieved], "gemm": [round(g_, 6) for g_ in gemm_rates]}
         print(f"ours achieved matmul GFLOP/s {res['ours_gflops']:.1f} | same-shaped GEMM GFLOP/s "
               f"{res['gemm_gflops']:.1f} | ours/GEMM {100 * res['ours_frac_of_gemm']:.0f}%")
     if args.profile:
