@@ -479,13 +479,13 @@ def _other_names(rest: dict[tuple, list[Run]]) -> dict[tuple, str]:
     """A row name for each (mods, preset, fingerprint, precision) of `_other_section`: the mods where they are
     unique, else the mods with the preset and the settings that set the row apart from the others of its mods
     (`original (tiny, data.vocab_size=98)`), or its config hash where they are more than three or too long."""
-    out = {}
+    out, flats = {}, {k: _training(m[0]) for k, m in rest.items()}  # each row's settings, read once
     for key in rest:
         mods, preset = key[:2]
         if sum(k[0] == mods for k in rest) == 1:
             out[key] = mods
             continue
-        peers = {k: _training(m[0]) for k, m in rest.items() if k[:2] == key[:2]}  # of one preset: its own keys
+        peers = {k: f for k, f in flats.items() if k[:2] == key[:2]}  # of one preset: its own keys
         differ = [s for s in _differing(list(peers.values())) if not s.startswith(RECORDED)]
         text = ", ".join(f"{s}={peers[key].get(s, '–')}" for s in differ)
         if len(peers) > 1 and (not differ or len(differ) > 3 or len(text) > 60):
