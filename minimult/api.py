@@ -52,8 +52,8 @@ def resume(run: str | Path, stop_after: int | None = None, log: Log = print) -> 
 
 def evaluate(run: str | Path, layers=None, only=None, log: Log = print, **options) -> dict:
     """Every measure of a run (`minimult eval RUN`), written to its results.json and returned; `layers` (e.g.
-    [0, 8] or "0,8"), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`) as the CLI
-    takes them."""
+    [0, 8] or "0,8"), `only` (evaluator names) and evaluator options (`link_file=`, `link_base=`, `link_lang=`) as
+    the CLI takes them."""
     return evaluate_run(run, layers=layers, only=only, log=log, **options)
 
 

@@ -381,10 +381,13 @@ def export(run, hf_dir, force):
 @click.option("--link-base", "link_base", type=click.IntRange(0, 1), default=None,
               help="With a Pharaoh link file (i-j, i?j, i-j-P per pair line): whether its word indices count from 0 "
                    "or from 1 (required for Pharaoh files: both conventions are in use).")
+@click.option("--link-lang", "link_lang", default=None, metavar="NAME",
+              help="The language a link file links the first one to, in a run of three or more languages (default: "
+                   "the second).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Also write the results here.")
 @_fail_cleanly
 def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precision, segments, attention, hf_dir, pair,
-             shift, langs, only, link_file, link_base, json_path):
+             shift, langs, only, link_file, link_base, link_lang, json_path):
     """Measure multilinguality of a run (default: the most recent run under runs/), or of any local
     HuggingFace BERT checkpoint on a parallel text pair (--hf DIR --pair A B)."""
     from contextlib import nullcontext
@@ -397,9 +400,9 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
                             f"comma-separated")
     if json_path:
         check_writable_file(json_path, "--json")  # before the evaluation, not after it
-    if link_base is not None and link_file is None:
-        raise MinimultError("--link-base says where a Pharaoh link file's word indices start: give the file with "
-                            "--links")
+    if link_file is None and (link_base is not None or link_lang is not None):  # what the file's words are
+        raise MinimultError(f"{'--link-base' if link_base is not None else '--link-lang'} says what a link file's "
+                            f"words are: give the file with --links")
     hf = bool(hf_dir or pair or shift or langs)
     if run is not None and not hf:
         check_run_dir(run)  # a mistyped folder is one line before torch loads (seconds)
@@ -413,8 +416,9 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
     if hf:
-        if attention:
-            raise MinimultError("--attention applies to runs of this lab, not to --hf checkpoints")
+        if attention or link_lang:
+            raise MinimultError(f"{'--attention' if attention else '--link-lang'} applies to runs of this lab, not to "
+                                f"--hf checkpoints")
         values = parse_segments(segments)
         evaluate_segment = _hf_evaluation(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device,
                                           precision, langs, link_file, names, link_base)
@@ -433,7 +437,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
             before = read_results(opened.path / "results.json") if (opened.path / "results.json").is_file() else {}
             results = evaluate_run(opened, layers, dev_sentences, ppl_sentences, device,
                                    log=note, precision=precision, segment=value, only=names, link_file=link_file,
-                                   attention=attention, link_base=link_base)
+                                   attention=attention, link_base=link_base, link_lang=link_lang)
             if len(values) > 1:
                 click.echo(f"segment {value}:")
             click.echo(summary_table(results, names))

@@ -378,6 +378,34 @@ def test_three_language_run_trains_and_evaluates_every_pair(tmp_path):
     assert yy["dev_sentences_cut"] == 0  # recorded where alignment had no gold too
 
 
+def test_link_lang_scores_a_link_file_against_the_language_it_names(tmp_path, lines):
+    """In a run of en, xx and zz (every English sentence after the word "so"), a file linking English word i to
+    zz's word i + 1 is read against zz's words (`--link-lang zz`): its last links name a word xx does not have."""
+    from minimult.evaluate import evaluate_run
+
+    zz = write(tmp_path / "zz.txt", [f"so {line}" for line in ENGLISH])
+    run = train_run(tmp_path, "three", inline({"en": lines["en"], "xx": lines["xx"], "zz": zz}))
+    dev = run.data.prepared.dev.verse_ids.tolist()
+    shifted = write(tmp_path / "en-zz.pharaoh", [" ".join(f"{i}-{i + 1}" for i in range(len(ENGLISH[v - 1].split())))
+                                                 if v in dev else "" for v in range(1, 121)])
+    scored = evaluate_run(run, log=quiet, link_file=str(shifted), link_base=0, link_lang="zz", only=("links",),
+                          write=False)["links"]
+    assert scored["pair"] == "en-zz" and scored["verses"] == len(dev) and scored["outside_window"] == 0
+    assert scored["links"] == sum(len(ENGLISH[v - 1].split()) for v in dev)
+    with pytest.raises(MinimultError, match="word index out of range"):  # xx, the default: one word short
+        evaluate_run(run, log=quiet, link_file=str(shifted), link_base=0, only=("links",), write=False)
+    for name, fragment in (("en", "but the first (en): xx, zz"), ("qq", "--link-lang 'qq'")):
+        with pytest.raises(MinimultError, match=re.escape(fragment)):
+            evaluate_run(run, log=quiet, link_file=str(shifted), link_base=0, link_lang=name, write=False)
+    result = CliRunner().invoke(main, ["eval", str(run.path), "--links", str(shifted), "--link-base", "0",
+                                       "--link-lang", "zz"])
+    assert result.exit_code == 0 and result.stdout.count("word alignment of en-zz against gold links") == 1
+    for args in (["--link-lang", "zz"], ["--hf", str(tmp_path), "--pair", str(zz), str(zz), "--links", str(shifted),
+                                          "--link-base", "0", "--link-lang", "zz"]):
+        result = CliRunner().invoke(main, ["eval", *args] if "--hf" in args else ["eval", str(run.path), *args])
+        assert result.exit_code == 2 and "--link-lang" in result.stderr.strip().splitlines()[-1], result.output
+
+
 def test_every_mod_that_works_on_en_es_works_on_parallel_files(tmp_path):
     from minimult.mods import registered
 

@@ -81,7 +81,7 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
     trained (default: as trained; another choice is not a 'complete' evaluation). An `only` evaluation at the
     default settings fills its numbers into the run's latest complete results (same steps), e.g. a probe added
     to a run evaluated before it existed.
-    `options` are evaluator options by name (`link_file`, `link_base`: word alignment against a link file),
+    `options` are evaluator options by name (`link_file`, `link_base`, `link_lang`: word alignment against a link file),
     handed to every evaluator's `inputs` hook (`registry.Evaluator`).
     Results record the checkpoint's `steps` of the run's `total_steps`: an unfinished run (killed, or stopped
     early) is evaluated with one line saying so and is never 'complete'; a failed (diverged) run is refused.

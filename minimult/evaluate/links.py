@@ -15,9 +15,10 @@ whose comments say `silver` (the en-es source's `silver-dev.links`) is labelled 
 
 Standalone: gives nothing unless a link file is asked for; needs a run whose sentences are whole verses or
 lines (`Source.verse_sentences`: en-es, parallel) in their original word order. A is the first language, B
-language 1 (en-es: Spanish, also in a three-language run, whose Fake-English the file does not address).
-Its inputs (`LinkFile`: the file, its index base, the dev sentences' verse ids) come from the evaluator
-options `link_file` and `link_base` through `inputs`, which refuses a bad request before the model loads;
+language 1 (en-es: Spanish, also in a three-language run, whose Fake-English the file does not address), or the
+language `link_lang` names (`eval --link-lang NAME`: any but the first of a run of three or more).
+Its inputs (`LinkFile`: the file, its index base, the dev sentences' verse ids, language B) come from the evaluator
+options `link_file`, `link_base` and `link_lang` through `inputs`, which refuses a bad request before the model loads;
 `eval --hf` builds them for its pair of texts.
 """
 
@@ -78,42 +79,52 @@ def _scores(predicted: set, sure: set, possible: set) -> dict:
 @dataclass(frozen=True)
 class LinkFile:
     """What the evaluator scores against (its `ctx.inputs["links"]`): a link file, where a Pharaoh file's word
-    indices start (0 or 1; `data.links`), and the verse ids of the dev sentences, which the file's lines name."""
+    indices start (0 or 1; `data.links`), the verse ids of the dev sentences, which the file's lines name, and
+    language B's place among the run's languages (1: the second)."""
 
     path: str
     base: int | None
     verse_ids: Callable[[], np.ndarray]
+    lang: int = 1
 
 
 def inputs(run, options: dict) -> LinkFile | None:
-    """The evaluator's inputs: the link file `options` asks for (`link_file`, `link_base`), checked against `run`
-    before the model loads (`checked_file`); None without one, an error if `--only links` asked for it anyway."""
+    """The evaluator's inputs: the link file `options` asks for (`link_file`, `link_base`, `link_lang`: language B's
+    name), checked against `run` before the model loads (`checked_file`); None without one, an error if `--only
+    links` asked for it anyway."""
     path = options.get("link_file")
     if path is None:
         if "links" in (options.get("only") or ()):
             raise MinimultError("--only links scores against a link file: give one with --links FILE (or --links "
                                 "silver for the en-es source's silver links); without it there is nothing to score")
         return None
-    base = options.get("link_base")
-    path = checked_file(run, path, base)
+    base, names, wanted = options.get("link_base"), run.data.source.names(run.cfg.data), options.get("link_lang")
+    if wanted is not None and wanted not in names[1:]:
+        raise MinimultError(f"--link-lang {wanted!r}: the link file's second language is one of this run's languages "
+                            f"but the first ({names[0]}): {', '.join(names[1:])}")
+    lang = 1 if wanted is None else names.index(wanted)
+    path = checked_file(run, path, base, lang)
     if not run.data.source.verse_sentences:
         raise MinimultError("--links needs a run whose sentences are whole verses or lines (--source en-es or "
                             "parallel); this run's language source splits verses into sentences")
-    return LinkFile(path, base, lambda: run.data.prepared.dev.verse_ids)
+    return LinkFile(path, base, lambda: run.data.prepared.dev.verse_ids, lang)
 
 
-def checked_file(run, path: str, base: int | None = None) -> str:
+def checked_file(run, path: str, base: int | None = None, lang: int = 1) -> str:
     """The link file to score against (`silver`: the source's silver development links), refused for runs
-    that reorder the words of the language it scores against the first (language 1; a mod that reorders
-    another language of a 3-language run, `inv-order=fake`, is no reason), or a Pharaoh file whose index base
-    is not declared."""
-    scored = run.data.source.names(run.cfg.data)[1]
+    that reorder the words of the language it scores against the first (language `lang`, 1 unless `--link-lang`
+    names another; a mod that reorders another language of a 3-language run, `inv-order=fake`, is no reason),
+    or a Pharaoh file whose index base is not declared."""
+    names = run.data.source.names(run.cfg.data)
     reordering = [a.spec for a in run.data.mods if a.mod.reorder is not None
-                  and (a.mod.reorders is None or a.mod.reorders(scored, a.value))]
+                  and (a.mod.reorders is None or a.mod.reorders(names[lang], a.value))]
     if reordering:
         raise MinimultError(f"--links needs the words of both languages in their original order; --mods "
                             f"{reordering[0]} reorders them")
     if path == "silver":
+        if lang != 1:
+            raise MinimultError(f"--links silver links the first language to the second "
+                                f"({names[1]}), not to the one --link-lang names")
         silver = run.data.prepared.path / "silver-dev.links"
         if not silver.is_file():
             raise MinimultError(f"--links silver: the language source {run.cfg.data.source!r} has no silver links "
@@ -130,7 +141,8 @@ def run(ctx) -> dict:
     if scored is None:
         return {}
     with ctx.phase("data"):
-        sides, verse_ids = ctx.views("dev")[:2], scored.verse_ids()  # English and language 1: the file's A and B
+        views, verse_ids = ctx.views("dev"), scored.verse_ids()
+        sides = [views[0], views[scored.lang]]  # the first language and language B: the file's A and B
         firsts = [word_first_pieces(s.word_starts, s.offsets) for s in sides]
         counts = [{int(v): len(f) for v, f in zip(verse_ids, fs)} for fs in firsts]
         links = read_links(scored.path, counts[0], counts[1], scored.base)
@@ -165,7 +177,7 @@ def run(ctx) -> dict:
                 layers[str(l)] = _scores(predicted, sure, possible)
         diagonal = _scores(diagonal_links(chosen, *kept), sure, possible)
     top = str(max(ctx.layers))
-    return {"links": {"pair": "-".join(ctx.languages[:2]), "file": str(Path(scored.path)),
+    return {"links": {"pair": f"{ctx.languages[0]}-{ctx.languages[scored.lang]}", "file": str(Path(scored.path)),
                       "sha256": hashlib.sha256(Path(scored.path).read_bytes()).hexdigest(),
                       "kind": "silver" if links.silver else "gold", "format": links.format,
                       **({"base": links.base} if links.format == "pharaoh" else {}),
@@ -200,7 +212,8 @@ def table(results: dict) -> str:
 
 register(Evaluator(
     "links", "word alignment P, R, F1 and AER against a link file (eval --links), words pooled from pieces",
-    version=3, order=25, run=run, periodic=False, standalone=True, inputs=inputs, options=("link_file", "link_base"),
+    version=3, order=25, run=run, periodic=False, standalone=True, inputs=inputs,
+    options=("link_file", "link_base", "link_lang"),
     columns=(Column("f1", "links F1", group="links"),
              Column("aer", "links AER", group="links")),
     describe=lambda results: [table(results["links"])] if "links" in results else []))

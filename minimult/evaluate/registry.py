@@ -112,8 +112,9 @@ class Evaluator:
     # `options` holds the evaluation's `segment` and `only` and the evaluator options given (see `options`).
     # None: the evaluator needs nothing beyond the shared context
     inputs: Callable[[Any, dict], Any] | None = None
-    # the names of the evaluator options its `inputs` reads (links': `link_file`, `link_base`, eval's --links and
-    # --link-base): `evaluate_run` takes them as keyword arguments and refuses a name no evaluator declares
+    # the names of the evaluator options its `inputs` reads (links': `link_file`, `link_base`, `link_lang`, eval's
+    # --links, --link-base and --link-lang): `evaluate_run` takes them as keyword arguments and refuses a name no
+    # evaluator declares
     options: tuple[str, ...] = ()
     # (section, frozen dataclass): its own settings, cfg.<section>, an evaluation section of the run config
     # (config.EVALUATION, which cannot import the evaluators: tests/test_registries.py checks the two agree)
