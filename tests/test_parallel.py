@@ -626,26 +626,27 @@ def test_a_bad_task_directory_is_one_line(tmp_path, lines, case, fragment):
 def test_a_parallel_run_exports_and_eval_hf_langs_reads_each_language_as_trained(tmp_path, lines):
     """A lang-pos run whose corpus was lowercased: the export carries each language's tokenizer (lowercasing
     raw text as the corpus was) and layout, so eval --hf --langs on the dev pairs, in their original case,
-    gives the run's own numbers."""
+    gives the run's own numbers. The second language is named `el`, which sorts before `en`: the export's config
+    holds its languages with sorted keys, and the run's order is their layouts'."""
     from minimult.evaluate import evaluate_run
     from minimult.evaluate.hf import evaluate_hf
 
-    path = manifest(tmp_path, f'lowercase = true\n[languages]\nen = "{lines["en"].name}"\nxx = "{lines["xx"].name}"\n')
+    path = manifest(tmp_path, f'lowercase = true\n[languages]\nen = "{lines["en"].name}"\nel = "{lines["xx"].name}"\n')
     run = train_run(tmp_path, "lower", path, "lang-pos")
     proc = cli("export", run.path, "--hf", tmp_path / "hf")
     assert proc.returncode == 0, proc.stderr
     from transformers import AutoConfig
 
     record = AutoConfig.from_pretrained(str(tmp_path / "hf")).minimult_languages
-    assert list(record) == ["en", "xx"] and record["xx"]["tokenizer"] == "xx"
-    assert record["xx"]["layout"]["id_offset"] == 256 and record["xx"]["layout"]["position_offset"] == 128
-    assert (tmp_path / "hf" / "xx" / "tokenizer.json").read_bytes() == (run.path / "xx" / "tokenizer.json").read_bytes()
+    assert list(record) == ["el", "en"] and record["el"]["tokenizer"] == "el" and record["el"]["layout"]["lang"] == 1
+    assert record["el"]["layout"]["id_offset"] == 256 and record["el"]["layout"]["position_offset"] == 128
+    assert (tmp_path / "hf" / "el" / "tokenizer.json").read_bytes() == (run.path / "el" / "tokenizer.json").read_bytes()
     dev = run.data.prepared.dev.verse_ids.tolist()
     pair = [write(tmp_path / f"dev.{n}", [p.read_text().splitlines()[i - 1] for i in dev]) for n, p in
             (("en", lines["en"]), ("xx", lines["xx"]))]
     assert any(c.isupper() for c in pair[0].read_text())  # raw text: the tokenizer lowercases it
     native = evaluate_run(run, log=quiet, write=False)
-    theirs = evaluate_hf(tmp_path / "hf", *pair, langs=("en", "xx"), device="cpu", log=quiet)
+    theirs = evaluate_hf(tmp_path / "hf", *pair, langs=("en", "el"), device="cpu", log=quiet)
     for layer in native["layers"]:
         for key in ("retrieval", "retrieval_backward", "order_distance"):
             assert theirs["layers"][layer][key] == pytest.approx(native["layers"][layer][key], abs=1e-6), key
@@ -658,7 +659,7 @@ def test_a_parallel_run_exports_and_eval_hf_langs_reads_each_language_as_trained
     pharaoh = write(tmp_path / "dev.pharaoh", [" ".join(f"{i}-{i}" for i in range(1, len(ENGLISH[v - 1].split()) + 1))
                                               for v in dev])
     ours = evaluate_run(run, log=quiet, link_file=str(native_links), only=("links",), write=False)["links"]
-    hf_links = evaluate_hf(tmp_path / "hf", *pair, langs=("en", "xx"), link_file=pharaoh, link_base=1, device="cpu",
+    hf_links = evaluate_hf(tmp_path / "hf", *pair, langs=("en", "el"), link_file=pharaoh, link_base=1, device="cpu",
                            log=quiet)["links"]
     for layer, scores in ours["layers"].items():
         assert hf_links["layers"][layer]["f1"] == pytest.approx(scores["f1"], abs=1e-6)

@@ -196,8 +196,12 @@ def check_words(side: Side, lines: list[str], path) -> None:
 def recorded(model: HFBert, key: str) -> dict:
     """What a minimult export records in its config under `key` ({} for any other checkpoint):
     `minimult_languages` (each language's tokenizer, layout and word order) or `minimult_training` (how far and
-    how its run trained)."""
-    return getattr(model.hf.config, key, None) or {}
+    how its run trained). The languages come in the run's order (their layouts' `lang`): config.json holds them
+    with its keys sorted."""
+    value = getattr(model.hf.config, key, None) or {}
+    if key == "minimult_languages":
+        value = dict(sorted(value.items(), key=lambda kv: kv[1].get("layout", {}).get("lang", 0)))
+    return value
 
 
 def recorded_layout(spec: dict, lang: int) -> Layout:
