@@ -37,7 +37,7 @@ def pretrain(mods: str = "", preset: str = "paper", seed: int = 0, out: str | Pa
     that many updates on the whole schedule (continue with `resume`)."""
     cfg, active = resolve(preset, {**(settings or {}), "train.seed": seed}, mods or None)
     run = Run.create(cfg, active, out, log=log)
-    with run.locked():
+    with run.removed_if_untrained(), run.locked():
         train([run], log=log, stop_after=stop_after)
     return run.path
 

@@ -204,6 +204,8 @@ def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_aft
 
     Started by torchrun (`torchrun --nproc-per-node N --no-python minimult pretrain ...`), the N processes
     train the one run together: rank 0 makes the run folder, holds its lock and writes."""
+    from contextlib import nullcontext
+
     from minimult import ranks
     from minimult.config import resolve
     from minimult.data.masking import parse_probs
@@ -250,7 +252,8 @@ def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_aft
     with distributed.session(launched, cfg.train.device):  # torchrun: rank 0 makes the folder, the others open it
         run = distributed.created_once(launched, lambda: Run.create(cfg, active, out, log=note), Run.open)
         echo(f"run folder: {run.path}")
-        meta = _train_one(run, echo, stop_after=stop_after)
+        with run.removed_if_untrained() if launched is None else nullcontext():
+            meta = _train_one(run, echo, stop_after=stop_after)
     echo(_stopped_text(run, meta))
 
 

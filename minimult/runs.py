@@ -435,6 +435,19 @@ class Run:
         with lock:
             yield self
 
+    @contextlib.contextmanager
+    def removed_if_untrained(self):
+        """For a folder just made: when what runs inside fails before training began (no run.json, no checkpoint),
+        the folder, which holds only its config and vocabulary, is removed, so a second try may take the same
+        --out; the error says so. An interrupt keeps it (a resume starts it)."""
+        try:
+            yield self
+        except MinimultError as e:
+            if (self.path / "run.json").exists() or self.checkpoint_path.exists():
+                raise
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise MinimultError(f"{e} ({self.path} removed: nothing was trained in it)") from None
+
     def check_vocabulary(self, prepared) -> None:
         """The prepared vocabulary must be the one this run trained with (its own vocab.txt and the hash
         run.json recorded): a rebuilt cache would silently give every piece another id."""

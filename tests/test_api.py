@@ -61,6 +61,10 @@ def test_a_run_made_through_the_api_is_the_run_the_cli_makes(tmp_path):
     with pytest.raises(MinimultError, match="unknown mod"):
         api.pretrain(mods="lang-position", preset="tiny", out=tmp_path / "bad", log=lambda s: None)
     assert not (tmp_path / "bad").exists()
+    with pytest.raises(MinimultError, match="removed: nothing was trained in it"):  # made, then failed before training
+        api.pretrain(mods="knn-replace", preset="tiny", settings={**TINY_SETTINGS, "knn.dim": 400}, out=tmp_path / "bad",
+                     log=lambda s: None)
+    assert not (tmp_path / "bad").exists()
     said = []  # the two runs are one seed of one setting: one row, and the other named, as the report names it
     rows = api.results(tmp_path, log=said.append)
     assert [r["run"] for r in rows] == [str(tmp_path / "api")]

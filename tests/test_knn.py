@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -78,13 +79,20 @@ def test_knn_mix_replaces_30_percent_of_selected_tokens_by_their_neighbour(knn_s
 
 
 def test_embeddings_smaller_than_the_dimension_fail_cleanly(tmp_path):
+    """The error names the setting that fits them; the run folder it made holds nothing trained and is removed,
+    so the same --out takes the second try."""
     args = ["--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
-            "--set", "data.vocab_size=256", "--set", "knn.dim=400", "--mods", "knn-replace",
-            "--out", str(tmp_path / "run")]
-    proc = cli("pretrain", *args)
+            "--set", "data.vocab_size=256", "--mods", "knn-replace", "--out", str(tmp_path / "run")]
+    proc = cli("pretrain", *args, "--set", "knn.dim=400")
     lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("knn-replace")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert lines[-1].startswith("error:") and "too small" in lines[-1], proc.stderr
+    words = int(re.search(r"has (\d+) words", lines[-1]).group(1))
+    assert f"--set knn.dim=N with N <= {words} fits them" in lines[-1]
+    assert f"({tmp_path / 'run'} removed: nothing was trained in it)" in lines[-1]
+    assert not (tmp_path / "run").exists()
+    proc = cli("pretrain", *args, "--set", "knn.dim=32", "--stop-after", "2")
+    assert proc.returncode == 0 and (tmp_path / "run" / "checkpoint.pt").is_file(), proc.stderr
 
 
 def test_a_run_records_its_table_and_says_when_it_resumes_with_another(knn_setup, tmp_path):

@@ -74,9 +74,10 @@ def _check_sizes(X, Z, cfg):
     dim, need = X.shape[1], max(10, cfg.csls_k)
     for name, M in (("source", X), ("target", Z)):
         if M.shape[0] < need or M.shape[0] < dim:
+            fits = f"; --set knn.dim=N with N <= {M.shape[0]} fits them" if M.shape[0] >= need else ""
             raise MinimultError(
                 f"embeddings too small for unsupervised mapping: {name} has {M.shape[0]} words "
-                f"(need >= {need} and >= dim {dim})")
+                f"(need >= {need} and >= dim {dim}, knn.dim){fits}")
         if not torch.isfinite(M).all():
             raise MinimultError(f"{name} embeddings contain NaN or infinite values")
     if not (0.0 < cfg.keep_start <= 1.0):
