@@ -525,8 +525,8 @@ class Run:
         model.load_state_dict(ckpt["model"])
         model.eval()
         prepared = self.data.prepare(log)
+        self.check_data(prepared, "evaluate")  # first: an edited corpus file changes the vocabulary too
         self.check_vocabulary(prepared)
-        self.check_data(prepared, "evaluate")
         total = self.meta.get("total_steps")
         self.trained = {"steps": ckpt["step"], "total_steps": total, "complete": bool(ckpt.get("complete"))}
         if not ckpt.get("complete"):

@@ -414,8 +414,8 @@ def _resume(members: list[Member], device, log) -> tuple[int, list | None, bool,
     ckpts = [m.run.checkpoint(map_location=device) for m in members]
     for m, c in zip(members, ckpts):
         m.run.check_checkpoint_config(c)
+        m.run.check_data(m.run.data.prepared)  # first: an edited corpus file changes the vocabulary too
         m.run.check_vocabulary(m.run.data.prepared)
-        m.run.check_data(m.run.data.prepared)
         m.run.check_mod_versions()
     steps = {c["step"] for c in ckpts}
     if len(steps) != 1:

@@ -499,7 +499,7 @@ def test_a_run_without_a_checkpoint_resumes_from_the_start(tmp_path):
 def test_resume_and_eval_refuse_a_corpus_that_changed_since_the_run_started(tmp_path):
     """A training file edited between the start and the resume (each line's words reversed: the same words, so
     the same word vocabulary) would have the rest of the run train on other text without a word: refused in one
-    line; put back, the run resumes. Evaluating the finished run on the edited text is refused the same way."""
+    line, which names the file also where new words changed the vocabulary too; put back, the run resumes. Evaluating the finished run on the edited text is refused the same way."""
     train = tmp_path / "train.txt"
     lines = Path(TINY_SETTINGS["data.train"]).read_text(encoding="utf-8").splitlines()[:200]
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -511,6 +511,8 @@ def test_resume_and_eval_refuse_a_corpus_that_changed_since_the_run_started(tmp_
     train.write_text("\n".join(" ".join(l.split()[::-1]) for l in lines) + "\n", encoding="utf-8")
     assert_one_line_error(cli("pretrain", "--resume", str(run)), "not the text this run trained on", str(train))
     assert read_json(run / "run.json")["vocab_sha256"] == vocab and load_checkpoint(run / "checkpoint.pt")["step"] == 10
+    train.write_text("\n".join(lines + ["Zyx came here ."]) + "\n", encoding="utf-8")  # new words: another vocabulary
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "not the text this run trained on", str(train))
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
     proc = cli("pretrain", "--resume", str(run))
     assert proc.returncode == 0 and "resuming" in proc.stdout, proc.stderr
