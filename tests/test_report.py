@@ -279,6 +279,22 @@ def test_rows_of_one_mods_trained_otherwise_are_named_by_what_differs(tmp_path):
                     f"original ({preset}, data.vocab_size=512)": "0"}, rows
 
 
+def test_rows_are_named_by_settings_under_their_names_now(tmp_path):
+    """A committed run's config.json says `data.fake`; a row apart by its language source is named by the key
+    that sets it now, `data.source`, whichever name its config.json holds."""
+    runs = tmp_path / "runs"
+    for name, source in (("a", "shift"), ("b", "unicode")):
+        shutil.copytree(QUICK / "0-original-s0", runs / name)
+        config = json.loads((runs / name / "config.json").read_text())
+        config["data"] = {**{k: v for k, v in config["data"].items() if k not in ("fake", "source")}, "source": source}
+        (runs / name / "config.json").write_text(json.dumps(config))
+    assert "fake" in json.loads((QUICK / "0-original-s0" / "config.json").read_text())["data"]
+    result = CliRunner().invoke(main, ["report", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = {r["setting"] for r in csv.DictReader((tmp_path / "out" / "table1.csv").open())}
+    assert rows == {f"original ({config['preset']}, data.source={s})" for s in ("shift", "unicode")}, rows
+
+
 def test_rows_carry_the_preset_their_runs_trained_at_not_the_last_sweeps(tmp_path):
     """A sweep of another preset into a root rewrites its manifest's preset; the rows keep their runs' own."""
     runs = tmp_path / "runs"

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from minimult.config import EVALUATION_SECTIONS, RunConfig, comparable, flat, resolve, without_execution
+from minimult.config import (EVALUATION_SECTIONS, DataConfig, RunConfig, comparable, flat, resolve,
+                             without_execution)
 from minimult.errors import MinimultError
 from minimult.evaluate.results import headline_problem
 from minimult.runs import log_lines, logged_seconds, read_json
@@ -247,7 +248,7 @@ def _training(run: Run) -> dict:
     (`mod_versions.lang-pos`: a mod whose behaviour changed between two seeds' runs) and the content hashes of
     knn-replace's neighbour tables (`knn_tables`: a table built on another machine may hold other
     neighbours under the same cache key)."""
-    trained = flat({k: v for k, v in _trained(run.config).items() if k != "preset"})
+    trained = _flat_trained(run.config)
     meta = read_object(run.path / "run.json") or {}
     # a run.json from before it recorded the precision: what "auto" ran in on its device
     precision = meta.get("precision") or AUTO_PRECISION.get(str(meta.get("device") or "").split(":")[0])
@@ -267,8 +268,7 @@ def _plain_training(preset: str) -> dict | None:
     """`_training`'s keys for a plain `original` at `preset` (precision as configured, "auto"); None for a
     preset this version does not know."""
     try:
-        return flat({k: v for k, v in _trained(resolve(preset, None, None)[0].to_dict()).items()
-                     if k != "preset"})
+        return _flat_trained(resolve(preset, None, None)[0].to_dict())
     except (MinimultError, TypeError, ValueError):
         return None
 
@@ -358,6 +358,13 @@ def _trained(config: dict) -> dict:
     for section in EVALUATION_SECTIONS:
         c.pop(section, None)
     return c
+
+
+def _flat_trained(config: dict) -> dict:
+    """`_trained` flat, the preset's name left out, each key under its name now (`data.source`, not the
+    `data.fake` that fingerprints read): what names and sentences show of a run's settings."""
+    now = {f"data.{old}": f"data.{new}" for old, new in DataConfig.OLD_KEYS.items()}
+    return {now.get(k, k): v for k, v in flat(_trained(config)).items() if k != "preset"}
 
 
 def _fingerprint(config: dict) -> str:
