@@ -378,6 +378,22 @@ def test_three_language_run_trains_and_evaluates_every_pair(tmp_path):
     assert yy["dev_sentences_cut"] == 0  # recorded where alignment had no gold too
 
 
+def test_links_past_a_dev_set_cut_by_dev_sentences_are_left_out_and_counted(tmp_path):
+    """The manifest's link file covers its 20 dev pairs; a run that keeps the first 12 (data.dev_sentences, as the
+    tiny preset keeps 200 of `minimult verses`' 400) reads the links of those and counts the rest."""
+    from minimult.data.prepare import summary
+
+    files = three_languages(tmp_path)
+    cfg, mods = resolve("tiny", settings(files, **{"data.dev_sentences": 12}))
+    prepared = RunData(cfg, mods).prepare(quiet)
+    stats = prepared.stats["parallel"]
+    words = [len(line.split()) for line in ENGLISH[100:]]
+    assert stats["splits"]["dev"]["pairs"] == 12
+    assert stats["links"]["xx"]["links"] == sum(words[:12]) and stats["links"]["xx"]["past_the_cut"] == sum(words[12:])
+    assert f"; {sum(words[12:]):,} on pairs past the run's dev pairs (cut to data.dev_sentences) left out" in \
+        summary(prepared)
+
+
 def test_link_lang_scores_a_link_file_against_the_language_it_names(tmp_path, lines):
     """In a run of en, xx and zz (every English sentence after the word "so"), a file linking English word i to
     zz's word i + 1 is read against zz's words (`--link-lang zz`): its last links name a word xx does not have."""

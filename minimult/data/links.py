@@ -67,6 +67,7 @@ class Links:
     path: str
     format: str = "native"  # native | pharaoh
     base: int = 0  # where the file's word indices start
+    past: int = 0  # links left out: on pairs past the last the run's cut dev set keeps (`read_links`' `past`)
 
     def __len__(self) -> int:
         return len(self.a)
@@ -101,18 +102,20 @@ def link_format(path) -> str:
     return "native" if any("\t" in line for line in lines) else "pharaoh"
 
 
-def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int | None = None) -> Links:
+def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int | None = None,
+               past: int | None = None) -> Links:
     """Parse a link file against the verses (pairs) it may name: {verse id: number of words} of each language.
     A Pharaoh file's line k addresses pair k, its word indices counted from `base` (0 or 1, which must be
-    given); the native format's indices count from 0."""
+    given); the native format's indices count from 0. `past`: the last pair id of a dev set cut to its first
+    pairs (data.dev_sentences): links on later pairs are left out and counted (`Links.past`), not refused."""
     text = _text(path)
     path = Path(path)
     if link_format(path) == "pharaoh":
-        return _read_pharaoh(path, text, words_a, words_b, base)
+        return _read_pharaoh(path, text, words_a, words_b, base, past)
     if base not in (None, 0):
         raise MinimultError(f"{path} is a native link file (verse<TAB>i<TAB>j), whose word indices count from 0; "
                             f"--link-base {base} applies to Pharaoh files")
-    rows, silver = [], False
+    rows, silver, left = [], False, 0
     for number, line in enumerate(text_lines(text), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
@@ -125,6 +128,9 @@ def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int
             raise MinimultError(f"bad link at {where}: use verse_id<TAB>index_in_A<TAB>index_in_B[<TAB>S|P] "
                                 f"(0-based word indices, ASCII digits)")
         verse, a, b = (int(f) for f in fields[:3])
+        if past is not None and verse > past:
+            left += 1
+            continue
         if verse not in words_a or verse not in words_b:
             raise MinimultError(f"bad link at {where}: verse {verse} is not among the run's aligned "
                                 f"development verses")
@@ -132,29 +138,32 @@ def read_links(path, words_a: dict[int, int], words_b: dict[int, int], base: int
             raise MinimultError(f"bad link at {where}: word index out of range (verse {verse} has "
                                 f"{words_a[verse]} words in A and {words_b[verse]} in B, counted from 0)")
         rows.append((verse, a, b, len(fields) == 3 or fields[3].strip() == "S"))
-    return _links(rows, silver, path, "native", 0)
+    return _links(rows, silver, path, "native", 0, left)
 
 
-def _links(rows, silver: bool, path: Path, kind: str, base: int) -> Links:
+def _links(rows, silver: bool, path: Path, kind: str, base: int, past: int) -> Links:
     if not rows:
         raise MinimultError(f"link file has no links: {path}")
     v, a, b, s = (np.array(x) for x in zip(*rows))
     return Links(v.astype(np.int64), a.astype(np.int64), b.astype(np.int64), s.astype(bool), silver, str(path),
-                 kind, base)
+                 kind, base, past)
 
 
-def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[int, int], base) -> Links:
+def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[int, int], base, past) -> Links:
     if base not in (0, 1):
         raise MinimultError(f"{path} is a Pharaoh link file (i-j per pair): say whether its word indices count from "
                             f"0 or from 1 (--link-base 0|1; links_base in a manifest)")
     lines = text_lines(text)
     header = next((i for i, line in enumerate(lines) if not line.lstrip().startswith("#")), len(lines))
     silver = any("silver" in line.lower() for line in lines[:header])
-    rows = []
+    rows, left = [], 0
     for pair, line in enumerate(lines[header:], 1):
         number = header + pair
         tokens = line.split()
         where = f"{path}:{number}"
+        if past is not None and pair > past:
+            left += len(tokens)
+            continue
         if tokens and pair not in words_a:
             raise MinimultError(f"bad link at {where}: the line addresses pair {pair}, which is not among the run's "
                                 f"{len(words_a):,} development pairs, ids {min(words_a)} to {max(words_a)} (a Pharaoh "
@@ -174,7 +183,7 @@ def _read_pharaoh(path: Path, text: str, words_a: dict[int, int], words_b: dict[
                 raise MinimultError(f"bad link at {where}: {token!r}: word index out of range (pair {pair} has "
                                     f"{words_a[pair]} words in A and {words_b[pair]} in B, counted from {base})")
             rows.append((pair, a, b, sure))
-    return _links(rows, silver, path, "pharaoh", base)
+    return _links(rows, silver, path, "pharaoh", base, left)
 
 
 def write_pharaoh(path: Path, rows, pairs: int, base: int = 0, header: str = "") -> None:

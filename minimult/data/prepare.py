@@ -221,7 +221,8 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
                                for lang, name in par.get("shipped_vocabularies", {}).items()))
         for lang, d in par.get("links", {}).items():
             lines.append(f"{d['kind']} links of the dev pairs for {lang}: {d['links']:,} ({d['sure']:,} sure) "
-                         f"from {d['file']}")
+                         f"from {d['file']}" + (f"; {d['past_the_cut']:,} on pairs past the run's dev pairs (cut to "
+                                                f"data.dev_sentences) left out" if d.get("past_the_cut") else ""))
     if "shared_vocab" in s:  # one vocabulary for every language (data.shared_vocab)
         o = s["shared_vocab"]
         lines.append(f"one shared vocabulary: the English training text uses {o['entries_used_by_en']:,} of its "

@@ -181,7 +181,7 @@ class Parallel(Source):
             if split == "dev":
                 for k, lang in enumerate(names[1:], 1):
                     if lang in spec.links:
-                        links = self._dev_links(spec, lang, corpus, k)
+                        links = self._dev_links(spec, lang, corpus, k, len(corpus) == data_cfg.dev_sentences)
                         np.save(tmp / f"dev_{lang}_gold.npy",
                                 _sure_gold(encoded[0], encoded[k], corpus.verse_ids, links))
                         write_links(tmp / f"links-dev-{lang}.links",
@@ -191,15 +191,18 @@ class Parallel(Source):
                                     f"format\npair id<TAB>index_in_A ({names[0]})<TAB>index_in_B ({lang})<TAB>S|P")
                         stats["parallel"].setdefault("links", {})[lang] = {
                             "file": str(spec.links[lang]), "links": len(links), "sure": int(links.sure.sum()),
-                            "kind": "silver" if links.silver else "gold"}
+                            "kind": "silver" if links.silver else "gold", "past_the_cut": links.past}
         stats["parallel"]["vocab_entries"] = {lang: len(v) for lang, v in zip(names, vocabs)}
         stats["parallel"]["shipped_vocabularies"] = shipped  # beside the first language's (prepare says that one)
         return stats
 
     @staticmethod
-    def _dev_links(spec: Spec, lang: str, dev, k: int):
+    def _dev_links(spec: Spec, lang: str, dev, k: int, cut: bool):
+        """Language k's links of the dev pairs; `cut`: the dev set is its files' first pairs (data.dev_sentences),
+        so links on later pairs are left out (counted), not refused."""
         counts = [{int(i): len(s) for i, s in zip(dev.verse_ids, dev.language(j))} for j in (0, k)]
-        return read_links(spec.links[lang], counts[0], counts[1], spec.links_base)
+        return read_links(spec.links[lang], counts[0], counts[1], spec.links_base,
+                          max(counts[0]) if cut and counts[0] else None)
 
     def alignment_gold_of(self, lang: int, data_cfg=None) -> str:
         """Language `lang`'s gold: its link file's kind (silver when a comment says so), "none" without one."""
