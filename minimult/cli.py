@@ -692,10 +692,13 @@ def verses(out, train_verses, dev_verses, force):
         raise MinimultError(f"verses: {folder} is not empty (a corpus.toml or dictionary edited by hand would be "
                             f"overwritten): give a new folder, or --force to replace what verses writes there")
     counts = write_files(folder, train_verses or None, dev_verses, progress=note)
+    task = (f"a task of {counts['gospel_verses']:,} Gospel verses" if counts["gospel_verses"] else
+            f"no gospels/ task (its training verses are all from {', '.join(counts['gospel_labels']) or 'no Gospel'}: "
+            f"a task needs two; more --train-verses, or 0 for all, give one)")
     click.echo(f"wrote {counts['train_verses']:,} training and {counts['dev_verses']:,} dev verse pairs, "
                f"{counts['dictionary_pairs']:,} dictionary pairs, {counts['silver_dev_links']:,} silver dev links and "
-               f"a task of {counts['gospel_verses']:,} Gospel verses to {out}; train with --files "
-               f"{folder / 'corpus.toml'}, transfer with --task {folder / 'gospels'}")
+               f"{task} to {out}; train with --files {folder / 'corpus.toml'}"
+               + (f", transfer with --task {folder / 'gospels'}" if counts["gospel_verses"] else ""))
 
 
 @main.command(name="mods")

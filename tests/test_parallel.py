@@ -778,13 +778,43 @@ def test_en_es_verses_written_to_files_give_en_es_s_ids_gold_and_dictionary(tmp_
     assert len(enes.dictionary()[0].ids) > 0
     np.testing.assert_array_equal(files.random_ids(), enes.random_ids())
     assert files.source.alignment_gold_of(1, cfg.data) == "silver"
-    # and a task directory of the Gospel verses (the fixture's are Matthew's), split by verse, tests in both languages
+    # no task directory of the Gospel verses: the fixture's are all Matthew's, and a task needs two labels (transfer
+    # refuses one); the line says why and what gives one
+    assert not (tmp_path / "files" / "gospels").exists() and "--task" not in result.stdout
+    assert "no gospels/ task (its training verses are all from matthew: a task needs two; more --train-verses" \
+        in result.stdout
+
+
+def test_verses_writes_a_task_of_the_gospels_its_verses_are_from_split_by_verse(tmp_path, fixture_modules,
+                                                                                  monkeypatch):
+    """`minimult verses`' gospels/ task, from the fixture's Matthew verses with the later half given Mark's ids:
+    two labels, each verse in one split (the New Testament part task's split), the test verses in both languages."""
+    import dataclasses
+
+    from minimult.data.sources import en_es
+    from minimult.data.tasks import verse_split
+
+    def two_gospels(*args):
+        train, dev = aligned(*args)
+        half = len(train.verse_ids) // 2  # the later half: book 40 (Matthew) -> 41 (Mark)
+        ids = [v + 1_000_000 * (i >= half) for i, v in enumerate(train.verse_ids)]
+        return dataclasses.replace(train, verse_ids=type(train.verse_ids)(ids)), dev
+
+    aligned = en_es.aligned_corpora
+    monkeypatch.setattr(en_es, "aligned_corpora", two_gospels)
+    counts = en_es.write_files(tmp_path / "files", None, 5)
     task = tmp_path / "files" / "gospels"
     parts = {name: [line.split("\t") for line in (task / name).read_text().splitlines()]
              for name in ("train.tsv", "dev.tsv", "test.en.tsv", "test.es.tsv")}
-    assert sum(map(len, parts.values())) - len(parts["test.es.tsv"]) == 25 and parts["train.tsv"]
-    assert {label for rows in parts.values() for label, _ in rows} == {"matthew"}
+    train, _ = two_gospels(None, 5, lambda s: None)
+    verses = [(v, w) for v, w in zip(train.verse_ids, train.sentences) if v // 1_000_000 in (40, 41)]  # Gospels'
+    split = verse_split(np.array([v for v, _ in verses], dtype=np.int64))
+    assert [len(parts[n]) for n in ("train.tsv", "dev.tsv", "test.en.tsv")] == [int((split == k).sum()) for k in range(3)]
+    assert counts["gospel_verses"] == len(verses) > 20 and counts["gospel_labels"] == ["mark", "matthew"]
+    expected = ["mark" if v // 1_000_000 == 41 else "matthew" for v, _ in verses]
+    assert [l for l, _ in parts["train.tsv"]] == [l for l, k in zip(expected, split) if k == 0]
     assert [l for l, _ in parts["test.en.tsv"]] == [l for l, _ in parts["test.es.tsv"]]
+    assert [t for _, t in parts["test.en.tsv"]] == [" ".join(w) for (_, w), k in zip(verses, split) if k == 2]
 
 
 def test_text_too_large_for_the_memory_available_is_refused_in_one_line_before_it_is_read(tmp_path, lines, monkeypatch):

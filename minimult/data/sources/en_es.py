@@ -21,6 +21,7 @@ one-piece word pairs that are each other's most frequent sure link partner in th
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,11 +273,14 @@ def write_files(out, train_verses: int | None = None, dev_verses: int | None = 1
     rows = [(gospels[v // 1_000_000], en, es) for v, en, es in zip(train.verse_ids, train.sentences, train.second)
             if v // 1_000_000 in gospels]
     split = verse_split(np.array([v for v in train.verse_ids if v // 1_000_000 in gospels], dtype=np.int64))
-    (out / "gospels").mkdir(exist_ok=True)
-    # (file, split: tasks.SPLITS' index, the text: 1 English, 2 Spanish)
-    for name, part, text in (("train.tsv", 0, 1), ("dev.tsv", 1, 1), ("test.en.tsv", 2, 1), ("test.es.tsv", 2, 2)):
-        atomic_write_text(out / "gospels" / name,
-                          "".join(f"{r[0]}\t{' '.join(r[text])}\n" for r, s in zip(rows, split) if s == part))
+    labels = sorted({r[0] for r, s in zip(rows, split) if s == 0})  # the training split's: a task needs two
+    shutil.rmtree(out / "gospels", ignore_errors=True)  # --force: never a task of another call's verses
+    if len(labels) > 1:
+        (out / "gospels").mkdir()
+        # (file, split: tasks.SPLITS' index, the text: 1 English, 2 Spanish)
+        for name, part, text in (("train.tsv", 0, 1), ("dev.tsv", 1, 1), ("test.en.tsv", 2, 1), ("test.es.tsv", 2, 2)):
+            atomic_write_text(out / "gospels" / name,
+                              "".join(f"{r[0]}\t{' '.join(r[text])}\n" for r, s in zip(rows, split) if s == part))
     pairs = silver_word_pairs(train)
     atomic_write_text(out / "en-es.dict", "".join(f"{e}\t{s}\n" for e, s in pairs))
     write_pharaoh(out / "silver-dev.pharaoh", [(k, a, b, kind) for k, verse in enumerate(dev.links, 1)
@@ -301,7 +305,8 @@ es = "en-es.dict"
 es = "silver-dev.pharaoh"
 """)
     return {"train_verses": len(train), "dev_verses": len(dev), "dictionary_pairs": len(pairs),
-            "silver_dev_links": sum(map(len, dev.links)), "gospel_verses": len(rows)}
+            "silver_dev_links": sum(map(len, dev.links)), "gospel_verses": len(rows) if len(labels) > 1 else 0,
+            "gospel_labels": labels}
 
 
 register(EnEs())
