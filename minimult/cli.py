@@ -414,7 +414,7 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
     if threads:
         torch.set_num_threads(threads)
     from minimult.evaluate import evaluate_run, summary_table
-    from minimult.evaluate.results import read_results
+    from minimult.evaluate.results import incomplete_evaluation, read_results, replaces_headline
     from minimult.evaluate.segments import parse_segments
     if link_file is not None and names is not None:
         names = tuple(dict.fromkeys(names + ("links",)))
@@ -446,6 +446,11 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
             click.echo(summary_table(results, names))
             if layers and not names:
                 click.echo(_layers_note(opened, results, before))
+            elif not names and (other := incomplete_evaluation(results)):  # not the run's result: say so
+                headline = ("are the run's headline (the top of results.json) until a complete evaluation replaces "
+                            "them" if replaces_headline(before, results) else "leave its headline as it was")
+                click.echo(f"an evaluation at {other}, not the default settings: these numbers are no result of "
+                           f"the run (report leaves it out) and {headline}")
             return results
     every = []
     with holding:

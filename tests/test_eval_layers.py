@@ -42,3 +42,24 @@ def test_eval_layer_note_says_what_write_results_did(tmp_path):
     assert json.loads(path.read_text())["evaluations"][-1]["layers"] == {"1": {"translation": 0.5}}
     assert evaluate([0, 1], True, tau=None).startswith("layers 0, 1 computed; no µ: no τ on this run's data "
                                                        "(no dictionary); they are now")
+
+
+def test_eval_at_other_than_the_default_settings_says_its_numbers_are_no_result_of_the_run(tmp_path):
+    """`eval --ppl-sentences N` scores perplexity on N sequences: one line says that this is no result of the
+    run, and whether results.json's headline is now these numbers (nothing evaluated before) or stays."""
+    from conftest import TINY_SETTINGS, cli
+
+    run = tmp_path / "run"
+    tiny = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS["data.dev"],
+            "--set", "data.vocab_size=256"]
+    assert cli("pretrain", *tiny, "--out", str(run)).returncode == 0
+    said = "an evaluation at perplexity on 20 sequences, not the default settings: these numbers are no result of the "\
+           "run (report leaves it out) and "
+    first = cli("eval", run, "--ppl-sentences", "20")
+    assert first.returncode == 0 and said + "are the run's headline (the top of results.json) until a complete " \
+                                           "evaluation replaces them" in first.stdout, first.stdout
+    complete = cli("eval", run)
+    assert complete.returncode == 0 and "no result of the run" not in complete.stdout
+    again = cli("eval", run, "--ppl-sentences", "20")
+    assert again.returncode == 0 and said + "leave its headline as it was" in again.stdout, again.stdout
+    assert json.loads((run / "results.json").read_text())["evaluation"]["complete"]
