@@ -308,6 +308,9 @@ def test_minor_a_run_evaluated_before_a_resume_is_named_stale_with_what_rescores
     results, meta = (json.loads((run / name).read_text()) for name in ("results.json", "run.json"))
     assert headline_problem(results, meta, run).endswith(f"it has trained on since, `minimult eval {run}` scores it")
     assert "since" not in headline_problem(results, {**meta, "status": "interrupted"}, run)
+    transferred = {"transfer": results.get("transfer", {}), "steps": results["steps"]}  # transfer alone: no layers
+    assert headline_problem(transferred, meta, run) == ("results.json has no per-layer results (transfer and probe "
+                                                        f"alone write none: `minimult eval {run}` does)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -233,7 +233,8 @@ def headline_problem(results: dict, meta: dict, run_dir: str | Path) -> str | No
     it, run.json), or an evaluation at other than the default settings (`incomplete_evaluation`)."""
     layers = results.get("layers")
     if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
-        return "results.json has no per-layer results"
+        return (f"results.json has no per-layer results (transfer and probe alone write none: `minimult eval "
+                f"{run_dir}` does)")
     problem = results_problem(results)
     if problem:
         return f"results.json: {problem}"
