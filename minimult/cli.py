@@ -608,7 +608,7 @@ def neighbours(preset, mods, seed, words, **_data):
     """Build (or reuse) knn-replace's neighbour table and show how good the mapping is."""
     from minimult.config import resolve
     from minimult.data.run_data import RunData
-    from minimult.knn.neighbours import p1_text, table_info
+    from minimult.knn.neighbours import table_info
     from minimult.mods.masking import with_knn_replace
 
     overrides = {**_overrides(), "train.seed": seed}
@@ -617,9 +617,7 @@ def neighbours(preset, mods, seed, words, **_data):
     prepared, sides = data.prepared, data.train_views
     knn = next(a for a in active if a.mod.build is not None)
     table = knn.mod.build(data, sides, cfg, knn.value, click.echo)["neighbours"]
-    info = table_info(prepared, cfg, knn.value, sides)
-    if p1_text(info):
-        click.echo(p1_text(info))
+    info = table_info(prepared, cfg, knn.value, sides)  # its P@1: in the line the build logged above
     click.echo(f"mapping: {info.get('iterations')} iterations, dictionary {info.get('dict_size')}, "
                f"{info.get('seconds_total', 0):.0f} s to build")
     covered = int((table[:, 0] >= 0).sum())
@@ -655,7 +653,8 @@ def corpus_stats(testament, json_path):
         out = r["left_out"]
         click.echo(f"{r['testament']} testament: {r['aligned']:,} aligned verses ({out['both']:,} with words in both; "
                    f"left out: {out['near_empty']} next to a verse empty in one language, "
-                   f"{out['in_shifted_chapters']} in renumbered chapters {', '.join(out['shifted_chapters']) or '-'})")
+                   f"{out['in_shifted_chapters']} in renumbered chapters"
+                   + (f" ({', '.join(out['shifted_chapters'])}))" if out["shifted_chapters"] else ")"))
     if json_path:
         write_json(Path(json_path), {"rows": rows})
 

@@ -499,7 +499,7 @@ def _begin(members: list[Member], spe: int, total: int, device, log, world: Worl
     log(f"device {device} ({precision.describe(tc.precision, device)}){ranks} | "
         + (f"{K} stacked models × " if K > 1 else "") + f"{parameters:,} parameters | batch {tc.batch_size} "
         f"sequences (~{tokens_per_step:,.0f} tokens/step) | {len(members[0].train_set):,} sequences, "
-        f"{spe} steps/epoch, {tc.epochs} epochs = {total} steps | {who}")
+        f"{spe} steps/epoch, {tc.epochs} epoch{'s' if tc.epochs != 1 else ''} = {total} steps | {who}")
     padded = tc.batching in PADDED_BATCHINGS and tc.attention == "masked"
     if device.type == "cpu" and padded and tc.microbatches == 1 and not tc.pad_multiple:
         log("note: random batches are mostly padding on a CPU; --set train.microbatches=4 trains each as groups of "

@@ -78,6 +78,19 @@ def test_knn_mix_replaces_30_percent_of_selected_tokens_by_their_neighbour(knn_s
     assert abs(hits / selected - 0.3) < 0.02, hits / selected
 
 
+def test_the_neighbours_command_shows_p1_once_and_each_word_s_neighbours_in_the_other_language(knn_setup):
+    """`minimult neighbours` on the tiny corpus (the table cached by the fixture, in the same cache): the P@1 line
+    once (it is the build's log line), the share of ids with neighbours, and a word's neighbours as Fake-English
+    pieces (`::`), the word itself first for this exact copy."""
+    proc = cli("neighbours", "--preset", "tiny", "--train-file", TINY["data.train"], "--dev-file", TINY["data.dev"],
+               "--set", "data.vocab_size=256", "--set", "knn.dim=32", "--words", "God,zzzq")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert out.count("translation P@1 against the identity dictionary") == 1, out
+    assert re.search(r"[\d,]+ of [\d,]+ ids have neighbours", out) and "  zzzq: not in the vocabulary" in out
+    assert "  God -> ::God" in out, out
+
+
 def test_embeddings_smaller_than_the_dimension_fail_cleanly(tmp_path):
     """The error names the setting that fits them; the run folder it made holds nothing trained and is removed,
     so the same --out takes the second try."""

@@ -240,6 +240,11 @@ def test_keyed_files_may_leave_out_pairs_when_the_manifest_says_so(tmp_path, lin
     assert 7 not in train.verse_ids and 8 not in train.verse_ids and len(train) + len(dev) == 118
     assert train.stats["dropped"] == {"en": 2, "yy": 2}
     assert len(said) == 2 and all("missing in another language's file" in s for s in said)
+    from minimult.data.prepare import summary
+
+    cfg, mods = resolve("tiny", settings(str(tmp_path / "corpus.toml")))
+    assert "train: 106 pairs (keyed; left out, missing in another file: 2 of en's ids, 2 of yy's ids): " in \
+        summary(RunData(cfg, mods).prepare(quiet))
 
 
 def test_manifest_sets_first_language_dev_files_words_and_lowercasing(tmp_path, lines):

@@ -7,6 +7,7 @@ domain) in place of the Debian packages; one test reads the installed modules an
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -324,3 +325,15 @@ def test_installed_modules_give_the_new_testament():
     keep, _ = sword.aligned_verses(en, es)
     assert len(en) == 7957 and 7900 < len(keep) <= 7957
     assert markup("es", 47013013) == sword.module_verses("es", "new")[47013013]  # the fixture is real markup
+
+
+def test_corpus_stats_prints_each_testament_s_aligned_verses(fixture_modules):
+    """`minimult corpus-stats` on the fixture's verses: a row per language and one line per testament, which
+    names renumbered chapters only where there are some (was: "... in renumbered chapters -)")."""
+    from conftest import cli
+
+    proc = cli("corpus-stats", "--testament", "new")
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("new testament: "))
+    assert re.fullmatch(r"new testament: [\d,]+ aligned verses \([\d,]+ with words in both; left out: \d+ next to a "
+                        r"verse empty in one language, \d+ in renumbered chapters( \([^)]*\))?\)", line), line

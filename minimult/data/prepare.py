@@ -211,7 +211,9 @@ def summary(p: Prepared, max_len: int | None = None) -> str:
         for split, d in par["splits"].items():
             dropped = d.get("dropped")
             lines.append(f"{split}: {d['pairs']:,} pairs ({d['format']}"
-                         + (f"; left out, missing in another file: {dropped}" if dropped else "") + "): "
+                         + (f"; left out, missing in another file: "
+                            + ", ".join(f"{n:,} of {lang}'s ids" for lang, n in dropped.items()) if dropped else "")
+                         + "): "
                          + "; ".join(f"{lang} {x['words']:,} words, {x['types']:,} types, {x['pieces']:,} pieces"
                                      + (f", {x['unk_rate']:.2%} [UNK]" if x["unk_rate"] else "")
                                      for lang, x in d["languages"].items()))
