@@ -75,11 +75,11 @@ def merge_settings(ours: dict, theirs: dict, keep=lambda run: True) -> list[dict
     return out
 
 
-def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path) -> dict:
+def merged_manifest(src_manifest: dict, dst_manifest: dict, dst: Path, coming=()) -> dict:
     """`src_manifest` with `dst_manifest`'s settings merged in (`merge_settings`), each setting's runs cut to
-    the ones finished under `dst`."""
-    return {**src_manifest,
-            "settings": merge_settings(dst_manifest, src_manifest, keep=lambda r: results_complete(dst / r))}
+    the ones finished under `dst` or `coming` there (a dry run's, not brought yet)."""
+    return {**src_manifest, "settings": merge_settings(dst_manifest, src_manifest,
+                                                       keep=lambda r: r in coming or results_complete(dst / r))}
 
 
 def bring(src: Path, dst: Path, dry_run: bool = False, log=print) -> list[str]:
@@ -101,7 +101,7 @@ def bring(src: Path, dst: Path, dry_run: bool = False, log=print) -> list[str]:
             bring_run(run, dst / run.name)
     for m in manifests:
         target = dst / m.name
-        data = merged_manifest(read_json(m), read_json(target) if target.is_file() else {}, dst)
+        data = merged_manifest(read_json(m), read_json(target) if target.is_file() else {}, dst, brought)
         n = sum(len(s["runs"]) for s in data["settings"])
         log(f"{'would write' if dry_run else 'wrote'} {target}: {n} runs listed, every one finished there")
         if not dry_run:

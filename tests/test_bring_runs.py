@@ -52,6 +52,7 @@ def test_brings_finished_runs_without_checkpoints_and_lists_only_what_is_there(t
     dry = _bring(src, dst, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "would bring 0-original-s0" in dry.stdout and not (dst / "0-original-s0").exists()
+    assert f"would write {dst / 'table1.sweep.json'}: 3 runs listed" in dry.stdout  # as the real one below
 
     done = _bring(src, dst)
     assert done.returncode == 0, done.stderr
