@@ -274,6 +274,25 @@ def test_ray_cluster_by_address_with_token_authentication(swept, tmp_path):
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True, env=env, timeout=120)
 
 
+def test_a_ray_address_nothing_answers_at_is_one_line_in_seconds(tmp_path):
+    """--address HOST:PORT where no cluster listens: one error line naming the address and what to do (Ray
+    itself retried for minutes), the run folders untouched."""
+    import socket
+
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    grid = tmp_path / "tiny.toml"
+    grid.write_text(GRID)
+    proc = cli("sweep", grid, "--root", tmp_path / "runs", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+               "--only", "0", "--seeds", "0", cwd=tmp_path)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith(f"error: cannot reach a Ray cluster at 127.0.0.1:{port}: "), last
+    assert f"`ray start --head --port {port}`" in last and "Traceback" not in proc.stderr
+    assert not list((tmp_path / "runs").glob("*/checkpoint.pt"))
+
+
 def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
     import fcntl
 

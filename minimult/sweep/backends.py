@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -123,7 +124,22 @@ def _token_auth(log) -> str:
     return hint
 
 
+def check_reachable(address: str, seconds: float = 10.0) -> None:
+    """A cluster address `HOST:PORT` (or `ray://HOST:PORT`) must answer a TCP connection: Ray itself retries one
+    that does not for minutes, a line a few seconds."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():  # "auto" and other forms: Ray's to read
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as e:
+        raise MinimultError(f"cannot reach a Ray cluster at {address}: {e.strerror or e or type(e).__name__} (start "
+                            f"one there with `ray start --head --port {port}`, or check --address)") from None
+
+
 def run_ray(groups, jobs, address, report, log, tick, every) -> None:
+    if address is not None:
+        check_reachable(address)
     hint = _token_auth(log) if address is not None else ""  # before Ray is imported: it reads the mode then
     try:
         import ray  # lazy: an optional dependency (the sweep extra)
