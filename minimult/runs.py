@@ -439,11 +439,11 @@ class Run:
     def removed_if_untrained(self):
         """For a folder just made: when what runs inside fails before training began (no run.json, no checkpoint),
         the folder, which holds only its config and vocabulary, is removed, so a second try may take the same
-        --out; the error says so. An interrupt keeps it (a resume starts it)."""
+        --out; the error says so. An interrupt keeps it (a resume starts it), as does another process at work in it."""
         try:
             yield self
         except MinimultError as e:
-            if (self.path / "run.json").exists() or self.checkpoint_path.exists():
+            if (self.path / "run.json").exists() or self.checkpoint_path.exists() or lock_held(self.path):
                 raise
             shutil.rmtree(self.path, ignore_errors=True)
             raise MinimultError(f"{e} ({self.path} removed: nothing was trained in it)") from None

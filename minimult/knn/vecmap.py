@@ -77,7 +77,7 @@ def _check_sizes(X, Z, cfg):
             fits = f"; --set knn.dim=N with N <= {M.shape[0]} fits them" if M.shape[0] >= need else ""
             raise MinimultError(
                 f"embeddings too small for unsupervised mapping: {name} has {M.shape[0]} words "
-                f"(need >= {need} and >= dim {dim}, knn.dim){fits}")
+                f"(need >= {need}, and >= knn.dim = {dim}){fits}")
         if not torch.isfinite(M).all():
             raise MinimultError(f"{name} embeddings contain NaN or infinite values")
     if not (0.0 < cfg.keep_start <= 1.0):

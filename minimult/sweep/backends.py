@@ -133,7 +133,7 @@ def check_reachable(address: str, seconds: float = 10.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
     except OSError as e:
-        raise MinimultError(f"cannot reach a Ray cluster at {address}: {e.strerror or e or type(e).__name__} (start "
+        raise MinimultError(f"cannot reach a Ray cluster at {address}: {e.strerror or e} (start "
                             f"one there with `ray start --head --port {port}`, or check --address)") from None
 
 
