@@ -181,7 +181,8 @@ class Parallel(Source):
             if split == "dev":
                 for k, lang in enumerate(names[1:], 1):
                     if lang in spec.links:
-                        links = self._dev_links(spec, lang, corpus, k, len(corpus) == data_cfg.dev_sentences)
+                        cut = len(corpus) == data_cfg.dev_sentences  # the files' first pairs: later links left out
+                        links = self._dev_links(spec, lang, corpus, k, max(corpus.verse_ids) if cut else None)
                         np.save(tmp / f"dev_{lang}_gold.npy",
                                 _sure_gold(encoded[0], encoded[k], corpus.verse_ids, links))
                         write_links(tmp / f"links-dev-{lang}.links",
@@ -197,12 +198,10 @@ class Parallel(Source):
         return stats
 
     @staticmethod
-    def _dev_links(spec: Spec, lang: str, dev, k: int, cut: bool):
-        """Language k's links of the dev pairs; `cut`: the dev set is its files' first pairs (data.dev_sentences),
-        so links on later pairs are left out (counted), not refused."""
+    def _dev_links(spec: Spec, lang: str, dev, k: int, past: int | None):
+        """Language k's links of the dev pairs (those past pair `past` left out: `read_links`)."""
         counts = [{int(i): len(s) for i, s in zip(dev.verse_ids, dev.language(j))} for j in (0, k)]
-        return read_links(spec.links[lang], counts[0], counts[1], spec.links_base,
-                          max(counts[0]) if cut and counts[0] else None)
+        return read_links(spec.links[lang], counts[0], counts[1], spec.links_base, past)
 
     def alignment_gold_of(self, lang: int, data_cfg=None) -> str:
         """Language `lang`'s gold: its link file's kind (silver when a comment says so), "none" without one."""
