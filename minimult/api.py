@@ -35,6 +35,9 @@ def pretrain(mods: str = "", preset: str = "paper", seed: int = 0, out: str | Pa
     """Train a new run (as `minimult pretrain --preset P --mods M --seed S --set K=V ... --out OUT`) and return
     its folder. `settings` are `--set` overrides by dotted key ({"train.epochs": 3}); `stop_after` stops after
     that many updates on the whole schedule (continue with `resume`)."""
+    if not isinstance(settings or {}, dict):
+        raise MinimultError(f"settings must be a dict of dotted keys, e.g. {{'train.epochs': 3}} (got "
+                            f"{type(settings).__name__})")
     cfg, active = resolve(preset, {**(settings or {}), "train.seed": seed}, mods or None)
     run = Run.create(cfg, active, out, log=log)
     with run.removed_if_untrained(), run.locked():

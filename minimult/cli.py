@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -269,7 +270,7 @@ def _train_one(run, echo, **options) -> dict:
         meta = run.meta  # where training wrote it stopped
         kept = (f"{run.path} keeps step {meta['steps']:,} of {meta['total_steps']:,}"
                 if meta.get("status") == "interrupted" else f"{run.path} is kept")
-        raise Interrupted(f"{kept} (continue with: minimult pretrain --resume {run.path})") from None
+        raise Interrupted(f"{kept} (continue with: minimult pretrain --resume {shlex.quote(str(run.path))})") from None
 
 
 def _stopped_text(run, meta: dict) -> str:
@@ -285,7 +286,7 @@ def _stopped_text(run, meta: dict) -> str:
     if meta.get("status") == "complete":
         return f"done: {run.path}"
     return (f"stopped at step {meta.get('steps')} of {meta.get('total_steps')}: {run.path} "
-            f"(continue with: minimult pretrain --resume {run.path})")
+            f"(continue with: minimult pretrain --resume {shlex.quote(str(run.path))})")
 
 
 def _hf_evaluation(run, hf_dir, pair, shift, layers, dev_sentences, ppl_sentences, device, precision, langs,
@@ -449,8 +450,8 @@ def evaluate(run, layers, dev_sentences, ppl_sentences, device, threads, precisi
             elif not names and (other := incomplete_evaluation(results)):  # not the run's result: say so
                 headline = ("are the run's headline (the top of results.json) until a complete evaluation replaces "
                             "them" if replaces_headline(before, results) else "leave its headline as it was")
-                click.echo(f"an evaluation at {other}, not the default settings: these numbers are no result of "
-                           f"the run (report leaves it out) and {headline}")
+                click.echo(f"an evaluation at {other}: these numbers are no result of the run (report leaves it "
+                           f"out) and {headline}")
             return results
     every = []
     with holding:
@@ -701,7 +702,7 @@ def verses(out, train_verses, dev_verses, force):
             f"a task needs two; more --train-verses, or 0 for all, give one)")
     click.echo(f"wrote {counts['train_verses']:,} training and {counts['dev_verses']:,} dev verse pairs, "
                f"{counts['dictionary_pairs']:,} dictionary pairs, {counts['silver_dev_links']:,} silver dev links and "
-               f"{task} to {out}; train with --files {folder / 'corpus.toml'}"
+               f"{task} to {out}; train with --files {shlex.quote(str(folder / 'corpus.toml'))}"
                + (f", transfer with --task {folder / 'gospels'}" if counts["gospel_verses"] else ""))
 
 

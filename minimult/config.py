@@ -360,6 +360,8 @@ def _coerce(value, tp, key: str):
                 return False
             raise ValueError(value)
         if tp in (int, float, str):
+            if isinstance(value, bool):  # True is no number of epochs (a grid's or the API's value)
+                raise ValueError(value)
             if tp is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
             return tp(value)
@@ -411,6 +413,11 @@ def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, str]:
     return out
 
 
+# the model settings `resolve` sizes from the layouts, and what they follow
+DERIVED_MODEL = {"model.vocab_size": "data.vocab_size (times data.n_langs)", "model.max_positions": "data.max_len",
+                 "model.padding_idx": "train.attention"}
+
+
 def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | None = None) -> tuple[RunConfig, tuple]:
     """Defaults -> preset -> user overrides -> mods -> the user's overrides of keys a mod declares
     overridable (its masking mix) -> the tables sized from the layouts -> with `model.target_params`,
@@ -419,6 +426,9 @@ def resolve(preset: str = "paper", overrides: dict | None = None, mods: str | No
     active = parse_mods(mods)
     cfg = override(RunConfig(preset=preset), preset_values)
     cfg = override(cfg, overrides or {})
+    derived = next((k for k in DERIVED_MODEL if k in (overrides or {})), None)
+    if derived:  # sized below from the layouts: a value given would be dropped without a word
+        raise MinimultError(f"{derived} is sized from {DERIVED_MODEL[derived]}; set that instead")
     if cfg.train.epochs < 1:  # before the mods: `untrained` is how a run gets 0 epochs
         raise MinimultError(f"train.epochs must be at least 1 (got {cfg.train.epochs}); for a never-trained "
                             f"baseline use --mods untrained")

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minimult.data.vocab import files_digest
 from minimult.errors import MinimultError
 from minimult.model import Bert, ModelConfig
 from minimult.runs import Run
@@ -330,6 +331,11 @@ def save_hf(model: Bert, cfg: ModelConfig, out_dir: Path, vocab_file: Path | Non
                 target.mkdir(exist_ok=True)
                 shutil.copyfile(vocab, target / "vocab.txt")
                 if (source / "tokenizer.json").is_file():
+                    try:
+                        json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+                    except ValueError as e:
+                        raise MinimultError(f"{source / 'tokenizer.json'} is damaged ({e}): copy it back from the "
+                                            f"run's cache entry") from None
                     shutil.copyfile(source / "tokenizer.json", target / "tokenizer.json")
                     (target / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
         for f in tmp.rglob("*"):
@@ -352,6 +358,12 @@ def export_run(run, hf_dir, force: bool = False, log=print) -> Path:
     check_destination(Path(hf_dir), force)  # before loading anything
     block = opened.data.source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
     languages = language_record(opened.data.source, opened.cfg.data, opened.data.layouts, opened.mods)
+    subs = sorted({spec["tokenizer"] for spec in (languages or {}).values()} - {""})
+    own = [opened.path / sub / "vocab.txt" for sub in ["", *subs]]  # as vocab_files lists them
+    recorded = opened.meta.get("vocab_sha256")
+    if recorded and all(f.is_file() for f in own) and files_digest(own) != recorded:
+        raise MinimultError(f"{own[0]} is not the vocabulary run.json records ({recorded[:12]}): the run's own copy "
+                            f"was changed, so the export would give other ids; copy it back from the run's cache entry")
     with opened.locked():
         ckpt = opened.checkpoint()
         model = Bert(opened.cfg.model)

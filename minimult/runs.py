@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import time
@@ -146,7 +147,7 @@ def check_run_config(path: Path, data: dict) -> None:
     if "model_type" in data or "architectures" in data:
         raise MinimultError(f"{path} is a HuggingFace export (its config.json names model_type "
                             f"{data.get('model_type')!r}), not a run folder: evaluate it with "
-                            f"`minimult eval --hf {path} --pair A B`; it cannot be resumed")
+                            f"`minimult eval --hf {shlex.quote(str(path))} --pair A B`; it cannot be resumed")
     missing = next(k for k in RUN_SECTIONS if not isinstance(data.get(k), dict))
     raise MinimultError(f"not a run folder: {path}/config.json is not a minimult run configuration (no {missing!r} "
                         f"section)")
@@ -253,8 +254,9 @@ def copy_vocab(prepared_path: Path, run_dir: Path) -> None:
     for f in vocab_files(prepared_path):  # vocab.txt first: the run's own tokenizer.json beside it
         target = run_dir / f.relative_to(prepared_path)
         target.parent.mkdir(exist_ok=True)
-        shutil.copyfile(f, target)
-        shutil.copyfile(f.with_name("tokenizer.json"), target.with_name("tokenizer.json"))
+        for source, copy in ((f, target), (f.with_name("tokenizer.json"), target.with_name("tokenizer.json"))):
+            shutil.copyfile(source, copy.with_name(f".{copy.name}.tmp"))  # a kill meanwhile leaves no half copy
+            os.replace(copy.with_name(f".{copy.name}.tmp"), copy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,6 +457,10 @@ class Run:
         own = [self.path / f.relative_to(prepared.path) for f in vocab_files(prepared.path)]
         for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
                           (f"{own[0]} has", files_digest(own) if all(f.is_file() for f in own) else None)):
+            if sha and sha != prepared.vocab_hash and self.meta.get("vocab_sha256") == prepared.vocab_hash:
+                raise MinimultError(f"{own[0]} is not the vocabulary run.json records ({sha[:12]} against "
+                                    f"{prepared.vocab_hash[:12]}): the run's own copy was changed; copy it back from "
+                                    f"{prepared.path}")
             if sha and sha != prepared.vocab_hash:
                 raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not "
                                     f"the one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
@@ -516,9 +522,10 @@ class Run:
         trained: {"steps", "total_steps", "complete"}."""
         from minimult.model import Bert, pick_device  # lazy: torch takes seconds to import (as above)
 
-        if not self.has_checkpoint():
-            raise MinimultError(f"run {self.path} has no checkpoint yet: train it first (minimult pretrain)")
         self.check_not_failed()
+        if not self.has_checkpoint():
+            raise MinimultError(f"run {self.path} has no checkpoint yet: train it first (minimult pretrain --resume "
+                                f"{shlex.quote(str(self.path))})")
         dev = pick_device(device)
         ckpt = self.checkpoint(map_location=dev)
         model = Bert(self.cfg.model).to(dev)
@@ -533,7 +540,7 @@ class Run:
             of = f" of {total:,}" if isinstance(total, int) else ""
             log(f"note: run {self.path} is unfinished (step {ckpt['step']:,}{of}, run.json says "
                 f"{self.meta.get('status', 'nothing')!r}): its last checkpoint is evaluated and stored as not "
-                f"complete; `minimult pretrain --resume {self.path}` finishes it")
+                f"complete; `minimult pretrain --resume {shlex.quote(str(self.path))}` finishes it")
         return model
 
     def checkpoint_steps(self) -> int | None:
@@ -545,6 +552,6 @@ class Run:
         checkpoint is the last one before the loss broke."""
         status = str(self.meta.get("status", ""))
         if status.startswith("failed"):
-            raise MinimultError(f"run {self.path} {status}: its checkpoint is the last one before the loss diverged, "
-                                f"not a trained model, so it is not evaluated; train it again (e.g. with a lower "
-                                f"--set train.lr)")
+            raise MinimultError(f"run {self.path} {status}: what it kept is from before the loss diverged, not a "
+                                f"trained model, so it is not evaluated; train a new run (another --out) with e.g. a "
+                                f"lower --set train.lr")

@@ -397,7 +397,7 @@ class Progress:
             names = ", ".join(r.name for r, _ in bad)
             kept = (f"stopped all {len(loop.members)} stacked runs ({names} diverged; the others keep their last "
                     f"good checkpoints and resume on their own)")
-        raise MinimultError(f"loss became {x} at step {loop.step}; stopped: {kept} (try a lower --set train.lr)")
+        raise MinimultError(f"loss became {x} at step {loop.step}; stopped: {kept} (train a new run, another --out, with e.g. a lower --set train.lr)")
 
 
 class CheckpointEvery:
@@ -556,6 +556,9 @@ def train(runs: list[Run] | Run, resume: bool = False, log: Callable[[str], None
     runs = [runs] if isinstance(runs, Run) else list(runs)
     if not runs:
         raise MinimultError("nothing to train: no runs given")
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
+        raise MinimultError(f"--stop-after (stop_after) must be a whole number of updates, at least 1 (got "
+                            f"{stop_after!r})")
     check_stackable([r.cfg for r in runs])
     tc = runs[0].cfg.train
     launched = ranks.from_env()

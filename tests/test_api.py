@@ -61,6 +61,13 @@ def test_a_run_made_through_the_api_is_the_run_the_cli_makes(tmp_path):
     with pytest.raises(MinimultError, match="unknown mod"):
         api.pretrain(mods="lang-position", preset="tiny", out=tmp_path / "bad", log=lambda s: None)
     assert not (tmp_path / "bad").exists()
+    for bad, said in (({"stop_after": 0}, "stop_after"), ({"stop_after": -5}, "stop_after"),
+                      ({"settings": ["train.lr=1"]}, "settings must be a dict"),
+                      ({"settings": {**TINY_SETTINGS, "train.epochs": True}}, "bad value for train.epochs")):
+        with pytest.raises(MinimultError, match=said):  # as the CLI refuses them, nothing trained or kept
+            api.pretrain(**{"preset": "tiny", "settings": TINY_SETTINGS, "out": tmp_path / "bad", "log": lambda s: None,
+                            **bad})
+        assert not (tmp_path / "bad").exists()
     with pytest.raises(MinimultError, match="removed: nothing was trained in it"):  # made, then failed before training
         api.pretrain(mods="knn-replace", preset="tiny", settings={**TINY_SETTINGS, "knn.dim": 400}, out=tmp_path / "bad",
                      log=lambda s: None)

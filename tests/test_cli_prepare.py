@@ -67,7 +67,7 @@ def bad_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("bad")
     (d / "empty.txt").write_text("")
     (d / "binary.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4)
-    (d / "latin1.txt").write_bytes("Ein Satz über nichts .\n".encode("latin-1"))
+    (d / "latin1.txt").write_bytes("Ein Satz .\nEin Satz über nichts .\n".encode("latin-1"))
     (d / "long.txt").write_text("A sentence .\n\n\n" + "word " * 30_000 + "\n")  # line 4: blank lines count
     return d
 
@@ -76,7 +76,7 @@ BAD = {
     "missing file": (["--train-file", "{d}/missing.txt", "--dev-file", DEV], "{d}/missing.txt"),
     "empty file": (["--train-file", "{d}/empty.txt", "--dev-file", DEV], "empty.txt"),
     "binary file": (["--train-file", "{d}/binary.bin", "--dev-file", DEV], "binary.bin"),
-    "not UTF-8": (["--train-file", TRAIN, "--dev-file", "{d}/latin1.txt"], "latin1.txt"),
+    "not UTF-8": (["--train-file", TRAIN, "--dev-file", "{d}/latin1.txt"], "not valid UTF-8 on line 2 "),
     "a line that is no sentence": (["--train-file", "{d}/long.txt", "--dev-file", DEV], "line 4 of {d}/long.txt"),
     "unknown corpus": (["--train-file", "bbe-xx", "--dev-file", DEV], "bbe-nt"),
     "unknown mod": (TINY + ["--mods", "nope"], ", ".join(REGISTRY)),
@@ -87,6 +87,8 @@ BAD = {
     "vocab below specials": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=3"], "special"),
     "vocab below alphabet": (["--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=20"], "too small"),
     "unknown setting": (TINY + ["--set", "train.nope=1"], "train.lr"),
+    "a setting sized from others": (TINY + ["--set", "model.vocab_size=999"], "model.vocab_size is sized from "
+                                                                               "data.vocab_size"),
     "misspelt setting": (TINY + ["--set", "train.lrr=1"], "unknown setting 'train.lrr' (did you mean 'train.lr'?)"),
     "misspelt section": (TINY + ["--set", "trian.lr=1"], "unknown setting 'trian.lr' (did you mean 'train.lr'?)"),
     "a name near none in its section": (TINY + ["--set", "train.learning_rate=1"],  # was: 'train.batching'
@@ -119,6 +121,18 @@ def test_a_training_file_without_a_dev_file_says_what_it_is_evaluated_on():
     alone = run("--train-file", TRAIN, "--set", "data.vocab_size=3")
     assert "note: your training text is evaluated on the built-in kjv-ot-10k" in alone.stderr
     assert "note:" not in run("--train-file", TRAIN, "--dev-file", DEV, "--set", "data.vocab_size=3").stderr
+
+
+def test_corpus_files_given_relative_are_stored_absolute(tmp_path, monkeypatch):
+    """--train-file/--dev-file named from the folder a run starts in: its config holds them absolute (eval and
+    resume from another folder read the same files); a built-in name, or a path to nothing, stays as given."""
+    from minimult.config import resolve
+
+    (tmp_path / "mine.txt").write_text(Path(TRAIN).read_text())
+    monkeypatch.chdir(tmp_path)
+    data = resolve("tiny", {"data.train": "mine.txt", "data.dev": "kjv-ot-10k"})[0].data
+    assert (data.train, data.dev) == (str(tmp_path / "mine.txt"), "kjv-ot-10k")
+    assert resolve("tiny", {"data.train": "nowhere.txt"})[0].data.train == "nowhere.txt"
 
 
 def test_real_entry_point_exit_code(bad_files):

@@ -53,7 +53,7 @@ def test_eval_at_other_than_the_default_settings_says_its_numbers_are_no_result_
     tiny = ["--preset", "tiny", "--train-file", TINY_SETTINGS["data.train"], "--dev-file", TINY_SETTINGS["data.dev"],
             "--set", "data.vocab_size=256"]
     assert cli("pretrain", *tiny, "--out", str(run)).returncode == 0
-    said = "an evaluation at perplexity on 20 sequences, not the default settings: these numbers are no result of the "\
+    said = "an evaluation at perplexity on 20 sequences: these numbers are no result of the "\
            "run (report leaves it out) and "
     first = cli("eval", run, "--ppl-sentences", "20")
     assert first.returncode == 0 and said + "are the run's headline (the top of results.json) until a complete " \
@@ -63,3 +63,9 @@ def test_eval_at_other_than_the_default_settings_says_its_numbers_are_no_result_
     again = cli("eval", run, "--ppl-sentences", "20")
     assert again.returncode == 0 and said + "leave its headline as it was" in again.stdout, again.stdout
     assert json.loads((run / "results.json").read_text())["evaluation"]["complete"]
+    stopped = tmp_path / "stopped"  # at the default settings, but unfinished: that is why, not its layers
+    assert cli("pretrain", *tiny, "--out", str(stopped), "--stop-after", "3").returncode == 0
+    total = json.loads((stopped / "run.json").read_text())["total_steps"]
+    unfinished = cli("eval", stopped)
+    want = f"an evaluation at step 3 of {total} (training unfinished): these numbers are no result of the run"
+    assert unfinished.returncode == 0 and want in unfinished.stdout, unfinished.stdout

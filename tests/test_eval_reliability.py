@@ -101,6 +101,9 @@ def test_a_failed_run_is_refused_and_its_results_kept(runs, tmp_path):
     assert "\n" not in str(e.value)
     assert (run / "results.json").read_bytes() == before
     one_error_line(cli("probe", run), "failed")
+    (run / "checkpoint.pt").unlink()  # failed before its first checkpoint: no talk of one, no --resume to try
+    one_error_line(cli("eval", run), "failed: loss nan at step 37: what it kept is from before the loss diverged, "
+                                     "not a trained model, so it is not evaluated; train a new run (another --out)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +316,8 @@ def test_results_with_a_non_number_are_one_line_before_evaluating(runs, tmp_path
         read_results(run / "results.json")
     one_error_line(cli("eval", run), "'mu'")
     assert (run / "results.json").read_bytes() == before
+    (run / "results.json").write_text('{"layers": {"0": ')  # cut short: not JSON at all, the same way out
+    one_error_line(cli("eval", run), "results.json: Expecting value: line 1 column 18 (char 17); fix it or move it away")
 
 
 def test_probe_with_a_figure_it_cannot_draw_is_refused_before_evaluating(runs, tmp_path, no_evaluation):

@@ -69,6 +69,22 @@ def test_export_takes_the_runs_lock(finished, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_a_damaged_vocabulary_or_tokenizer_in_the_run_is_refused_not_exported(finished, tmp_path):
+    """The run's own vocab.txt cut short (other ids than it trained with) or tokenizer.json half written: one line
+    naming the file, no export; the evaluation names the run's copy, not the cache."""
+    run = Path(shutil.copytree(finished.path, tmp_path / "run"))
+    vocab, tokenizer = (run / "vocab.txt").read_bytes(), (run / "tokenizer.json").read_bytes()
+    (run / "tokenizer.json").write_bytes(tokenizer[:1000])
+    assert "tokenizer.json is damaged" in error_line(cli("export", run, "--hf", tmp_path / "a"))
+    (run / "tokenizer.json").write_bytes(tokenizer)
+    (run / "vocab.txt").write_bytes(b"\n".join(vocab.splitlines()[:100]) + b"\n")
+    assert f"{run / 'vocab.txt'} is not the vocabulary run.json records" in error_line(
+        cli("export", run, "--hf", tmp_path / "b"))
+    said = error_line(cli("eval", run))
+    assert "vocab.txt is not the vocabulary run.json records" in said and "the run's own copy" in said, said
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_export_records_how_far_the_run_trained(finished, tmp_path):
     proc = cli("export", str(finished.path), "--hf", str(tmp_path / "hf"))
     assert proc.returncode == 0 and "note:" not in proc.stderr, proc.stderr

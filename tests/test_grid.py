@@ -118,6 +118,8 @@ def test_bad_grid_files_are_clear_errors(tmp_path, extra, message):
     ("title = ", "not valid TOML"),
     ('title = "t"\n', "no settings"),
     ('seeds = [0, "x"]\n[[settings]]\nid = "0"\n', "bad seeds"),
+    ('seeds = 0\n[[settings]]\nid = "0"\n', "grid.toml: bad seeds 0: use a list of whole numbers, e.g. seeds = [0, 42"),
+    ('seeds = [1, 1]\n[[settings]]\nid = "0"\n', "grid.toml: seed given twice"),
     ('preset = "huge"\n[[settings]]\nid = "0"\n', "unknown preset"),
 ])
 def test_malformed_grid_files(tmp_path, text, message):

@@ -454,12 +454,12 @@ def test_settings_that_need_a_gpu_are_left_out_on_a_cpu_unless_named(swept, tmp_
     assert [s["id"] for s in manifest] == list(SETTINGS) and not any("left_out" in s for s in manifest)
 
 
-@pytest.mark.parametrize("how", ["killed", "interrupted alone"])
+@pytest.mark.parametrize("how", ["killed", "interrupted alone", "terminated"])
 def test_workers_end_when_the_sweep_process_is_killed(how, tmp_path):
     """Killed (SIGKILL): the kernel ends the workers with it. Interrupted on its own (SIGINT to the sweep
-    process only, not its process group as Ctrl-C would): it passes the interrupt on and exits (130) at
-    once, instead of waiting for the runs in flight, which would take 1,000 epochs here, and a run left
-    unfinished keeps its checkpoint for the next sweep."""
+    process only, not its process group as Ctrl-C would) or terminated (`kill PID`: SIGTERM): it passes the
+    interrupt on and exits (130) at once with its one line, instead of waiting for the runs in flight, which
+    would take 1,000 epochs here, and a run left unfinished keeps its checkpoint for the next sweep."""
     import os
     import signal
     import time
@@ -467,7 +467,7 @@ def test_workers_end_when_the_sweep_process_is_killed(how, tmp_path):
     grid = tmp_path / "tiny.toml"
     grid.write_text(GRID.replace('"train.eval_every" = 13', '"train.epochs" = 1000'))  # long enough to be killed
     proc = subprocess.Popen(CLI + ["sweep", str(grid), "--root", str(tmp_path / "runs"), "--jobs", "2", "--only", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             # as from a terminal: pytest-xdist's workers ignore SIGINT, and children inherit that
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -495,8 +495,11 @@ def test_workers_end_when_the_sweep_process_is_killed(how, tmp_path):
         else:
             while not list(tmp_path.glob("runs/0-original-s*/checkpoint.pt")) and time.monotonic() < deadline:
                 time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT if how == "interrupted alone" else signal.SIGTERM)
             assert proc.wait(timeout=120) == 130  # without passing it on: blocked until both runs end
+            said = proc.stderr.read()
+            assert said.splitlines()[-1] == ("interrupted: checkpointed work is kept; run the same sweep command "
+                                             "again to resume") and "Warning" not in said, said
             assert not list(tmp_path.glob("runs/0-original-s*/results.json"))
             assert list(tmp_path.glob("runs/0-original-s*/checkpoint.pt"))
         deadline = time.monotonic() + 60

@@ -360,7 +360,7 @@ def test_corrupt_checkpoint_and_nan_loss_fail_cleanly(tmp_path):
     nan = tmp_path / "nan"
     proc = cli("pretrain", *TINY_ARGS, "--set", "train.lr=1e12", "--set", "train.clip=1e30",
                "--set", "train.checkpoint_every=1", "--out", str(nan))
-    assert_one_line_error(proc, "loss became nan")
+    assert_one_line_error(proc, "loss became nan", "train a new run, another --out, with e.g. a lower --set train.lr")
     ckpt = load_checkpoint(nan / "checkpoint.pt")  # the last good one is kept and readable
     assert all(torch.isfinite(v).all() for v in ckpt["model"].values())
 
@@ -381,8 +381,9 @@ def test_resume_refuses_what_it_cannot_continue_faithfully(tmp_path):
     (run / "run.json").write_text(json.dumps(meta))
     vocab = (run / "vocab.txt").read_text()
     (run / "vocab.txt").write_text(vocab.replace("\n", "\nX\n", 1))
-    assert_one_line_error(cli("pretrain", "--resume", str(run)), "not the one this run trained with", "vocab.txt")
-    assert_one_line_error(cli("eval", str(run)), "not the one this run trained with")
+    own = "vocab.txt is not the vocabulary run.json records"  # the run's copy, not the cache, changed
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), own, "the run's own copy was changed")
+    assert_one_line_error(cli("eval", str(run)), own)
     (run / "vocab.txt").write_text(vocab)
     # a config.json that is not the checkpoint's
     config = json.loads((run / "config.json").read_text())

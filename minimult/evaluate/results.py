@@ -29,6 +29,7 @@ it imports (an import cycle through `minimult/evaluate/__init__.py`).
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -196,7 +197,12 @@ def read_results(path: str | Path) -> dict:
     """A run's results.json, checked (`results_problem`): a damaged file is one line naming it and what is
     wrong, so nothing reads half of it or writes over it."""
     path = Path(path)
-    data = read_json(path)
+    try:
+        data = read_json(path)
+    except MinimultError as e:  # not JSON: as damaged as a bad number in it
+        if not path.is_file():
+            raise
+        raise MinimultError(f"{e}; fix it or move it away (nothing was changed)") from None
     problem = results_problem(data)
     if problem:
         raise MinimultError(f"{path} is damaged: {problem}; fix it or move it away (nothing was changed)")
@@ -222,7 +228,10 @@ def incomplete_evaluation(results: dict) -> str | None:
              f"segment {evaluation['segment']}" if evaluation.get("segment", "original") != "original" else "",
              f"attention {evaluation['attention']}" if evaluation.get("attention", trained) != trained else "",
              f"only {', '.join(evaluation['only'])}" if evaluation.get("only") else ""]
-    parts = [p for p in parts if p] or [f"layers {', '.join(map(str, evaluation.get('layers', [])))}"]
+    steps, total = results.get("steps"), results.get("total_steps")
+    unfinished = f"step {steps:,} of {total:,} (training unfinished)" if isinstance(steps, int) and isinstance(
+        total, int) and steps < total else ""
+    parts = [p for p in parts if p] or [unfinished or f"layers {', '.join(map(str, evaluation.get('layers', [])))}"]
     return "; ".join(parts)
 
 
@@ -234,7 +243,7 @@ def headline_problem(results: dict, meta: dict, run_dir: str | Path) -> str | No
     layers = results.get("layers")
     if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
         return (f"results.json has no per-layer results (transfer and probe alone write none: `minimult eval "
-                f"{run_dir}` does)")
+                f"{shlex.quote(str(run_dir))}` does)")
     problem = results_problem(results)
     if problem:
         return f"results.json: {problem}"
@@ -242,12 +251,13 @@ def headline_problem(results: dict, meta: dict, run_dir: str | Path) -> str | No
     if status.startswith("failed"):
         return f"the run {status}"
     steps, total = results.get("steps"), results.get("total_steps", meta.get("total_steps"))
+    command = f"`minimult eval {shlex.quote(str(run_dir))}`"
     if isinstance(steps, int) and isinstance(total, int) and steps < total:
-        since = f": it has trained on since, `minimult eval {run_dir}` scores it" if status == "complete" else ""
+        since = f": it has trained on since, {command} scores it" if status == "complete" else ""
         return f"evaluated unfinished (step {steps:,} of {total:,}){since}"
     other = incomplete_evaluation(results)
     if other:
-        return (f"its results are not a complete evaluation ({other}): `minimult eval {run_dir}` at the default "
+        return (f"its results are not a complete evaluation ({other}): {command} at the default "
                 f"settings makes one")
     return None
 

@@ -109,9 +109,10 @@ def _paper(table, where: str) -> dict:
     return out
 
 
-def parse_seeds(text) -> tuple[int, ...]:
-    """'0,42' or [0, 42] -> (0, 42); clear error otherwise."""
-    bad = MinimultError(f"bad seeds {text!r}: use whole numbers, e.g. 0,42,43")
+def parse_seeds(text, grid: Path | None = None) -> tuple[int, ...]:
+    """'0,42' (--seeds) or [0, 42] (a `grid`'s seeds) -> (0, 42); clear error otherwise."""
+    bad = MinimultError(f"{grid}: bad seeds {text!r}: use a list of whole numbers, e.g. seeds = [0, 42, 43]" if grid
+                        else f"bad seeds {text!r}: use whole numbers, e.g. 0,42,43")
     if not isinstance(text, (str, list, tuple)):
         raise bad
     items = [s.strip() for s in text.split(",")] if isinstance(text, str) else list(text)
@@ -119,7 +120,7 @@ def parse_seeds(text) -> tuple[int, ...]:
         raise bad
     seeds = tuple(int(s) for s in items)
     if len(set(seeds)) != len(seeds):
-        raise MinimultError(f"seed given twice in {text!r}")
+        raise MinimultError(f"{grid}: " * bool(grid) + f"seed given twice in {text!r}")
     return seeds
 
 
@@ -130,7 +131,7 @@ def load_grid(path: str | Path) -> Grid:
     preset = data.get("preset", "paper")
     if preset not in PRESETS:
         raise MinimultError(f"{path}: unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
-    seeds = parse_seeds(data.get("seeds", [0]))
+    seeds = parse_seeds(data.get("seeds", [0]), path)
     overrides = _flatten(data.get("overrides", {}), f"{path}: [overrides]")
     table = data.get("preset_overrides", {})
     if not isinstance(table, dict):

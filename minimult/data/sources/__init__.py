@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from minimult.data.corpus import load_corpus, normalise, words
+from minimult.data.corpus import absolute_corpus, load_corpus, normalise, words
 from minimult.data.languages import Side
 from minimult.data.vocab import N_SPECIAL, Vocab, shipped_vocab, train_vocab
 from minimult.errors import MinimultError
@@ -76,8 +76,9 @@ class Source:
 
     def derive(self, current, changes: dict) -> dict:
         """`changes` (data.* overrides about to be applied to `current`) with what this source derives from
-        them added (parallel: data.n_langs from its files when not given); default: unchanged."""
-        return changes
+        them added (parallel: data.n_langs from its files when not given); default: the paths of data.train and
+        data.dev made absolute, so a run does not depend on the folder it was started from."""
+        return {**changes, **{key: absolute_corpus(changes[key]) for key in ("train", "dev") if key in changes}}
 
     def shares_vocabulary(self, data_cfg) -> bool:
         """One vocabulary and id block for every language (shift-special has nothing to shift)."""
