@@ -397,7 +397,8 @@ class Progress:
             names = ", ".join(r.name for r, _ in bad)
             kept = (f"stopped all {len(loop.members)} stacked runs ({names} diverged; the others keep their last "
                     f"good checkpoints and resume on their own)")
-        raise MinimultError(f"loss became {x} at step {loop.step}; stopped: {kept} (train a new run, another --out, with e.g. a lower --set train.lr)")
+        raise MinimultError(f"loss became {x} at step {loop.step}; stopped: {kept} (train a new run, another --out, "
+                            f"with e.g. a lower --set train.lr)")
 
 
 class CheckpointEvery:
