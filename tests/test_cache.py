@@ -138,6 +138,15 @@ def test_prepare_failure_leaves_no_entry(root, tiny_data_cfg, tmp_path):
     assert entries(root) == []
 
 
+def test_a_cache_folder_that_cannot_be_made_names_the_variable(monkeypatch):
+    """MINIMULT_CACHE where no folder can be made (here under /proc; read-only or another user's folders alike):
+    one line naming the folder and the variable that chose it, not the system's words alone."""
+    monkeypatch.setenv("MINIMULT_CACHE", "/proc/no-such-process/cache")
+    with pytest.raises(MinimultError, match="cannot write the prepared-data cache /proc/no-such-process/cache .*"
+                                            "point MINIMULT_CACHE at a folder you can write"):
+        cache.cached("x", {"k": 1}, lambda tmp: None)
+
+
 def test_unreadable_entry_is_a_clear_error(root, tiny_data_cfg):
     p = prepare(tiny_data_cfg)
     assert not p.reused  # a fresh root

@@ -163,6 +163,8 @@ def test_interrupted_sweep_finishes_only_the_rest(swept, tmp_path):
     assert "  busy: resume from step 10 of 26 (its checkpoint): 0-original-s42" in busy, busy
     assert cli("sweep", swept.grid, "--root", tmp_path / "nowhere", "--dry-run", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "nowhere").exists()
+    inside = cli("sweep", swept.grid, "--root", run, "--dry-run", cwd=tmp_path)  # a run folder holds no runs
+    assert inside.returncode == 2 and f"--root {run} is a run folder; give a folder of its own" in inside.stderr
     proc = cli("sweep", swept.grid, "--root", root, "--jobs", 2, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "6 runs: 2 done, 4 skipped (already complete), 0 failed" in proc.stdout

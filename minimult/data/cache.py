@@ -33,8 +33,12 @@ def cached(kind: str, key: dict, build: Callable[[Path], None]) -> tuple[Path, b
     path = root / f"{kind}-{key_hash(key)}"
     if (path / "key.json").is_file():
         return path, True
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=root))
+    except OSError as e:
+        raise MinimultError(f"cannot write the prepared-data cache {root} ({(e.strerror or str(e)).lower()}): point "
+                            f"MINIMULT_CACHE at a folder you can write") from None
     try:
         build(tmp)
         atomic_write_text(tmp / "key.json", json.dumps(key, sort_keys=True, indent=1, default=str))

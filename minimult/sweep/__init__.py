@@ -42,6 +42,7 @@ from minimult.ranks import cpu_count
 from minimult.data.prepare import prepare
 from minimult.errors import MinimultError
 from minimult.evaluate import summary_parts
+from minimult.runs import check_own_folder
 from minimult.sweep import memory
 from minimult.sweep.backends import run_local, run_ray
 from minimult.sweep.grid import Grid
@@ -197,6 +198,7 @@ def run_sweep(grid: Grid, seeds=None, preset: str | None = None, jobs: int | Non
     seeds = tuple(seeds) if seeds else grid.seeds
     preset = preset or grid.preset
     root = Path(root).resolve()
+    check_own_folder(root, f"--root {root}")  # its runs' folders inside another run's would read as that run's
     tasks = plan(grid, seeds, preset, root, overrides or {})
     gpu_somewhere = torch.cuda.is_available() or (backend == "ray" and address is not None)  # a cluster may have them
     outcomes, todo = triage(tasks, {str(i).strip() for i in only or ()}, gpu_somewhere)
