@@ -15,7 +15,7 @@ import click
 
 from minimult import cli_help
 from minimult.cli_help import DerivedHelp
-from minimult.errors import Interrupted, MinimultError, fail_cleanly as _fail_cleanly
+from minimult.errors import Interrupted, MinimultError, fail_cleanly as _fail_cleanly, terminate_as_interrupt
 
 
 def note(line: str) -> None:
@@ -261,8 +261,11 @@ def pretrain(preset, settings, mods, epochs, mask_probs, device, nproc, stop_aft
 def _train_one(run, echo, **options) -> dict:
     """train([run]) under the run's lock (rank 0's alone under torchrun): its run.json; a Ctrl-C says what the
     run keeps and how to go on."""
+    from minimult import ranks
     from minimult.train import train  # torch loads here, after the arguments were checked (seconds)
 
+    if ranks.from_env() is None and (options.get("nproc") or run.cfg.train.nproc or 1) == 1:
+        terminate_as_interrupt()  # one process (the launcher of several ends them as SIGTERM ends it)
     try:
         with run.locked():
             return train([run], log=echo, **options)[0]
@@ -282,7 +285,7 @@ def _stopped_text(run, meta: dict) -> str:
         scored = None
     if isinstance(scored, int) and scored < meta.get("steps", 0):
         note(f"note: results.json scores step {scored:,} of the {meta['steps']:,} trained now: `minimult eval "
-             f"{run.path}` scores the run as it is")
+             f"{shlex.quote(str(run.path))}` scores the run as it is")
     if meta.get("status") == "complete":
         return f"done: {run.path}"
     return (f"stopped at step {meta.get('steps')} of {meta.get('total_steps')}: {run.path} "

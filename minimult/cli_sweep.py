@@ -6,7 +6,6 @@ group at the end of `cli.py`. As there, each command imports what it calls in it
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import click
 
 from minimult import cli_help
 from minimult.cli_help import DerivedHelp
-from minimult.errors import MinimultError, fail_cleanly
+from minimult.errors import MinimultError, fail_cleanly, terminate_as_interrupt
 
 
 def _ids(only: str | None) -> list[str] | None:
@@ -63,7 +62,7 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
 
     Runs already complete are skipped and interrupted ones resumed, so the same command can simply
     be run again. Exits with status 1 if any run failed."""
-    signal.signal(signal.SIGTERM, _terminated_as_interrupted(os.getpid()))
+    terminate_as_interrupt()  # `kill PID`: workers told, the line of what is kept
     try:  # an interrupt while it imports, too, is the line below
         from minimult.config import parse_overrides
         from minimult.sweep.grid import load_grid, parse_seeds
@@ -79,17 +78,6 @@ def sweep(grid_file, seeds, preset, jobs, backend, address, root, only, settings
         sys.exit(130)
     if not summary.ok:
         sys.exit(1)
-
-
-def _terminated_as_interrupted(pid: int):
-    """A SIGTERM handler: `kill PID` of the sweep stops it as Ctrl-C does (workers told, the line of what is kept);
-    a worker forked from it (other pid) ends of it as before."""
-    def handler(signum, frame):
-        if os.getpid() != pid:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-        raise KeyboardInterrupt
-    return handler
 
 
 @click.command()

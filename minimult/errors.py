@@ -1,8 +1,10 @@
 """The one exception type users see, the lower-bound check of a config section's settings that raises it, the
 nearest valid name for an unknown one, and the decorator that turns it into one line + exit code 2 (a Ctrl-C:
-one line + 130)."""
+one line + 130; `terminate_as_interrupt` makes a SIGTERM one)."""
 
 import difflib
+import os
+import signal
 import sys
 from functools import wraps
 
@@ -27,6 +29,20 @@ def did_you_mean(name, valid, shown: dict | None = None) -> str:
     what to write for a valid name, where not itself)."""
     near = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
     return f" (did you mean {(shown or {}).get(near[0], near[0])!r}?)" if near else ""
+
+
+def terminate_as_interrupt() -> None:
+    """From here on SIGTERM (`kill PID`) stops this process as Ctrl-C does (KeyboardInterrupt: what was kept is said
+    in one line); a process forked from it later (another pid: a sweep's worker) still ends of it at once."""
+    pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def fail_cleanly(f):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_SETTINGS, cli
+from conftest import ROOT, TINY_SETTINGS, cli
 from minimult.data.batching import SequenceSet, plan_epoch, steps_per_epoch
 from minimult.config import resolve
 from minimult.data.prepare import prepare
@@ -169,6 +169,29 @@ def test_ctrl_c_of_pretrain_says_in_one_line_which_step_the_run_keeps(tmp_path, 
     assert stopped.returncode == 130 and 14 <= kept < 20 < total
     assert stopped.stderr.splitlines()[-1] == (f"interrupted: {run} keeps step {kept} of {total} (continue with: "
                                                f"minimult pretrain --resume {run})")  # after the data's notes
+
+
+def test_kill_of_pretrain_stops_it_as_ctrl_c_does(tmp_path):
+    """`kill PID` (SIGTERM) of a one-process `minimult pretrain`: the run keeps its last checkpoint, run.json says
+    `interrupted` at that step, and one line says so with the command that goes on; exit code 130."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    sets = [a for k, v in {**TINY_SETTINGS, "train.checkpoint_every": 5, "train.epochs": 400}.items()
+            for a in ("--set", f"{k}={v}")]
+    proc = subprocess.Popen([sys.executable, "-m", "minimult.cli", "pretrain", "--preset", "tiny", *sets, "--out",
+                             str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while not (run / "checkpoint.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    said = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, said
+    meta = read_json(run / "run.json")
+    assert meta["status"] == "interrupted" and meta["steps"] == load_checkpoint(run / "checkpoint.pt")["step"] >= 5
+    assert said.splitlines()[-1] == (f"interrupted: {run} keeps step {meta['steps']:,} of {meta['total_steps']:,} "
+                                     f"(continue with: minimult pretrain --resume {run})"), said
 
 
 def test_a_resumed_run_keeps_the_threads_it_trained_with(tmp_path):
