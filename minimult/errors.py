@@ -46,9 +46,11 @@ def terminate_as_interrupt() -> None:
 
 
 def fail_cleanly(f):
-    """For CLI commands: a MinimultError becomes one `error: ...` line on stderr and exit code 2."""
+    """For CLI commands: a MinimultError becomes one `error: ...` line on stderr and exit code 2; a SIGTERM handler
+    the command set (`terminate_as_interrupt`) ends with it (a command run in-process, as tests do)."""
     @wraps(f)
     def wrapper(*args, **kwargs):
+        term = signal.getsignal(signal.SIGTERM)
         try:
             return f(*args, **kwargs)
         except MinimultError as e:
@@ -61,4 +63,7 @@ def fail_cleanly(f):
         except KeyboardInterrupt as e:
             print(f"interrupted: {str(e) or 'what was written before is kept'}", file=sys.stderr)
             sys.exit(130)
+        finally:
+            if term is not None and signal.getsignal(signal.SIGTERM) is not term:  # set here: the main thread
+                signal.signal(signal.SIGTERM, term)
     return wrapper
