@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from minimult import ranks
-from minimult.config import EVALUATION_SECTIONS, RunConfig, without_execution
+from minimult.config import EVALUATION_SECTIONS, RunConfig, flat, without_execution
 from minimult.data import sources
 from minimult.data.cache import atomic_write_text
 from minimult.data.run_data import RunData
@@ -389,7 +389,11 @@ class Run:
         try:
             cfg = RunConfig.from_dict(data)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
-            raise MinimultError(f"{path}/config.json is not a run configuration ({e})") from None
+            kind = lambda v: {int: float, list: tuple}.get(type(v), type(v))  # noqa: E731  (JSON's 1 is a float's)
+            kinds = {k: kind(v) for k, v in flat(RunConfig().to_dict()).items() if v is not None}
+            odd = next((k for k, v in flat(data).items() if k in kinds and kind(v) is not kinds[k]), None)
+            raise MinimultError(f"{path}/config.json is not a run configuration ({e})"
+                                + (f": {odd} is {flat(data)[odd]!r}" if odd else "")) from None
         return cls(path, cfg)
 
     @property

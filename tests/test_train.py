@@ -412,6 +412,8 @@ def test_resume_refuses_what_it_cannot_continue_faithfully(tmp_path):
     config = json.loads((run / "config.json").read_text())
     (run / "config.json").write_text(json.dumps({**config, "train": {**config["train"], "lr": 0.5}}))
     assert_one_line_error(cli("pretrain", "--resume", str(run)), "another configuration", "train.lr")
+    (run / "config.json").write_text(json.dumps({**config, "train": {**config["train"], "epochs": "four"}}))
+    assert_one_line_error(cli("pretrain", "--resume", str(run)), "is not a run configuration", "train.epochs is 'four'")
     (run / "config.json").write_text(json.dumps(config))
     # options --resume would ignore
     assert_one_line_error(cli("pretrain", "--resume", str(run), "--epochs", "10", "--mods", "lang-pos"),
