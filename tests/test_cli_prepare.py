@@ -75,7 +75,7 @@ def bad_files(tmp_path_factory):
 BAD = {
     "missing file": (["--train-file", "{d}/missing.txt", "--dev-file", DEV], "{d}/missing.txt"),
     "empty file": (["--train-file", "{d}/empty.txt", "--dev-file", DEV], "empty.txt"),
-    "binary file": (["--train-file", "{d}/binary.bin", "--dev-file", DEV], "binary.bin"),
+    "binary file": (["--train-file", "{d}/binary.bin", "--dev-file", DEV], "(a NUL byte on line 1): {d}/binary.bin"),
     "not UTF-8": (["--train-file", TRAIN, "--dev-file", "{d}/latin1.txt"], "not valid UTF-8 on line 2 "),
     "a line that is no sentence": (["--train-file", "{d}/long.txt", "--dev-file", DEV], "line 4 of {d}/long.txt"),
     "unknown corpus": (["--train-file", "bbe-xx", "--dev-file", DEV], "bbe-nt"),

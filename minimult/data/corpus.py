@@ -215,7 +215,8 @@ def read_lines(path: str | Path) -> list[str]:
     """Non-empty lines of a UTF-8 text file; a clear error for missing, empty or binary files."""
     path = Path(path)
     text = read_text(path, folder="corpus file {path} is a folder, not a file", missing="corpus file not found: {path}",
-                     nul="corpus file is binary, not UTF-8 text: {path}", nul_within=65536,
+                     nul="corpus file is binary, not UTF-8 text (a NUL byte on line {line}): {path}",
+                     nul_within=65536,
                      not_utf8="corpus file is not valid UTF-8 on line {line} ({reason} at byte {byte}): {path}")
     numbered = [(n, line.strip()) for n, line in enumerate(text_lines(text), 1) if line.strip()]
     if not numbered:
