@@ -45,7 +45,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minimult.data.vocab import files_digest
 from minimult.errors import MinimultError
 from minimult.model import Bert, ModelConfig
 from minimult.runs import Run
@@ -359,11 +358,7 @@ def export_run(run, hf_dir, force: bool = False, log=print) -> Path:
     block = opened.data.source.id_offset(1, opened.cfg.data)  # 0: the languages share one block
     languages = language_record(opened.data.source, opened.cfg.data, opened.data.layouts, opened.mods)
     subs = sorted({spec["tokenizer"] for spec in (languages or {}).values()} - {""})
-    own = [opened.path / sub / "vocab.txt" for sub in ["", *subs]]  # as vocab_files lists them
-    recorded = opened.meta.get("vocab_sha256")
-    if recorded and all(f.is_file() for f in own) and files_digest(own) != recorded:
-        raise MinimultError(f"{own[0]} is not the vocabulary run.json records ({recorded[:12]}): the run's own copy "
-                            f"was changed, so the export would give other ids; copy it back from the run's cache entry")
+    opened.check_own_vocabulary([opened.path / sub / "vocab.txt" for sub in ["", *subs]], "the run's cache entry")
     with opened.locked():
         ckpt = opened.checkpoint()
         model = Bert(opened.cfg.model)

@@ -459,16 +459,22 @@ class Run:
         run.json recorded): a rebuilt cache would silently give every piece another id."""
         # the run folder's copies of the lists the cache holds (not whatever else lies in it, e.g. an export)
         own = [self.path / f.relative_to(prepared.path) for f in vocab_files(prepared.path)]
+        if self.meta.get("vocab_sha256") == prepared.vocab_hash:
+            self.check_own_vocabulary(own, prepared.path)
         for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
                           (f"{own[0]} has", files_digest(own) if all(f.is_file() for f in own) else None)):
-            if sha and sha != prepared.vocab_hash and self.meta.get("vocab_sha256") == prepared.vocab_hash:
-                raise MinimultError(f"{own[0]} is not the vocabulary run.json records ({sha[:12]} against "
-                                    f"{prepared.vocab_hash[:12]}): the run's own copy was changed; copy it back from "
-                                    f"{prepared.path}")
             if sha and sha != prepared.vocab_hash:
                 raise MinimultError(f"the prepared vocabulary at {prepared.path} ({prepared.vocab_hash[:12]}) is not "
                                     f"the one this run trained with ({what} {sha[:12]}): the cache was rebuilt or "
                                     f"MINIMULT_CACHE points elsewhere; use the cache the run was trained with")
+
+    def check_own_vocabulary(self, own: list[Path], origin) -> None:
+        """The run folder's copies of its vocabulary lists (`own`, as `vocab_files` orders them) are the ones
+        run.json records, else one line naming them and where to copy them back from (`origin`)."""
+        recorded = self.meta.get("vocab_sha256")
+        if recorded and all(f.is_file() for f in own) and files_digest(own) != recorded:
+            raise MinimultError(f"{own[0]} is not the vocabulary run.json records ({recorded[:12]}): the run's own "
+                                f"copy was changed, so its ids are not the run's; copy it back from {origin}")
 
     def check_data(self, prepared, doing: str = "resume") -> None:
         """Before a resume or an evaluation: the prepared text is the one this run has trained on (run.json's
