@@ -298,13 +298,13 @@ def test_a_ray_address_nothing_answers_at_is_one_line_in_seconds(tmp_path):
 def test_a_run_another_sweep_is_working_on_is_left_alone(tmp_path):
     import fcntl
 
-    from minimult.sweep import LOCK, Summary, Task, run_task
+    from minimult.sweep import LOCK, Summary, Task, run_group
 
     run = tmp_path / "0-original-s0"
     run.mkdir()
     with open(run / LOCK, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        outcome = run_task(Task("0", "original", "original", 0, str(run), {}), threads=None)
+        [outcome] = run_group([Task("0", "original", "original", 0, str(run), {})], threads=None)
     # busy, not failed: the other sweep is training it, and this one exits 0 saying so
     assert outcome.status == "busy" and "another process is working on" in outcome.message
     summary = Summary([outcome], tmp_path, tmp_path / "x.sweep.json")

@@ -49,7 +49,7 @@ from minimult.sweep.grid import Grid
 from minimult.sweep.plan import (BUSY, LEFT_OUT, Outcome, Summary, Task, group_tasks, pending, plan, triage,
                                  write_manifest)
 from minimult.sweep.progress import EVERY as PROGRESS_EVERY, SweepProgress
-from minimult.sweep.worker import LOCK, RUN_LOG, run_group, run_task  # noqa: F401
+from minimult.sweep.worker import LOCK, RUN_LOG, run_group  # noqa: F401
 
 
 def _check(backend, jobs, stack, progress_every, address, nproc=None) -> None:

@@ -153,11 +153,6 @@ def run_group(tasks: list[Task], threads: int | None = 1) -> list[Outcome]:
     return [group.outcomes[t.run_dir] for t in tasks]
 
 
-def run_task(task: Task, threads: int | None = 1) -> Outcome:
-    """Create / resume / evaluate one run; never raises for a failing run (the outcome says why)."""
-    return run_group([task], threads)[0]
-
-
 def _stop_quietly(signum, frame) -> None:
     """A worker's SIGINT (Ctrl-C reaches the sweep's whole process group, and the sweep passes its own on):
     stop where it is, without a traceback, and take no second one (KeyboardInterrupt printed one per worker,
