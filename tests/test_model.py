@@ -173,6 +173,21 @@ def test_param_groups_partition_and_no_decay_on_layernorm():
     assert model.num_parameters() == sum(p.numel() for p in model.parameters())
 
 
+def test_initial_weights_are_truncated_normal_at_two_std():
+    """Tables and linear weights ~ N(0, init_std) cut at ±2 std (BERT's initialiser); biases 0, LayerNorm 1 and 0."""
+    cfg = ModelConfig(vocab_size=500, hidden=64, intermediate=256, heads=2, layers=2, max_positions=64, init_std=0.05)
+    torch.manual_seed(0)
+    model = Bert(cfg)
+    matrices = torch.cat([p.detach().flatten() for p in model.parameters() if p.dim() >= 2])
+    assert float(matrices.abs().max()) <= 2 * cfg.init_std  # a plain normal puts ~4.6% of them beyond
+    assert float(matrices.abs().max()) > 1.95 * cfg.init_std
+    assert float(matrices.std()) == pytest.approx(0.8796 * cfg.init_std, rel=0.02)  # the cut normal's std
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            assert torch.equal(p, torch.ones_like(p) if ".ln" in name and name.endswith("weight")
+                               else torch.zeros_like(p)), name
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(hidden=64, heads=3), r"model.hidden \(64\) must be divisible by model.heads \(3\)"),
     (dict(layers=0), "model.layers must be >= 1, got 0"),

@@ -92,6 +92,8 @@ def test_lr_schedule_warms_up_then_decays_to_zero():
     lrs = [lr_at(s, 100, 1.0, 10) for s in range(100)]
     assert lrs[9] == pytest.approx(1.0) and lrs[0] == pytest.approx(0.1)
     assert all(a >= b for a, b in zip(lrs[9:], lrs[10:])) and lr_at(100, 100, 1.0, 10) == 0.0
+    # the decay starts at the peak and is linear over the steps after warm-up (halfway: half the peak)
+    assert lrs[10] == pytest.approx(1.0) and lrs[55] == pytest.approx(0.5) and lrs[99] == pytest.approx(1 / 90)
 
 
 @pytest.mark.parametrize("precision", ["auto", "bf16"])
