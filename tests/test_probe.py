@@ -83,6 +83,7 @@ def test_probe_command_fills_the_runs_results_and_bad_names_are_one_line(untrain
     proc = cli("probe", run, "--json", tmp_path / "p.json", "--png", tmp_path / "p.png")
     assert proc.returncode == 0, proc.stderr
     assert "| sentence |" in proc.stdout and (tmp_path / "p.png").stat().st_size > 0
+    assert "dev sentences" in proc.stderr and "layers" not in proc.stderr  # it reads every layer, not µ's two
     after = json.loads((run / "results.json").read_text())
     assert after["probe"] == json.loads((tmp_path / "p.json").read_text())  # filled in at the top
     assert after["layers"] == before["layers"] and after["mu"] == before["mu"]  # the rest untouched

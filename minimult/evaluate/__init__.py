@@ -116,7 +116,9 @@ def evaluate_run(run, layers=None, dev_sentences: int | None = None, ppl_sentenc
                   inputs=inputs, log=log, attention=attention)
     ppl = "" if only and "perplexity" not in only else \
         f", perplexity on {'all' if not ppl_sentences else f'{ppl_sentences:,}'} sequences per split"
-    log(f"eval: {ctx.dev[0].num_sentences:,} dev sentences, layers {', '.join(map(str, layers))}{ppl}")
+    at = "" if only and not any(c.per_layer for n in only for c in REGISTRY[n].columns) else \
+        f", layers {', '.join(map(str, layers))}"  # the probe, say, reads every layer, not these
+    log(f"eval: {ctx.dev[0].num_sentences:,} dev sentences{at}{ppl}")
     scores = evaluate_model(ctx, log, only=only)
     if only and not scores.get("layers") and not any(k != "layers" for k in scores):
         raise MinimultError(f"--only {','.join(sorted(only))} gives nothing for this run (e.g. nsp on a run trained "
