@@ -158,6 +158,16 @@ def test_mu_uses_and_records_the_depths_pair():
     assert multilinguality.run(fake_ctx(12, (0, 8)))["mu"] == pytest.approx((0.1 + 0.9 + 0.4) / 4)
 
 
+def test_mu_averages_both_scores_at_both_layers_and_needs_translation():
+    """µ = (τ0 + τT + ρ0 + ρT) / 4 with every score its own layer's; no τ (no dictionary): no µ, not an error."""
+    layers = {"0": {"translation": 0.1, "retrieval": 0.3}, "3": {"translation": 0.5, "retrieval": 0.9}}
+    ctx = SimpleNamespace(model=SimpleNamespace(cfg=SimpleNamespace(layers=4)), results={"layers": layers})
+    assert multilinguality.run(ctx)["mu"] == pytest.approx((0.1 + 0.5 + 0.3 + 0.9) / 4)
+    for l in ("0", "3"):
+        layers[l]["translation"] = None
+    assert multilinguality.run(ctx) == {"mu": None, "mu_layers": [0, 3]}
+
+
 def test_a_shallow_run_is_evaluated_at_its_mu_layers(tmp_path):
     from minimult.runs import Run
     from minimult.train import train

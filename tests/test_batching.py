@@ -12,6 +12,8 @@ import torch
 from conftest import TINY_SETTINGS
 from minimult.config import resolve
 from minimult.data.batching import SequenceSet
+from minimult.data.languages import Side
+from minimult.data.layout import Layout
 from minimult.data.pairs import PairSet
 from minimult.evaluate.nsp import NSP_SEED
 from minimult.runs import Run
@@ -130,3 +132,16 @@ def test_every_batch_kind_follows_the_layouts(tmp_path, mods, settings):
     if cfg.model.nsp:
         pairs = PairSet.from_sides(dev, layouts, "cpu", NSP_SEED)
         check(pairs.batch(index), pair_rows(pairs, dev, index, limit), layouts)
+
+
+def test_tokens_count_the_real_tokens_of_the_batch():
+    """`SequenceSet.tokens` is the number of real (unpadded) tokens of those sequences' batch: each sentence's
+    pieces, cut to the window, plus its [CLS] and [SEP]."""
+    side = Side(0, np.arange(5, 17, dtype=np.int32), np.array([0, 2, 3, 12]), np.ones(12, bool), np.arange(3),
+                np.full(12, -1))
+    seqs = SequenceSet.from_sides([side], [Layout(0, 0, max_len=6)], "cpu")
+    assert seqs.tokens(np.array([2])) == 6  # 9 pieces cut to 4, with [CLS] and [SEP]
+    for index in (np.array([0]), np.array([1, 0]), np.array([0, 1, 2])):
+        b = seqs.batch(index)
+        real = b.input_ids.numel() if b.attention_mask is None else int(b.attention_mask.sum())
+        assert seqs.tokens(index) == real

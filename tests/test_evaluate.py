@@ -172,6 +172,35 @@ def test_sentence_vectors_mean_pieces_and_zero_for_empty():
     assert torch.equal(out[2], vectors[2:6].mean(0))
 
 
+def test_sentence_vectors_of_a_one_piece_and_a_trailing_empty_sentence():
+    """A one-piece sentence's vector is that piece; an empty last sentence still gets its (zero) row."""
+    vectors = torch.arange(8, dtype=torch.float).view(4, 2)
+    side = Side(0, np.zeros(4, np.int32), np.array([0, 1, 4, 4]), np.ones(4, bool), np.arange(3), np.zeros(4, np.int64))
+    out = sentence_vectors(vectors, side)
+    assert out.shape == (3, 2)
+    assert torch.equal(out[0], vectors[0]) and torch.equal(out[1], vectors[1:4].mean(0))
+    assert torch.equal(out[2], torch.zeros(2))
+
+
+def test_context_cuts_dev_sentences_to_the_window_and_encodes_every_piece():
+    """`Context.dev` keeps at most max_len - 2 pieces of each sentence (the rest of a sentence as it was), counts
+    the sentences it cut, and `dev_vectors` gives every kept piece a vector."""
+    from minimult.evaluate.representations import Context
+
+    cfg, mods = resolve("tiny", {**TINY_SETTINGS, "data.max_len": 40}, None)
+    data = RunData(cfg, mods)
+    torch.manual_seed(0)
+    model = Bert(cfg.model).eval()
+    ctx = Context(model, data.views, data.dictionary, data.layouts, 40, (0,), torch.device("cpu"), dev_sentences=30)
+    raw = [s.subset(np.arange(30)) for s in data.views("dev")]
+    cut = sum(int((s.lengths > 38).sum()) for s in raw)
+    dev = ctx.dev  # sets dev_sentences_cut
+    assert 0 < cut < 60 and ctx.dev_sentences_cut == cut
+    for side, full, vectors in zip(dev, raw, ctx.dev_vectors):
+        assert np.array_equal(side.lengths, np.minimum(full.lengths, 38))
+        assert vectors[0].shape[0] == len(side.ids) and (vectors[0].abs().sum(1) > 0).all()
+
+
 def test_row_slices_cover_the_batch_within_budget():
     assert row_slices(10, 7, 30) == [slice(0, 4), slice(4, 8), slice(8, 10)]  # 4 rows x 7 tokens <= 30
     assert row_slices(3, 50, 30) == [slice(0, 1), slice(1, 2), slice(2, 3)]   # at least one row
@@ -195,10 +224,11 @@ def test_piece_vectors_equal_one_sentence_at_a_time(tiny_model):
                 torch.testing.assert_close(out[l], expected, rtol=1e-6, atol=1e-6)
 
 
-def reference_perplexity(model, sides, data, batch_size):
-    """mlm_perplexity as first written: every masking batch through the model whole."""
+def reference_perplexity(model, sides, data, batch_size, attend_padding=False):
+    """mlm_perplexity as first written: every masking batch through the model whole (attend_padding: the
+    sequences in their order, no attention mask, as the published evaluation)."""
     seqs = SequenceSet.from_sides(list(sides), data.layouts, "cpu")
-    order = np.argsort(seqs.lengths_np, kind="stable")
+    order = np.arange(len(seqs)) if attend_padding else np.argsort(seqs.lengths_np, kind="stable")
     gen = torch.Generator().manual_seed(PPL_SEED)
     random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
     nll, count = 0.0, 0
@@ -206,7 +236,7 @@ def reference_perplexity(model, sides, data, batch_size):
         b = seqs.batch(order[i : i + batch_size])
         m = mask_batch(b.input_ids, b.maskable, seqs.mask_id[b.lang], random_ids, MaskConfig(probs=(1.0, 0, 0, 0)), gen)
         with torch.no_grad():
-            hidden = model(m.input_ids, b.position_ids, b.token_type_ids, b.attention_mask)
+            hidden = model(m.input_ids, b.position_ids, b.token_type_ids, None if attend_padding else b.attention_mask)
             logits = model.mlm_logits(hidden.flatten(0, 1)[m.selected])
         nll += float(torch.nn.functional.cross_entropy(logits, m.targets, reduction="sum"))
         count += len(m.targets)
@@ -223,6 +253,81 @@ def test_perplexity_in_row_slices_equals_whole_batches(tiny_model):
         assert r["perplexity"] == pytest.approx(expected, rel=1e-6) and r["sequences"] == 120
     other = mlm_perplexity(model, (english, second), data.layouts, random_ids, torch.device("cpu"), batch_size=8)
     assert other["perplexity"] != pytest.approx(expected, rel=1e-6)  # the masks follow the batches
+
+
+def test_perplexity_under_attend_padding_runs_the_sequences_in_order_without_a_mask(tiny_model):
+    """Under attend-padding the batches follow the sequences' order (English, then the next language) with no
+    attention mask; a `limit` subset is scored as the same sentences given as the sides themselves."""
+    data, _, model, english, second = tiny_model
+    random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
+    cpu = torch.device("cpu")
+    expected = reference_perplexity(model, (english, second), data, 16, attend_padding=True)
+    got = mlm_perplexity(model, (english, second), data.layouts, random_ids, cpu, batch_size=16, tokens=100,
+                         attention="attend-padding")
+    assert got["perplexity"] == pytest.approx(expected, rel=1e-6)
+    picked = np.sort(np.random.default_rng(PPL_SEED).choice(120, 50, replace=False))  # the limit's subset
+    subset = (english.subset(picked[picked < 60]), second.subset(picked[picked >= 60] - 60))
+    limited = mlm_perplexity(model, (english, second), data.layouts, random_ids, cpu, limit=50, batch_size=16,
+                             attention="attend-padding")
+    whole = mlm_perplexity(model, subset, data.layouts, random_ids, cpu, batch_size=16, attention="attend-padding")
+    assert limited["sequences"] == 50 and limited["perplexity"] == pytest.approx(whole["perplexity"], rel=1e-9)
+
+
+def test_perplexity_per_language_scores_each_languages_own_tokens(tiny_model):
+    """With batches that each hold one language (attend-padding, English's 60 sentences a batch), English's
+    perplexity is that of English scored alone; a language without a sequence has none."""
+    data, _, model, english, second = tiny_model
+    random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
+    cpu = torch.device("cpu")
+    both = mlm_perplexity(model, (english, second), data.layouts, random_ids, cpu, batch_size=60,
+                          attention="attend-padding")
+    alone = mlm_perplexity(model, (english,), data.layouts, random_ids, cpu, batch_size=60, attention="attend-padding")
+    assert alone["languages"][0] == pytest.approx(alone["perplexity"], rel=1e-5) and alone["languages"][1] is None
+    assert both["languages"][0] == pytest.approx(alone["perplexity"], rel=1e-5)  # float32 vs float64 sums
+    assert min(both["languages"]) < both["perplexity"] < max(both["languages"])  # the pooled one between them
+
+
+def test_units_per_word_count_english_inside_the_window():
+    """Pieces and word starts of English's sentences inside max_len - 2, [CLS] and [SEP] aside: sentences of
+    3 pieces (2 words) and 6 pieces (words at 0, 2, 3, 5) in a window of 5 keep 3 + 3 pieces and 2 + 2 words."""
+    from minimult.data.layout import Layout
+    from minimult.evaluate.perplexity import units_per_word
+
+    starts = np.array([1, 0, 1, 1, 0, 1, 1, 0, 1], bool)
+    en = Side(0, np.arange(5, 14, dtype=np.int32), np.array([0, 3, 9]), starts, np.arange(2), np.arange(9))
+    assert units_per_word([en], [Layout(0, 0, max_len=5)]) == pytest.approx(6 / 4)
+    assert units_per_word([en], [Layout(0, 0, max_len=128)]) == pytest.approx(9 / 6)
+
+
+def test_perplexity_per_word_is_the_per_unit_one_to_the_units_per_word(tiny_model):
+    """exp(NLL per unit x units / words) = ppl ** (units / words), the units and words of the dev split's English
+    sentences inside the window (counted here sentence by sentence); per language under the languages' names."""
+    from minimult.evaluate import perplexity
+    from minimult.evaluate.representations import Context
+
+    data, _, model, *_ = tiny_model
+    random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
+    ctx = Context(model, data.views, data.dictionary, data.layouts, data.cfg.data.max_len, (0,), torch.device("cpu"),
+                  ppl_sentences=20, ppl_splits=("dev",), random_ids=random_ids, languages=("en", "fake"))
+    out = perplexity.run(ctx)["perplexity"]
+    en, room = data.views("dev")[0], data.cfg.data.max_len - 2
+    units = sum(min(len(en.sentence(i)), room) for i in range(en.num_sentences))
+    words = sum(int(en.word_starts[en.offsets[i]:en.offsets[i + 1]][:room].sum()) for i in range(en.num_sentences))
+    assert units > words > 0 and out["dev_word"] == pytest.approx(out["dev"] ** (units / words), rel=1e-9)
+    direct = mlm_perplexity(model, data.views("dev"), data.layouts, random_ids, torch.device("cpu"), limit=20)
+    assert direct["languages"][0] != pytest.approx(direct["languages"][1], rel=1e-3)
+    assert out["dev_languages"] == {"en": direct["languages"][0], "fake": direct["languages"][1]}  # by name
+
+
+def test_perplexity_limit_of_every_sequence_is_no_limit(tiny_model):
+    """A `limit` of all the sequences or more scores them as no limit does (not a reshuffled draw)."""
+    data, _, model, english, second = tiny_model
+    random_ids = random_replacement_ids(data.cfg.data.vocab_size, data.cfg.data.n_langs)
+    whole = mlm_perplexity(model, (english, second), data.layouts, random_ids, torch.device("cpu"), batch_size=16)
+    for limit in (120, 500):
+        got = mlm_perplexity(model, (english, second), data.layouts, random_ids, torch.device("cpu"), limit=limit,
+                             batch_size=16)
+        assert got == whole
 
 
 def test_results_keep_one_block_per_evaluation(tmp_path):

@@ -163,6 +163,38 @@ def test_spread_and_paired_batches_cover_every_sequence_once(n, batching, bucket
     assert length_range < 10 if bucketed else length_range > 40
 
 
+@pytest.mark.parametrize("n", [64, 66, 96])
+@pytest.mark.parametrize("batching", ["bucket", "random", "spread", "paired"])
+def test_steps_per_epoch_counts_the_planned_batches(n, batching):
+    """Also where the sequences fill whole batches (n a multiple of the batch size) and where spread's two
+    groups each leave a part batch (66 = 2 x 33: 2 + 2 batches, not 3)."""
+    lengths = np.random.default_rng(0).integers(1, 60, size=n)
+    assert len(plan_epoch(lengths, 32, seed=1, epoch=0, batching=batching)) == steps_per_epoch(n, 32, batching)
+    halves = -(-n // 2 // 32) * 2  # spread: each language's half (n/2) batched on its own
+    assert steps_per_epoch(n, 32, batching) == (halves if batching == "spread" else -(-n // 32))
+
+
+def test_spread_of_three_languages_keeps_its_groups_within_one_of_each_other():
+    """14 sequences of 3 languages (4 sentences each, 2 left over): groups of 5, 5 and 4, each batched on its
+    own (3 batches of 5 at most), no sentence's copies sharing a batch."""
+    lengths = np.random.default_rng(0).integers(1, 60, size=14)
+    plan = plan_epoch(lengths, 5, seed=1, epoch=0, batching="spread", languages=3)
+    assert sorted(np.concatenate(plan).tolist()) == list(range(14))
+    assert sorted(len(b) for b in plan) == [4, 5, 5] and len(plan) == steps_per_epoch(14, 5, "spread", languages=3)
+    for b in plan:
+        assert len(set((b[b < 12] % 4).tolist())) == len(b[b < 12])  # sentence i's copies are i, i + 4, i + 8
+
+
+@pytest.mark.parametrize("batching", ["bucket", "spread"])
+def test_bucketed_batches_come_in_shuffled_order(batching):
+    """Bucketing sorts by length within a pool, but the batches are trained in random order, not shortest
+    first: a batch is longer than the one before about half the time (in length order: nearly always)."""
+    lengths = np.random.default_rng(0).integers(1, 60, size=1000)
+    for epoch in range(3):
+        means = np.array([lengths[b].mean() for b in plan_epoch(lengths, 32, seed=1, epoch=epoch, batching=batching)])
+        assert 0.2 < np.mean(means[1:] > means[:-1]) < 0.8
+
+
 def test_unknown_batching_is_refused():
     with pytest.raises(MinimultError, match="unknown train.batching 'sorted'; valid: bucket, random, spread, paired"):
         tiny(None, **{"train.batching": "sorted"})

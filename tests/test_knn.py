@@ -52,6 +52,58 @@ def test_table_links_each_language_to_the_other(knn_setup):
     assert (table[en & have, 0] == torch.arange(2 * V)[en & have] + V).float().mean() > 0.9
 
 
+def test_table_rows_of_the_second_language_hold_their_english_neighbours(knn_setup):
+    """Both directions are searched: a Fake-English id's row holds an English id, nearly always its own copy."""
+    _, _, prepared, _, table, _ = knn_setup
+    V = prepared.vocab.stride
+    ids = torch.arange(2 * V)
+    l1 = (ids >= V) & (table[:, 0] >= 0)
+    assert l1.sum() > 100 and (table[l1, 0] < V).all()
+    assert (table[l1, 0] == ids[l1] - V).float().mean() > 0.9
+
+
+def test_the_cache_key_holds_the_number_of_neighbours(knn_setup):
+    """A table of k = 2 is never the cached table of k = 1 (nor its info)."""
+    from minimult.knn.neighbours import _key
+
+    cfg, _, prepared, sides, _, _ = knn_setup
+    assert _key(prepared, cfg, 1, sides) != _key(prepared, cfg, 2, sides)
+    assert table_info(prepared, cfg, 2, sides) == {}  # not built
+
+
+def test_seed_translations_from_a_dictionary_and_from_identical_spelling():
+    """dictionary: English id -> every id it translates to; identical: pieces spelled alike once all of the
+    language prefixes are gone (`::::` for a third language's piece)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from minimult.knn.neighbours import seed_translations
+
+    dictionary = [SimpleNamespace(ids=np.array([5, 6, 5])), SimpleNamespace(ids=np.array([27, 28, 29]))]
+    assert seed_translations("dictionary", None, None, None, (), dictionary) == {5: {27, 29}, 6: {28}}
+    names = {1: "the", 2: "##s", 3: "cat", 41: "::::the", 42: "::::##s", 43: "::::dog", 44: "::::the"}
+    source = SimpleNamespace(display=lambda prepared, cfg, ids: [names[int(i)] for i in ids])
+    got = seed_translations("identical", None, source, None, ((1, 2, 3), (41, 42, 43, 44)), dictionary)
+    assert got == {1: {41, 44}, 2: {42}}
+
+
+def test_token_name_of_an_id_past_the_vocabulary_is_its_number():
+    """Ids j < len(vocab) of a block are display pieces; j >= len(vocab) (a larger vocabulary's) are `[idj]`."""
+    from minimult.knn.neighbours import token_name
+
+    class Vocab:
+        stride = 10
+
+        def __len__(self):
+            return 7
+
+        def display(self, ids):
+            return [f"{'::' * (int(i) // 10)}p{int(i) % 10}" for i in ids]
+
+    assert [token_name(i, Vocab()) for i in (6, 7, 16, 17, 19)] == ["p6", "[id7]", "::p6", "::[id7]", "::[id9]"]
+
+
 def test_second_build_reuses_the_cache(knn_setup):
     cfg, data, prepared, sides, table, logs = knn_setup
     again = []

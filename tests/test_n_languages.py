@@ -143,6 +143,14 @@ def test_knn_table_of_three_languages_draws_each_language_alike():
     assert filled[1].tolist() == [3, 4, 3, 4] and filled[2].tolist() == [-1] * 4
 
 
+def test_fill_columns_treats_id_0_as_a_neighbour_like_any_other():
+    """Only -1 is missing: a row's id 0 is one of its neighbours, repeated in turn as any other."""
+    from minimult.knn.neighbours import _fill_columns
+
+    filled = _fill_columns(torch.tensor([[0, -1, 7, -1], [-1, 0, -1, -1]]))
+    assert filled.tolist() == [[0, 7, 0, 7], [0, 0, 0, 0]]
+
+
 def test_tiny_three_language_run_evaluates_every_pair(fixture_modules, tmp_path):
     from minimult.evaluate import evaluate_run
     from minimult.runs import Run, write_json

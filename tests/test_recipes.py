@@ -20,6 +20,25 @@ def test_wilson_interval_matches_the_textbook_values(k, n, low, high):
     assert wilson(0, 0) == (0.0, 1.0)
 
 
+def test_wilson_interval_stays_within_0_and_1_exactly():
+    """At k = 0 or k = n the interval touches 0 or 1: never a float a hair outside (a "-0%" in the table)."""
+    for n in range(1, 40):
+        for k in range(n + 1):
+            low, high = wilson(k, n)
+            assert 0.0 <= low <= high <= 1.0 and low - 1e-12 <= k / n <= high + 1e-12, (k, n)
+    assert wilson(0, 5)[0] == 0.0 and wilson(5, 5)[1] == 1.0
+    from minimult.report.recipes import floor_text
+
+    assert floor_text({"n": 5, "floor": 0, "share": 0.0, "low": wilson(0, 5)[0], "high": wilson(0, 5)[1]}) == \
+        "0 of 5 (0%; 95% CI 0%–43%)"
+
+
+def test_a_recipe_that_cannot_tell_leaves_the_overall_verdict_open():
+    """Either way the other recipe went: held there and unknown here, or failed there and unknown here."""
+    assert combined([HOLDS, UNKNOWN]) == UNKNOWN and combined([FAILS, UNKNOWN]) == UNKNOWN
+    assert combined([UNKNOWN, FAILS]) == UNKNOWN and combined([]) == UNKNOWN
+
+
 def section(preset: str, mus: dict[str, list[float]]) -> Section:
     """A Table 1 section of settings 0 (original) and 1 (lang-pos) with the given µ by seed."""
     mods = {"0": "original", "1": "lang-pos"}
@@ -98,3 +117,30 @@ def test_claims_with_a_side_that_has_no_run_are_counted_as_not_tested():
     assert counts[NOT_TESTED] == len(claims) - len(tested) > 0
     assert markdown(rows).startswith(f"{counts['holds']} hold, 0 do not hold, {counts['cannot tell']} cannot tell, "
                                      f"{counts[NOT_TESTED]} not tested here (rule")
+
+
+def test_floor_is_strictly_below_005_and_counts_only_seeds_with_a_mu():
+    """µ = 0.05 itself is not on the floor; a run without µ is no seed of the share (nor of a baseline's mean)."""
+    from minimult.report.tables import low_baseline
+
+    sec = section("paper", {"0": [0.05, 0.05, None], "1": [0.05, 0.01, None]})
+    (rate,) = floor_rates(sec)
+    assert (rate["n"], rate["floor"], rate["share"]) == (2, 1, 0.5)
+    assert low_baseline(sec.groups[0]) is None  # mean µ 0.05: not under the floor
+    low = low_baseline(section("paper", {"0": [0.02, 0.04, None]}).groups[0])
+    assert low["mu"] == pytest.approx(0.03)  # over the two runs with a µ
+
+
+def test_the_baseline_is_the_original_of_id_0_else_one_of_the_same_preset():
+    """Within a section ID 0's original comes first, wherever it stands; a section without one borrows an original
+    of its own preset only, never another preset's."""
+    from minimult.report.tables import baseline_for
+
+    sec = section("paper", {"1": [0.5, 0.5], "0": [0.6, 0.6]})
+    other = Group("7", "original", "original", sec.groups[1].runs, "paper")
+    sec.groups.insert(0, other)  # a second original, before ID 0's
+    assert baseline_for(sec, [sec]).id == "0"
+    published = section("published", {"0": [0.6, 0.6]})
+    lone = section("tiny", {"1": [0.5, 0.5]})
+    assert baseline_for(lone, [published, lone]) is None
+    assert baseline_for(section("published", {"1": [0.5, 0.5]}), [lone, published]) is published.groups[0]

@@ -119,6 +119,30 @@ def test_p_values_against_original_for_settings_with_two_seeds(reported):
         assert rows[sid]["ppl_dev_p"] != ""  # every metric gets its test
 
 
+def test_aggregate_is_the_mean_and_sample_std_of_the_seeds_with_a_number():
+    """Seeds without a number (None) are left out; the std is the sample one (n - 1), none for a single seed."""
+    from minimult.report.tables import aggregate
+
+    a = aggregate([1.0, None, 2.0, 6.0])  # mean 3, squares 4 + 1 + 9 over n - 1 = 2
+    assert a["n"] == 3 and a["mean"] == pytest.approx(3.0) and a["std"] == pytest.approx(math.sqrt(7.0))
+    one = aggregate([None, 0.5])
+    assert (one["n"], one["mean"], one["std"]) == (1, 0.5, None)
+    assert aggregate([None])["mean"] is None
+
+
+def test_table_p_is_welchs_two_sided_test_of_the_seeds_with_a_number():
+    """By hand: 1, 2, 3 against 4, 5, 6 is t = -3 / sqrt(2/3) at 4 degrees of freedom; with unequal variances
+    Welch's test, not Student's pooled one; no p below two numbers a side or for identical values."""
+    from minimult.report.tables import welch_p as table_p
+
+    assert table_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, None]) == pytest.approx(2 * stats.t.sf(3 / math.sqrt(2 / 3), 4))
+    a, b = [1.0, 2.0, 3.0], [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert table_p(a, b) == pytest.approx(welch_p(a, b), rel=1e-9)
+    assert table_p(a, b) != pytest.approx(stats.ttest_ind(a, b).pvalue, rel=1e-3)  # the pooled test's
+    assert table_p([1.0, 2.0], [3.0, 5.0]) == pytest.approx(welch_p([1.0, 2.0], [3.0, 5.0]), rel=1e-9)  # 2 a side do
+    assert table_p([1.0, None], [2.0, 3.0]) is None and table_p([1.0, 1.0], [1.0, 1.0]) is None
+
+
 def test_figures_are_real_pngs(reported):
     import matplotlib.image as mpimg
 

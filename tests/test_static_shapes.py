@@ -60,6 +60,18 @@ def test_a_padded_batch_has_its_shape_and_the_loss_and_gradient_of_the_batch_its
         microbatches.pad(batch, (9, 16, n - 1))
 
 
+def test_fixed_shape_is_the_next_multiple_and_room_for_every_maskable_piece():
+    """Columns: the smallest multiple of pad_multiple that holds the width (the width itself when it is one),
+    at most max_len; selected entries: per row, all columns - 1 maskable pieces under bernoulli, max(1,
+    round(rate x (columns - 1))) under exact."""
+    assert microbatches.fixed_shape(16, 8, 16, 128, 0.15, "exact") == (8, 16, 8 * 2)  # round(.15 x 15) = 2
+    assert microbatches.fixed_shape(17, 8, 16, 128, 0.15, "exact") == (8, 32, 8 * 5)  # round(.15 x 31) = 5
+    assert microbatches.fixed_shape(50, 8, 16, 128, 0.15, "exact") == (8, 64, 8 * 9)  # round(.15 x 63) = 9
+    assert microbatches.fixed_shape(1, 4, 16, 128, 0.01, "exact") == (4, 16, 4 * 1)  # at least one a row
+    assert microbatches.fixed_shape(16, 8, 16, 128, 0.15, "bernoulli") == (8, 16, 8 * 15)
+    assert microbatches.fixed_shape(125, 8, 16, 126, 0.15, "bernoulli") == (8, 126, 8 * 125)  # max_len caps
+
+
 @pytest.mark.parametrize("selection", ["exact", "bernoulli"])
 def test_every_batch_of_an_epoch_takes_one_of_the_few_fixed_shapes(tmp_path, selection):
     cfg, mods = tiny_cfg(None, **{"train.pad_multiple": 8, "mask.selection": selection, "data.max_len": 30})

@@ -115,8 +115,8 @@ def table1_sections(sections_by_folder: dict[str, list[Section]]) -> list[Sectio
 
 
 def combined(verdicts: list[str]) -> str:
-    """The verdict over the recipes: robust (all hold), does not hold (none holds and some fail), split (one holds,
-    another does not), else cannot tell."""
+    """The verdict over the recipes: robust (all hold), does not hold (all fail), split (one holds, another does
+    not), else cannot tell (one recipe that cannot tell leaves either verdict open)."""
     if verdicts and all(v == HOLDS for v in verdicts):
         return ROBUST
     if HOLDS in verdicts and FAILS in verdicts:
