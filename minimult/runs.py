@@ -460,7 +460,7 @@ class Run:
         # the run folder's copies of the lists the cache holds (not whatever else lies in it, e.g. an export)
         own = [self.path / f.relative_to(prepared.path) for f in vocab_files(prepared.path)]
         if self.meta.get("vocab_sha256") == prepared.vocab_hash:
-            self.check_own_vocabulary(own, prepared.path)
+            return self.check_own_vocabulary(own, prepared.path)  # then the copies are the cache's too
         for what, sha in (("run.json records", self.meta.get("vocab_sha256")),
                           (f"{own[0]} has", files_digest(own) if all(f.is_file() for f in own) else None)):
             if sha and sha != prepared.vocab_hash:
