@@ -173,6 +173,8 @@ def test_a_run_records_its_table_and_says_when_it_resumes_with_another(knn_setup
     train([run], log=lambda s: None, stop_after=3)
     table = knn_setup[4]  # k=1 on the same tiny text: the table this run trained with
     assert run.meta["knn_tables"] == [table_sha256(table)]
+    train([Run.open(run.path)], log=lambda s: None, stop_after=5)  # resumed with the same table: said once
+    assert Run.open(run.path).meta["knn_tables"] == [table_sha256(table)]
     (cached,) = (p for p in (Path(os.environ["MINIMULT_CACHE"])).glob("neighbours-*")
                  if torch.equal(torch.load(p / "neighbours.pt"), table))
     other = table.roll(1, dims=0)  # as if built differently

@@ -7,7 +7,7 @@ import torch
 
 from minimult import precision
 from minimult.errors import MinimultError
-from minimult.runs import Run, load_checkpoint
+from minimult.runs import Run, load_checkpoint, read_json
 from minimult.train import pretrain, train
 from test_train import new_run, quiet, tiny_cfg
 
@@ -64,6 +64,9 @@ def test_stacked_runs_equal_separate_runs(tmp_path):
     assert max(diffs) < ATOL, diffs
     for a, b in zip(separate, stacked):
         assert _losses(a) == pytest.approx(_losses(b), abs=1e-5)
+        own = [read_json(d / "run.json") for d in (a, b)]  # tokens/s: the run's own, stacked as alone
+        assert own[1]["tokens_per_s"] * own[1]["train_seconds"] == pytest.approx(
+            own[0]["tokens_per_s"] * own[0]["train_seconds"], rel=1e-9)
     # the three models really are different models (the comparison above is not trivially true)
     assert _max_diff(separate[0], separate[2]) > 100 * ATOL
     assert _max_diff(stacked[0], stacked[1]) > 100 * ATOL

@@ -18,7 +18,7 @@ from minimult.data.prepare import prepare
 from minimult.runs import read_json, write_json
 from minimult.data.run_data import RunData
 from minimult.runs import load_checkpoint
-from minimult.train import lr_at, pretrain
+from minimult.train import Loop, Progress, Stepper, lr_at, pretrain, setup
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,6 +96,50 @@ def test_lr_schedule_warms_up_then_decays_to_zero():
     assert lrs[10] == pytest.approx(1.0) and lrs[55] == pytest.approx(0.5) and lrs[99] == pytest.approx(1 / 90)
 
 
+def test_every_step_draws_its_own_masking_and_dropout_from_the_seed(tmp_path):
+    """One batch at two steps is masked (dropout off) and dropped out differently; at one step, the same way
+    every time: a step's draws come from (seed, step) alone, which is what makes a resume exact."""
+    from minimult.runs import Run
+
+    cfg, mods = tiny_cfg(None)
+    member = setup(Run.create(cfg, mods, tmp_path / "run", log=quiet), torch.device("cpu"), quiet)
+    stepper = Stepper([member])
+    tc = cfg.train
+    index = plan_epoch(member.train_set.lengths_np, tc.batch_size, tc.seed, 0, tc.batching)[0]
+    with torch.no_grad():
+        for training in (False, True):  # masking alone, then masking and dropout
+            stepper.model.train(training)
+            at = [float(stepper.losses(step, [index])) for step in (3, 4, 3)]
+            assert at[0] == at[2] != at[1], (training, at)
+
+
+@pytest.mark.parametrize("K", [1, 2])
+def test_progress_logs_each_runs_mean_loss_and_share_of_tokens_since_its_last_line(monkeypatch, K):
+    """A progress line every 5 steps: each run's mean loss over those steps, its share of the tokens per
+    second, and the time left from the steps of this stretch (a resumed one begins at step 20)."""
+    from types import SimpleNamespace
+
+    import minimult.train
+
+    class Sink(list):
+        write, flush = list.append, lambda self: None
+
+    sinks, lines = [Sink() for _ in range(K)], []
+    loop = Loop([SimpleNamespace(run=None)] * K, None, None, spe=10, total=100, start_step=20, end=100,
+                log=lines.append, metrics=sinks, t0=0.0, seconds_before=7.0)
+    progress = Progress(log_every=5, checkpoint_every=1000)
+    progress.window_t = 0.0
+    monkeypatch.setattr(minimult.train.time, "time", lambda: 10.0)
+    for step, loss in zip(range(21, 27), [1.0, 2.0, 6.0, 5.0, 1.0, 9.0]):
+        progress.add(torch.tensor([loss, 2 * loss][:K]), tokens=100)
+        loop.step = step
+        progress(loop)
+    rows = [[json.loads(r) for r in sink] for sink in sinks]
+    assert [[(r["step"], r["loss"], r["tokens_per_s"], r["elapsed_s"]) for r in rs] for rs in rows] == [
+        [(25, 3.0 * (k + 1), 50.0 / K, 17.0)] for k in range(K)]  # 500 tokens in 10 s; 7 s before this stretch
+    assert len(lines) == 1 and lines[0].endswith("0m10s elapsed, 2m30s left")  # 10 s / 5 steps x 75 to go
+
+
 @pytest.mark.parametrize("precision", ["auto", "bf16"])
 def test_resumed_run_is_bit_identical(tmp_path, precision):
     cfg, mods = tiny_cfg(None, **{"train.checkpoint_every": 7, "train.precision": precision})
@@ -149,6 +193,8 @@ def test_an_interrupted_run_says_so_at_its_last_checkpoint_and_resumes_from_it(t
     pretrain(cfg, mods, part, resume=True, log=quiet)
     a, b = (load_checkpoint(d / "checkpoint.pt")["model"] for d in (full, part))
     assert read_json(part / "run.json")["status"] == "complete" and all(torch.equal(a[k], b[k]) for k in a)
+    logged = [(r["step"], r["loss"]) for r in map(json.loads, (part / "metrics.jsonl").read_text().splitlines())]
+    assert logged == [(r["step"], r["loss"]) for r in map(json.loads, (full / "metrics.jsonl").read_text().splitlines())]
 
 
 def test_ctrl_c_of_pretrain_says_in_one_line_which_step_the_run_keeps(tmp_path, monkeypatch):
@@ -354,7 +400,7 @@ def test_cli_stop_after_stops_with_a_checkpoint_and_resume_goes_on_as_if_never_s
     assert f"stopped at step 5 of {total}" in proc.stdout and f"--resume {part}" in proc.stdout
     assert load_checkpoint(part / "checkpoint.pt")["step"] == 5
     assert read_json(part / "run.json")["status"] == "interrupted"
-    assert_one_line_error(cli("pretrain", "--resume", str(part), "--stop-after", "3"), "has trained 5 steps already")
+    assert_one_line_error(cli("pretrain", "--resume", str(part), "--stop-after", "5"), "has trained 5 steps already")
     proc = cli("pretrain", "--resume", str(part), "--set", "train.threads=1", "--device", "cpu")  # how it executes
     assert proc.returncode == 0 and "stopped" not in proc.stdout, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"done: {part}"  # as a run that was never stopped ends
