@@ -165,6 +165,20 @@ def test_nsp_labels_are_balanced_and_true_exactly_when_b_follows_a(epoch):
     assert not np.array_equal(other.partner, pairs.partner)  # redrawn every epoch
 
 
+def test_nsp_training_redraws_the_pairs_at_every_epoch(tmp_path, monkeypatch):
+    """The training loop tells the pairs each epoch it begins (after the draw of epoch 0 on building them), so
+    every epoch trains on pairs of its own."""
+    from minimult.data.pairs import PairSet
+    from minimult.runs import Run
+    from minimult.train import train
+
+    drawn, draw = [], PairSet.start_epoch
+    monkeypatch.setattr(PairSet, "start_epoch", lambda self, epoch: (drawn.append(epoch), draw(self, epoch))[1])
+    cfg, active = resolve("tiny", {**TINY_SETTINGS, "train.epochs": 2}, "nsp")
+    train([Run.create_at(tmp_path / "r", cfg, log=lambda s: None)], log=lambda s: None)
+    assert drawn == [0, 0, 1]
+
+
 def test_nsp_batches_are_cls_a_sep_b_sep_with_segments_0_1():
     cfg, data, pairs = pair_set()
     index = np.array([0, 5, len(pairs) - 3])
