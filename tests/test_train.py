@@ -113,6 +113,18 @@ def test_every_step_draws_its_own_masking_and_dropout_from_the_seed(tmp_path):
             assert at[0] == at[2] != at[1], (training, at)
 
 
+def test_train_clip_cuts_every_steps_gradient(tmp_path):
+    """train.clip bounds each step's gradient norm before AdamW's step. AdamW nearly ignores a gradient's scale,
+    so a bound far below the gradients' norms shows in the weights through adam_eps: after 3 steps they differ
+    from those of a bound no gradient reaches."""
+    weights = []
+    for clip in (1e-9, 1e9):
+        cfg, mods = tiny_cfg(None, **{"train.clip": clip})
+        pretrain(cfg, mods, new_run(tmp_path, f"clip{clip}", cfg), log=quiet, stop_after=3)
+        weights.append(load_checkpoint(tmp_path / f"clip{clip}" / "checkpoint.pt")["model"])
+    assert max((weights[0][k] - weights[1][k]).abs().max().item() for k in weights[0]) > 1e-4
+
+
 @pytest.mark.parametrize("K", [1, 2])
 def test_progress_logs_each_runs_mean_loss_and_share_of_tokens_since_its_last_line(monkeypatch, K):
     """A progress line every 5 steps: each run's mean loss over those steps, its share of the tokens per
