@@ -193,6 +193,10 @@ def test_an_interrupted_run_says_so_at_its_last_checkpoint_and_resumes_from_it(t
     meta = read_json(part / "run.json")
     assert (meta["status"], meta["steps"]) == ("interrupted", load_checkpoint(part / "checkpoint.pt")["step"])
     assert 14 <= meta["steps"] < 50 and run_status(part) == f"run.json status: interrupted, step {meta['steps']} of 50"
+    kept = meta["steps"]
+    with pytest.raises(KeyboardInterrupt):  # resumed, then stopped before its next checkpoint: still that step
+        pretrain(cfg, mods, part, resume=True, log=ctrl_c_at_step(kept + 1))
+    assert read_json(part / "run.json")["steps"] == kept
 
     def crash_at_step_30(line):  # as a kill -9 of the resumed stretch: nothing written at the end
         if line.lstrip().startswith("step") and int(line.split()[1].split("/")[0]) >= 30:
