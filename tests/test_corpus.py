@@ -38,6 +38,13 @@ def test_bbe_john_3_16(bbe_nt):
         "him may not come to destruction but have eternal life.")
 
 
+def test_verse_ids_are_pythonbibles_bbcccvvv():
+    """BBCCCVVV: John (book 43) 3:16 is 43003016, Revelation 22:21 66022021; the tasks read the book off it."""
+    assert corpus.verse_id(Book.JOHN, 3, 16) == 43_003_016
+    assert corpus.verse_id(Book.REVELATION, 22, 21) == 66_022_021
+    assert corpus.verse_id(Book.GENESIS, 150, 176) == 1_150_176  # the widest chapter and verse keep their digits
+
+
 def test_bbe_john_1_remapped(bbe_nt):
     """1:39 is a '+' placeholder in the package and 1:40-52 hold 1:39-51: after the remap each is in place."""
     assert bbe_nt[vid(Book.JOHN, 1, 38)].startswith("And Jesus, turning round, saw them coming after him")
@@ -162,6 +169,65 @@ def test_file_corpus_one_sentence_per_line(tmp_path):
     assert c.sentences == [["The", "cat", "sat", "."], ["It", "said", "hello", "twice", "."], ["End"]]
     assert c.verse_ids == [1, 2, 4]  # numbers among non-empty lines; the line of only "( )" has no words
     assert corpus.load_corpus(str(f), limit=2).sentences == c.sentences[:2]
+
+
+def test_text_lines_split_as_wc_counts_them():
+    """At "\\n" only, a "\\r" before it dropped, no empty line after a final "\\n" (but one an empty line leaves)."""
+    assert corpus.text_lines("a\r\nb\r\n") == ["a", "b"]
+    assert corpus.text_lines("a\n\nb") == ["a", "", "b"]
+    assert corpus.text_lines("a\n\n") == ["a", ""]
+    assert corpus.text_lines("a\u2028b\x0cc\rd") == ["a\u2028b\x0cc\rd"]
+    assert corpus.text_lines("") == []
+
+
+def test_read_text_errors_name_the_line_and_byte_of_the_file(tmp_path):
+    """The line and byte of a bad byte are the file's own, a byte-order mark counted; a NUL byte is found even
+    as the file's first byte."""
+    f = tmp_path / "x.txt"
+    template = "line {line} byte {byte}"
+    f.write_bytes(b"one\ntwo \xff\n")
+    with pytest.raises(MinimultError, match="^line 2 byte 8$"):
+        corpus.read_text(f, not_utf8=template)
+    f.write_bytes(b"\xef\xbb\xbfone\ntwo \xff\n")
+    with pytest.raises(MinimultError, match="^line 2 byte 11$"):
+        corpus.read_text(f, not_utf8=template)
+    f.write_bytes(b"\x00one\n")
+    with pytest.raises(MinimultError, match="^NUL on line 1$"):
+        corpus.read_text(f, not_utf8=template, nul="NUL on line {line}")
+
+
+def test_a_line_of_exactly_the_longest_length_is_read(tmp_path):
+    f = tmp_path / "long.txt"
+    f.write_text("a" * corpus.MAX_LINE_CHARS + "\n", encoding="utf-8")
+    assert corpus.read_lines(f) == ["a" * corpus.MAX_LINE_CHARS]
+
+
+def test_verse_tags_count_only_when_every_line_has_one(tmp_path):
+    """A file where only some lines start with a verse id and a tab is a plain file: line numbers, text kept."""
+    f = tmp_path / "mixed.txt"
+    f.write_text("43003016\tFor God so loved .\nAmen .\n", encoding="utf-8")
+    c = corpus.file_corpus(f)
+    assert c.verse_ids == [1, 2] and c.sentences[0][:2] == ["43003016", "For"]
+    f.write_text("43003016\tFor God so loved .\n43003017\tAmen .\n", encoding="utf-8")
+    c = corpus.file_corpus(f)
+    assert c.verse_ids == [43003016, 43003017] and c.sentences[0][0] == "For"
+
+
+def test_a_limit_given_wins_over_the_builtin_corpus_limit(monkeypatch):
+    """`load_corpus("kjv-ot-10k", limit=2)`: 2 sentences, not the built-in 10,000 (the verses read stand in for the
+    package's, so the test is quick)."""
+    verses = {1001001: "In the beginning.", 1001002: "And the earth was.", 1001003: "And God said."}
+    monkeypatch.setattr(corpus, "bible_verses", lambda package, testament: verses)
+    assert len(corpus.load_corpus("kjv-ot-10k", limit=2)) == 2
+    assert len(corpus.load_corpus("kjv-ot-10k")) == 3
+
+
+def test_a_builtin_name_stays_a_name_beside_a_file_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bbe-nt").write_text("a line\n")
+    (tmp_path / "mine.txt").write_text("a line\n")
+    assert corpus.absolute_corpus("bbe-nt") == "bbe-nt"
+    assert corpus.absolute_corpus("mine.txt") == str(tmp_path / "mine.txt")
 
 
 @pytest.mark.parametrize("content, message", [

@@ -203,6 +203,60 @@ def test_a_rank_that_dies_ends_the_run_in_one_line_and_keeps_the_checkpoint(tmp_
 # How many processes, and that none outlives the process that started them.
 
 
+def test_the_world_a_launcher_describes_is_read_and_checked(monkeypatch):
+    """RANK / WORLD_SIZE / LOCAL_RANK as torchrun sets them: one process is no world; LOCAL_RANK defaults to
+    RANK; a rank outside the world, no MASTER_ADDR/MASTER_PORT or a value that is no number is one error;
+    --nproc may be 1 or the launched world's size."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert ranks.from_env() is None
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert ranks.from_env() is None  # a world of one process
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    with pytest.raises(MinimultError, match="MASTER_PORT is not"):
+        ranks.from_env()
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.setenv("RANK", "1")
+    world = ranks.from_env()
+    assert world == ranks.World(1, 2, 1) and not world.main
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert ranks.from_env() == ranks.World(1, 2, 0) and not ranks.from_env().main  # rank 1 on its own machine
+    assert ranks.World(0, 2, 1).main
+    monkeypatch.setenv("RANK", "2")
+    with pytest.raises(MinimultError, match=r"RANK 2 is not in 0\.\.1"):
+        ranks.from_env()
+    monkeypatch.setenv("RANK", "one")
+    with pytest.raises(MinimultError, match="not whole numbers"):
+        ranks.from_env()
+    with pytest.raises(MinimultError, match="train.nproc must be >= 1, got 0"):
+        ranks.check_nproc(0, None)
+    ranks.check_nproc(1, ranks.World(0, 4))
+    ranks.check_nproc(4, ranks.World(0, 4))
+    with pytest.raises(MinimultError, match="--nproc 2 asks for 2 processes, but this is one of the 4"):
+        ranks.check_nproc(2, ranks.World(0, 4))
+
+
+def test_a_failed_run_is_told_in_one_line_by_the_rank_that_knows_why(tmp_path):
+    """A rank's own error first (the lowest rank's, in whatever order they came); else a rank that died without
+    a word (one the launcher stopped is no such rank); else the lowest rank's crash; and what is kept."""
+    kept = lambda: "K"  # noqa: E731
+    assert ranks._failure([2, 2], {1: ("error", "disk full"), 0: ("error", "bad input")}, set(), kept) == "bad input"
+    assert ranks._failure([1, -9], {0: ("crash", "RuntimeError: x")}, set(), kept) == (
+        "training process 1 of 2 died (killed by SIGKILL); the others were stopped: K")
+    assert ranks._failure([-15, 1], {1: ("crash", "RuntimeError: x")}, {0}, kept) == (
+        "training process 1 of 2 failed (RuntimeError: x); the others were stopped: K")
+    assert ranks._failure([1, 1], {1: ("crash", "B"), 0: ("crash", "A")}, set(), kept) == (
+        "training process 0 of 2 failed (A); the others were stopped: K")
+    assert ranks._how_it_ended(3) == "exit code 3" and ranks._how_it_ended(-15) == "killed by SIGTERM"
+    assert ranks._how_it_ended(-200) == "killed by signal 200"
+    (tmp_path / "checkpoint.pt").write_bytes(b"x")
+    assert ranks.kept_checkpoints([tmp_path / "checkpoint.pt", tmp_path / "missing.pt"]) == (
+        f"the last checkpoint is kept ({tmp_path / 'checkpoint.pt'}); --resume continues from it")
+    assert ranks.kept_checkpoints([tmp_path / "missing.pt"]) == "no checkpoint had been written yet"
+
+
 @pytest.mark.parametrize("how", ["--nproc", "--set"])
 def test_more_processes_than_cores_are_refused_in_one_line_before_anything_is_written(tmp_path, monkeypatch, how):
     """More ranks than cores only wait for each other, each holding the whole model (`--nproc 99` on 2 cores

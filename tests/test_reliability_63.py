@@ -496,6 +496,51 @@ def test_minor_task_files_refuse_nul_bytes_and_lines_no_sentence_has(tmp_path, d
         file_task(tmp_path, ("en", "xx"), str.split)
 
 
+def test_minor_a_task_line_of_the_longest_length_is_read_and_one_more_character_refused(tmp_path):
+    from minimult.data.tasks import MAX_LINE_CHARS, file_task
+
+    for name in ("train", "test.en", "test.xx"):
+        (tmp_path / f"{name}.tsv").write_text("a\tone two\nb\tthree four\n")
+    longest = "a\t" + "x" * (MAX_LINE_CHARS - 2)
+    (tmp_path / "dev.tsv").write_text(longest + "\nb\tx\n")
+    assert file_task(tmp_path, ("en", "xx"), str.split).texts["dev"][0] == ["x" * (MAX_LINE_CHARS - 2)]
+    (tmp_path / "dev.tsv").write_text(longest + "x\nb\tx\n")
+    with pytest.raises(MinimultError, match=f"dev.tsv:1: {MAX_LINE_CHARS + 1:,} characters on one line"):
+        file_task(tmp_path, ("en", "xx"), str.split)
+
+
+def test_minor_a_task_of_one_label_is_refused(tmp_path):
+    from minimult.data.tasks import file_task
+
+    for name in ("train", "dev", "test.en", "test.xx"):
+        (tmp_path / f"{name}.tsv").write_text("a\tone two\na\tthree four\n")
+    with pytest.raises(MinimultError, match=r"train.tsv has 1 label \(a\): classification needs at least two"):
+        file_task(tmp_path, ("en", "xx"), str.split)
+
+
+def test_minor_a_dev_label_train_tsv_lacks_is_refused_at_its_line(tmp_path):
+    """dev.tsv is checked as every test file is; the line counts blank lines, as an editor shows them."""
+    from minimult.data.tasks import file_task
+
+    for name in ("train", "test.en", "test.xx"):
+        (tmp_path / f"{name}.tsv").write_text("a\tone two\nb\tthree four\n")
+    (tmp_path / "dev.tsv").write_text("a\tone\n\nz\ttwo\n")
+    with pytest.raises(MinimultError, match=r"dev.tsv:3: label 'z' is not among train.tsv's labels \(a, b\)"):
+        file_task(tmp_path, ("en", "xx"), str.split)
+
+
+def test_minor_the_default_task_needs_every_split_even_with_two_parts_in_training():
+    import numpy as np
+
+    from minimult.data.tasks import nt_parts, verse_split
+
+    ids = np.array([b * 1_000_000 + 1000 + v for b in (40, 44) for v in range(1, 200)])
+    no_dev = ids[verse_split(ids) != 1]  # gospels and acts in train and test, nothing in dev
+    with pytest.raises(MinimultError, match="needs sentences in every split.* 0 dev, "):
+        nt_parts(no_dev, "c")
+    assert nt_parts(ids, "c").sizes()["dev"] > 0
+
+
 def test_minor_the_default_task_on_a_run_of_part_of_the_corpus_says_what_to_give():
     import numpy as np
 

@@ -343,9 +343,36 @@ def test_a_tables_orderings_judge_its_own_runs_and_go_where_the_readme_asks(tmp_
     ([0.140, 0.142], [0.138, 0.141], "similar", HOLDS),    # within 25% of b, noise included
     ([0.02, 0.03], [0.14, 0.15], "similar", FAILS),        # far beyond the margin, separated
     ([0.05, 0.25], [0.14, 0.15], "similar", UNKNOWN),      # too noisy to say either
+    ([0.1, 0.2], [0.2, 0.3], "lower", UNKNOWN),            # seeds that touch are not ordered (and p large)
+    ([0.125, 0.155], [0.15, 0.15], "similar", UNKNOWN),    # |∆| .01 + 2 se (sample std) .03 > .0375 = 25% of b
 ])
 def test_the_rule(a, b, expect, verdict):
     assert decide(a, b, expect)["verdict"] == verdict
+
+
+def test_direction_of_the_means():
+    """Where the two means lie: level when equal, else with or against the paper; similar: within margin × |b|."""
+    def row(a, b, expect):
+        return {"a": {"stats": {"mean": a}}, "b": {"stats": {"mean": b}}, "expect": expect, "margin": 0.25}
+
+    assert claims_mod.direction(row(0.3, 0.3, "lower")) == claims_mod.direction(row(0.3, 0.3, "higher")) == "level"
+    assert claims_mod.direction(row(0.2, 0.3, "lower")) == "as the paper's"
+    assert claims_mod.direction(row(0.2, 0.3, "higher")) == "the other way"
+    assert claims_mod.direction(row(0.1, 0.13, "similar")) == "within 25% of b"  # .03 <= .0325, though > 25% of a
+    assert claims_mod.direction(row(0.13, 0.1, "similar")) == "beyond 25% of b"
+    assert claims_mod.direction({**row(0.1, 0.1, "lower"), "b": {"stats": None}}) == "–"
+
+
+def test_a_setting_in_several_folders_is_found_only_in_the_folder_a_side_names():
+    from types import SimpleNamespace
+
+    side = claims_mod.Side(grid="table1", id="1")
+    quick, paper = (claims_mod.Place(SimpleNamespace(id="1"), f, "table1") for f in ("quick", "paper"))
+    other = claims_mod.Place(SimpleNamespace(id="0"), "quick", "table1")
+    assert claims_mod.find(side, [quick, other]) == (quick, "")  # the only folder holding it
+    assert claims_mod.find(side, [quick, paper]) == (None, "table1 1 is in several folders (paper, quick)")
+    assert claims_mod.find(claims_mod.Side(grid="table1", id="1", folders=("paper",)), [quick, paper]) == (paper, "")
+    assert claims_mod.find(claims_mod.Side(grid="table2", id="1"), [quick]) == (None, "no evaluated run of table2 1")
 
 
 def test_every_claim_names_a_setting_of_its_grid_and_a_known_metric():
@@ -370,6 +397,28 @@ def test_claims_file_errors_are_one_line(tmp_path):
                    'a = { grid = "table1", id = "1" }\nb = { grid = "table1", id = "0" }\n')
     with pytest.raises(claims_mod.MinimultError, match="expect = 'smaller'; use one of lower, higher, similar"):
         load_claims(bad)
+    twice = ('[[claims]]\nid = "x"\nsource = "s"\nclaim = "c"\nmetric = "mu"\nexpect = "lower"\n'
+             'a = { grid = "table1", id = "1" }\nb = { grid = "table1", id = "0" }\n')
+    bad.write_text(twice + twice)
+    with pytest.raises(claims_mod.MinimultError, match="claim x: the id is used twice"):
+        load_claims(bad)
+
+
+def test_claim_numbers_and_a_tables_own_claims():
+    """3 significant figures, whole from 100 up; a table's claims are those with both sides in its grid."""
+    from types import SimpleNamespace
+
+    assert [claims_mod.number(x) for x in (None, 0.1234, 12.345, 100.0, -150.4, 2345.6)] == [
+        "–", "0.123", "12.3", "100", "-150", "2,346"]
+    path = Path(claims_mod.__file__).with_name("claims.toml")
+    claims = load_claims(path)
+    section = SimpleNamespace(manifest={}, grid="table1")
+    mine = claims_mod.section_claims(claims, section)
+    assert mine and all(c.a.grid == c.b.grid == "table1" and not c.a.constant and not c.b.constant for c in mine)
+    mixed = claims[0].__class__("m", "s", "c", "mu", "lower", claims_mod.Side("table1", "1"),
+                                claims_mod.Side("table2", "1"))
+    assert claims_mod.section_claims([mixed], section) == []
+    assert claims_mod.section_claims(claims, SimpleNamespace(manifest=None, grid="table1")) == []
 
 
 def test_readme_claims_table_is_what_the_committed_folders_give(tmp_path):

@@ -120,6 +120,30 @@ def test_stacked_losses_are_each_models_own_loss_with_nsp():
     assert (single - without).abs().min() > 1e-3  # the NSP term is there
 
 
+def test_a_stack_counts_one_models_parameters_refuses_mixed_shapes_and_keeps_no_batch_shapes():
+    """`num_parameters` is one model's; models of another config (or none) are refused by the stack itself; the
+    batch shapes `stacked_losses` hands its dropouts are gone once it returns (a later forward pass is not cut
+    to them)."""
+    import dataclasses
+
+    from minimult.errors import MinimultError
+    from minimult.model import Bert, ModelConfig
+    from minimult.stacked import pack, stack
+
+    cfg = ModelConfig(vocab_size=40, hidden=16, intermediate=32, heads=2, layers=2, max_positions=12)
+    torch.manual_seed(0)
+    models = [Bert(cfg) for _ in range(3)]
+    stacked = stack(models)
+    assert stacked.num_parameters() == models[0].num_parameters()
+    with pytest.raises(MinimultError, match="only models with the same configuration can be stacked"):
+        stack(models[:2] + [Bert(dataclasses.replace(cfg, intermediate=48))])
+    with pytest.raises(MinimultError, match="at least one model"):
+        stack([])
+    g = torch.Generator().manual_seed(1)
+    stacked.stacked_losses(pack([padded_item(g, 6, 9), padded_item(g, 4, 12), padded_item(g, 5, 7)]))
+    assert stacked.context.shapes is None
+
+
 def test_stacked_bf16_stays_within_bf16_rounding_of_separate_runs(tmp_path):
     """The GPU path trains stacked runs under bf16 autocast; on a CPU the same autocast shows that
     batched and single bf16 products round differently, and by no more than that: after one tiny

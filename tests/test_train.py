@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -660,6 +661,53 @@ def test_init_seed_out_of_range_is_one_clear_error(value):
 
     with pytest.raises(MinimultError, match="train.init_seed must be -1"):
         resolve("tiny", {"train.init_seed": value})
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"data.n_langs": 1}, "a run needs English and at least one more language"),
+    ({"data.max_len": 2}, "max_len 2 leaves no room for a word between [CLS] and [SEP]"),
+    ({"data.vocab_size": 5}, "vocab_size 5 leaves no room: it must exceed the 5 special tokens"),
+    ({"data.dev_sentences": -1}, "train_sentences and dev_sentences must be >= 0"),
+    ({"train.batch_size": 0}, "batch_size >= 1 and lr a finite number > 0"),
+    ({"train.weight_decay": float("inf")}, "train.weight_decay must be a finite number >= 0"),
+    ({"train.adam_eps": float("nan")}, "train.adam_eps must be a finite number >= 0"),
+    ({"train.clip": -0.5}, "train.clip must be a finite number >= 0"),
+    ({"train.eval_sentences": 1}, "train.eval_sentences must be >= 2"),
+    ({"train.seed": 2**32}, "seed must be a whole number from 0 to 4294967295"),
+    ({"train.device": "cuda:"}, "unknown device 'cuda:'"),
+    ({"train.pad_multiple": 2, "train.attention": "attend-padding"}, "train.pad_multiple > 1 needs train.attention"),
+    ({"train.epochs": 2.5}, "bad value for train.epochs: 2.5 is not a valid int"),
+    ({"train.epochs": True}, "bad value for train.epochs: True is not a valid int"),
+    ({"train.epochs": 0}, "train.epochs must be at least 1"),
+    ({"model.vocab_size": 100}, "model.vocab_size is sized from data.vocab_size"),
+    ({"model.target_params": 10**6, "model.intermediate": 64}, "drop model.intermediate or the target"),
+    ({"transfer.seeds": 0}, "transfer.seeds, epochs and batch_size >= 1"),
+    ({"transfer.warmup": 1.0}, "transfer.warmup in [0, 1)"),
+    ({"transfer.lr": float("inf")}, "transfer.lr must be a finite number > 0"),
+    ({"transfer.modes": "full,frozen,full"}, "must name each mode once"),
+])
+def test_bad_settings_are_one_clear_error_before_anything_runs(settings, fragment):
+    from minimult.errors import MinimultError
+
+    with pytest.raises(MinimultError, match=re.escape(fragment)):
+        resolve("tiny", settings)
+
+
+def test_settings_at_the_edge_of_what_is_allowed_resolve():
+    """Zero weight decay, clip and adam_eps, the largest seed, 2 evaluation sentences, cuda:N, warmup 0, "no" and
+    "off" for false, a whole float for an int; a setting under its old key and its new one: the new one wins."""
+    from minimult.config import parse_overrides
+    from minimult.errors import MinimultError
+
+    cfg, _ = resolve("tiny", {"train.weight_decay": 0, "train.clip": 0, "train.adam_eps": 0, "train.seed": 2**32 - 1,
+                              "train.eval_sentences": 2, "train.device": "cuda:1", "transfer.warmup": 0,
+                              "transfer.enabled": "no", "data.shared_vocab": "off", "train.epochs": 3.0})
+    assert (cfg.train.seed, cfg.train.eval_sentences, cfg.train.epochs) == (2**32 - 1, 2, 3)
+    assert cfg.transfer.enabled is False and cfg.data.shared_vocab is False
+    assert resolve("tiny", {"data.fake": "unicode", "data.source": "shift"})[0].data.source == "shift"
+    assert parse_overrides(["train.lr = 1e-3"]) == {"train.lr": "1e-3"}
+    with pytest.raises(MinimultError, match="bad --set 'train.lr': use section.key=value"):
+        parse_overrides(["train.lr"])
 
 
 def test_every_train_setting_is_either_shared_by_a_stack_or_each_runs_own():

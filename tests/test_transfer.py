@@ -22,7 +22,8 @@ from minimult.data.run_data import RunData
 from minimult.data.tasks import CLASSES, SPLITS, nt_part, nt_parts, verse_split
 from minimult.errors import MinimultError
 from minimult.evaluate import evaluate_run, summary_parts
-from minimult.evaluate.transfer import combine, fine_tune, frozen_names, task_data, transfer, transfer_run, with_headline
+from minimult.evaluate.transfer import (combine, fine_tune, frozen_layer, frozen_names, task_data, transfer, transfer_run,
+                                        with_headline)
 from minimult.runs import Run, copy_vocab, write_json
 from minimult.train import pretrain
 
@@ -68,6 +69,17 @@ def test_split_is_by_verse_fixed_and_about_80_10_10():
     assert (verse_split(ids[::-1]) == split[::-1]).all()  # a function of the id alone, not of its neighbours
     # the same in every run and every version of the code: changing these changes every published number
     assert verse_split(np.array([40001001, 40001004, 40001016, 43003016])).tolist() == [0, 1, 2, 0]
+
+
+def test_split_buckets_are_80_10_10_at_their_edges():
+    """A verse's bucket is blake2b("verse ID", 8 bytes) big-endian mod 100: 0-79 train, 80-89 dev, 90-99 test."""
+    import hashlib
+
+    ids = np.arange(40001001, 40001400)
+    bucket = np.array([int.from_bytes(hashlib.blake2b(f"verse {v}".encode(), digest_size=8).digest(), "big") % 100
+                       for v in ids])
+    assert {79, 80, 89, 90, 99, 0} <= set(bucket.tolist())  # the edges are among them
+    assert (verse_split(ids) == np.where(bucket < 80, 0, np.where(bucket < 90, 1, 2))).all()
 
 
 def test_split_is_the_same_in_every_language_and_run():
@@ -214,6 +226,18 @@ def test_headline_is_full_fine_tuning_whichever_call_added_it():
     assert full_later["settings"]["modes"] == "freeze:9,full"
     again = combine(full_first, block(full=(.8, .6)))  # a mode run again replaces its numbers
     assert (again["zero_shot_acc"], list(again["modes"])) == (.6, ["full", "frozen", "freeze:9"])
+
+
+def test_the_frozen_layer_is_the_one_asked_for_from_the_embeddings_to_the_last():
+    """-1: µ's upper layer (8 of 12); 0 (the embeddings) and the last layer are layers a mode may name; one more
+    is one error line."""
+    assert frozen_layer(TransferConfig(), 12) == 8
+    assert frozen_layer(TransferConfig(layer=0), 12) == 0
+    assert frozen_layer(TransferConfig(layer=12, modes="full,freeze:12"), 12) == 12
+    with pytest.raises(MinimultError, match="transfer.layer: layer 13 does not exist: the model has layers 0..12"):
+        frozen_layer(TransferConfig(layer=13), 12)
+    with pytest.raises(MinimultError, match="mode freeze:13: layer 13 does not exist"):
+        frozen_layer(TransferConfig(modes="freeze:13"), 12)
 
 
 def cli(*args):

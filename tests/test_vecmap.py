@@ -49,6 +49,36 @@ def test_same_seed_same_result(mapped):
     assert info["iterations"] == info2["iterations"] and info["objective"] == info2["objective"]
 
 
+def test_objective_is_the_mean_best_cosine_and_every_keep_level_waits_its_patience(mapped):
+    """Planted with little noise, each word's best cosine is near 1, and the objective (their mean) is the best seen;
+    keep goes 0.1, 0.2, 0.4, 0.8, 1, each level doubled only after `patience` iterations without improvement."""
+    _, _, _, (_, _, info) = mapped
+    assert info["best_objective"] >= info["objective"] > 0.99
+    assert info["iterations"] >= 5 * FAST.patience and info["converged"]
+
+
+def test_stochastic_induction_keeps_each_candidate_with_probability_keep():
+    """200 candidates ranked by cosine: the best one is picked when its coin keeps it, with probability `keep`."""
+    from minimult.knn.vecmap import _pick
+
+    angles = torch.linspace(0, 1.5, 200, dtype=torch.float64)
+    B = torch.stack([angles.cos(), angles.sin()], 1).float()  # cosine to (1, 0) falls with the index
+    A = torch.tensor([[1.0, 0.0]]).repeat(4000, 1)
+    for keep in (0.1, 0.3):
+        picked = _pick(A, B, torch.zeros(200), keep, torch.Generator().manual_seed(0))
+        assert (picked == 0).float().mean().item() == pytest.approx(keep, abs=0.03)
+    assert (_pick(A, B, torch.zeros(200), 1.0, torch.Generator()) == 0).all()
+
+
+def test_candidates_are_just_enough_that_all_dropped_has_probability_below_one_in_a_million():
+    from minimult.knn.vecmap import _candidates
+
+    for keep in (0.1, 0.3, 0.5, 0.9):
+        m = _candidates(keep, 10**6)
+        assert (1 - keep) ** m < 1e-6 <= (1 - keep) ** (m - 1), keep
+    assert _candidates(0.1, 50) == 50 and _candidates(1.0, 50) == 1
+
+
 @pytest.mark.parametrize("n_src, n_tgt, dim", [(8, 40, 5), (40, 8, 5), (30, 40, 50), (60, 20, 30)])
 def test_too_small_is_a_minimult_error(n_src, n_tgt, dim):
     rng = np.random.default_rng(0)
@@ -64,6 +94,20 @@ def test_bad_input_is_a_minimult_error():
     X[3, 2] = np.nan
     with pytest.raises(MinimultError, match="NaN"):
         unsupervised_map(X, rng.standard_normal((40, 5)), FAST)
+
+
+def test_bad_settings_are_a_minimult_error():
+    """At least 10 words on a side whatever csls_k; keep_start in (0, 1]; counts >= 1."""
+    rng = np.random.default_rng(0)
+    X, Z = rng.standard_normal((9, 5)), rng.standard_normal((40, 5))
+    with pytest.raises(MinimultError, match=r"source has 9 words \(need >= 10"):
+        unsupervised_map(X, Z, VecMapConfig(csls_k=3))
+    X = rng.standard_normal((40, 5))
+    for bad, match in ((VecMapConfig(keep_start=0.0), "keep_start must be in"),
+                       (VecMapConfig(keep_start=1.5), "keep_start must be in"),
+                       (VecMapConfig(csls_k=0), "must all be >= 1"), (VecMapConfig(patience=0), "must all be >= 1")):
+        with pytest.raises(MinimultError, match=match):
+            unsupervised_map(X, Z, bad)
 
 
 def test_degenerate_but_allowed_input_does_not_crash():
@@ -83,6 +127,24 @@ def test_translation_p1_and_nearest_on_known_case():
     assert translation_p1(Xm, Zm, [[0, 0], [0, 1]]) == 1.0  # any gold target counts
     with pytest.raises(MinimultError, match="unknown retrieval method 'cosine'"):
         translation_p1(Xm, Zm, [[0, 1]], method="cosine")
+    assert nearest(Xm, Zm, 3).tolist() == [[1, 2, 0], [0, 2, 1], [2, 1, 0]]  # every candidate, ranked
+    for k in (0, 4):
+        with pytest.raises(MinimultError, match=f"k={k} neighbours requested from 3 candidates"):
+            nearest(Xm, Zm, k)
+    for gold in ([[0, 3]], [[3, 0]], [[-1, 0]]):
+        with pytest.raises(MinimultError, match="gold pairs index outside 3 source / 3 target rows"):
+            translation_p1(Xm, Zm, gold)
+
+
+def test_csls_retrieval_discounts_a_hub_that_plain_nearest_neighbours_pick():
+    """Target 0 is the nearest neighbour of every source (a hub); CSLS, which subtracts each target's mean
+    similarity to its nearest sources, gives sources 0 and 3 their own targets."""
+    Xm = np.array([[0.8, 0.6], [0.75, 0.66], [0.7, 0.72], [0.66, 0.75]])
+    Zm = np.array([[0.7, 0.7], [0.9, 0.45], [0.5, 0.85], [0.3, 0.95]])
+    gold = [[0, 1], [3, 2]]
+    assert nearest(Xm, Zm, 1)[:, 0].tolist() == [0, 0, 0, 0]
+    assert translation_p1(Xm, Zm, gold, method="nn") == 0.0
+    assert translation_p1(Xm, Zm, gold, method="csls") == 1.0
 
 
 def test_neighbour_table_known_case_and_missing_rows():

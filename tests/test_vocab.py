@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import TINY_DEV, TINY_TRAIN
 from minimult.data.corpus import file_corpus
 from minimult.errors import MinimultError
-from minimult.data.vocab import (CLS, MASK, N_SPECIAL, PAD, SEP, SPECIALS, UNK, Encoded, Vocab,
+from minimult.data.vocab import (CLS, MASK, N_SPECIAL, PAD, SEP, SPECIALS, UNK, Encoded, Vocab, from_pieces,
                             train_wordpiece)
 
 
@@ -72,10 +72,34 @@ def test_ties_go_to_the_pair_of_lower_ids():
 def test_size_without_room_for_words(tiny_sentences, size):
     from minimult.config import DataConfig
 
-    with pytest.raises(MinimultError, match="special"):
-        train_wordpiece(tiny_sentences, size)
+    from minimult.data.vocab import train_char, train_word
+
+    for train in (train_wordpiece, train_char, train_word):
+        with pytest.raises(MinimultError, match=f"vocabulary size {size} leaves no room: it must exceed the 5 special"):
+            train(tiny_sentences, size)
     with pytest.raises(MinimultError, match="special"):  # caught before any corpus is read
         DataConfig(vocab_size=size)
+
+
+def test_a_size_that_just_holds_the_alphabet_is_enough():
+    """specials + characters + `##` characters = 9 entries: size 9 holds them (no merge), 8 does not; an empty
+    word adds nothing."""
+    sentences = [["ab", "", "ba", "ab"]]
+    assert train_wordpiece(sentences, 9).pieces == [*SPECIALS, "a", "b", "##a", "##b"]
+    with pytest.raises(MinimultError, match="too small"):
+        train_wordpiece(sentences, 8)
+    assert train_wordpiece(sentences, 10).pieces[-1] == "ab"
+
+
+def test_char_and_word_entries_are_by_frequency_ties_in_string_order():
+    """Most frequent first, equal counts in string order, whatever the order of the text: the same list on every
+    machine; the `##` forms by their own counts inside words."""
+    from minimult.data.vocab import train_char, train_word
+
+    text = [["zc", "ac", "ab", "ac"], ["y", "b", "a"]]
+    assert train_char(text, 64).pieces == [*SPECIALS, "a", "b", "y", "z", "##c", "##b"]
+    assert train_word(text, 64).pieces == [*SPECIALS, "ac", "a", "ab", "b", "y", "zc"]
+    assert train_word(text, 7).pieces == [*SPECIALS, "ac", "a"]
 
 
 def test_size_smaller_than_the_alphabet(tiny_sentences):
@@ -161,9 +185,46 @@ def test_display_parse_round_trip(vocab, pairs):
     assert vocab.parse(shown) == ids
 
 
+def test_a_vocabulary_smaller_than_its_stride_shifts_ids_by_the_stride():
+    """8 entries, 20 ids per language (a character set leaves its block part empty): language 1's ids are
+    id + 20, whatever the number of entries, in display, parse and decode; a one-piece sentence begins a word,
+    and decoding from a piece inside a word (a cut sentence) keeps that piece as its first word."""
+    v = from_pieces(list(SPECIALS) + ["He", "said", "##s"], 20)
+    assert len(v) == 8 and v.stride == 20
+    he, said = v.index["He"], v.index["said"]
+    assert v.display([he, he + 20, said + 20, MASK + 20]) == ["He", "::He", "::said", "::[MASK]"]
+    assert v.parse(["::He", "said", "::[MASK]"]) == [he + 20, said, MASK + 20]
+    enc = v.encode([["said"], ["Hes", "said"]], [0, 1])
+    assert enc.word_starts.tolist() == [True, True, False, True]
+    assert v.decode(enc.ids[1:] + 20, enc.word_starts[1:]) == ["Hes", "said"]
+    assert v.decode(enc.ids[:1] + 20, enc.word_starts[:1]) == ["said"]
+    assert v.decode(enc.ids[2:] + 20, enc.word_starts[2:]) == ["##s", "said"]
+
+
 def test_round_trip_of_every_id_two_languages(vocab):
     ids = list(range(2 * vocab.stride))
     assert vocab.parse(vocab.display(ids)) == ids
+
+
+def test_a_piece_that_begins_with_the_language_prefix_parses_as_itself():
+    """`::x`, a piece of language 0 (a word vocabulary may hold one), is that piece, not language 1's `x`."""
+    v = from_pieces(list(SPECIALS) + ["::x", "x"], 10)
+    assert v.parse(["::x", "::::x", "x"]) == [5, 15, 6]
+    assert v.display([5, 15, 6, 16]) == ["::x", "::::x", "x", "::x"]  # language 1's x reads as the piece ::x
+
+
+def test_vocab_files_and_digest_in_their_order(tmp_path):
+    """vocab.txt first, then each language's own LANG/vocab.txt in name order; the digest hashes them so."""
+    import hashlib
+
+    from minimult.data.vocab import vocab_digest, vocab_files
+
+    for where, text in (("", "top"), ("zz/", "last"), ("es/", "middle")):
+        (tmp_path / where).mkdir(exist_ok=True)
+        (tmp_path / where / "vocab.txt").write_text(text)
+    assert vocab_files(tmp_path) == [tmp_path / "vocab.txt", tmp_path / "es" / "vocab.txt",
+                                     tmp_path / "zz" / "vocab.txt"]
+    assert vocab_digest(tmp_path) == hashlib.sha256(b"topmiddlelast").hexdigest()
 
 
 def test_parse_rejects_unknown_pieces(vocab):
