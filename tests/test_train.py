@@ -279,6 +279,31 @@ def test_a_resumed_run_keeps_the_threads_it_trained_with(tmp_path):
     assert [s["threads"] for s in read_json(part / "run.json")["execution"]] == [2]
 
 
+def test_logged_seconds_add_up_every_stretch_where_the_clock_restarted(tmp_path):
+    """A log from versions whose checkpoints did not carry the seconds: each stretch's clock starts again, and its
+    last value adds to the stretches before; `up_to_step` counts the rows up to and at that step."""
+    from minimult.runs import logged_seconds
+
+    log = tmp_path / "metrics.jsonl"
+    rows = [(5, 1.0), (10, 3.0), (5, 0.5), (10, 2.0), ({"eval": {}}, None), (15, 1.0), (20, 4.0)]
+    log.write_text("".join(json.dumps({"step": s, "elapsed_s": x} if x is not None else s) + "\n" for s, x in rows))
+    assert logged_seconds(log) == 3.0 + 2.0 + 4.0
+    assert logged_seconds(log, up_to_step=15) == 3.0 + 2.0 + 1.0 and logged_seconds(log, up_to_step=4) is None
+    assert logged_seconds(tmp_path / "none.jsonl") is None
+
+
+def test_out_may_name_an_empty_folder_but_never_one_holding_files(tmp_path):
+    from minimult.errors import MinimultError
+    from minimult.runs import create_run_dir
+
+    (tmp_path / "empty").mkdir()
+    assert create_run_dir(tmp_path / "empty", "lang-pos", 0) == tmp_path / "empty"
+    (tmp_path / "empty" / "notes.txt").write_text("mine")
+    with pytest.raises(MinimultError, match="already exists"):
+        create_run_dir(tmp_path / "empty", "lang-pos", 0)
+    assert create_run_dir(tmp_path / "new" / "run", "lang-pos", 0).is_dir()  # parents made
+
+
 @pytest.mark.parametrize("older_checkpoint", [False, True])
 def test_a_resumed_runs_training_seconds_count_every_stretch(tmp_path, older_checkpoint):
     """A run killed after its checkpoint at step 14 and resumed: metrics.jsonl's elapsed_s goes on from the
