@@ -245,7 +245,8 @@ def _signals_noted(signums: tuple):
 def _failure(codes: list[int], reports: dict, stopped: set, kept: Callable[[], str]) -> str:
     """One line for a run whose ranks did not all finish: a rank's own error (a MinimultError: bad input,
     a diverged loss, a full disk) as it said it; else the rank that died without a word (killed: by the
-    kernel for memory, by a signal); else the first rank's crash (its peers' failures only echo it)."""
+    kernel for memory, by a signal); else the first rank's crash (its peers' failures only echo it); else the
+    first rank that ended badly, every one of them stopped here (the launcher itself was signalled)."""
     n = len(codes)
     errors = sorted((r, text) for r, (kind, text) in reports.items() if kind == "error")
     if errors:
@@ -258,7 +259,7 @@ def _failure(codes: list[int], reports: dict, stopped: set, kept: Callable[[], s
     if crashes:
         r, text = crashes[0]
         return f"training process {r} of {n} failed ({text}); the others were stopped: {kept()}"
-    r = next((r for r, c in enumerate(codes) if c != 0 and r not in stopped), 0)
+    r = next(r for r, c in enumerate(codes) if c != 0)
     return f"training process {r} of {n} ended ({_how_it_ended(codes[r])}); the others were stopped: {kept()}"
 
 

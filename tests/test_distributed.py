@@ -249,6 +249,8 @@ def test_a_failed_run_is_told_in_one_line_by_the_rank_that_knows_why(tmp_path):
         "training process 1 of 2 failed (RuntimeError: x); the others were stopped: K")
     assert ranks._failure([1, 1], {1: ("crash", "B"), 0: ("crash", "A")}, set(), kept) == (
         "training process 0 of 2 failed (A); the others were stopped: K")
+    assert ranks._failure([0, -15], {}, {1}, kept) == (  # every rank that ended badly was stopped here
+        "training process 1 of 2 ended (killed by SIGTERM); the others were stopped: K")
     assert ranks._how_it_ended(3) == "exit code 3" and ranks._how_it_ended(-15) == "killed by SIGTERM"
     assert ranks._how_it_ended(-200) == "killed by signal 200"
     (tmp_path / "checkpoint.pt").write_bytes(b"x")
