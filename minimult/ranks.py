@@ -243,10 +243,9 @@ def _signals_noted(signums: tuple):
 
 
 def _failure(codes: list[int], reports: dict, stopped: set, kept: Callable[[], str]) -> str:
-    """One line for a run whose ranks did not all finish: a rank's own error (a MinimultError: bad input,
-    a diverged loss, a full disk) as it said it; else the rank that died without a word (killed: by the
-    kernel for memory, by a signal); else the first rank's crash (its peers' failures only echo it); else the
-    first rank that ended badly, every one of them stopped here (the launcher itself was signalled)."""
+    """One line for a run whose ranks did not all finish: a rank's own error (a MinimultError: bad input, a
+    diverged loss, a full disk) as it said it; else a rank that died without a word (killed: for memory, by a
+    signal); else the first crash (peers' failures only echo it); else the first rank stopped here (signalled)."""
     n = len(codes)
     errors = sorted((r, text) for r, (kind, text) in reports.items() if kind == "error")
     if errors:
